@@ -1,0 +1,57 @@
+"""trackmux: one tracking layer between a training loop and every experiment tracker.
+
+    run = trackmux.init(project="ppo-qwen2", backends=["console", "wandb"], config=cfg)
+    run.log({"reward/mean": 0.41}, step=10)
+    run.finish()
+
+Every call becomes an event in a durable local spool and is delivered to each backend by
+its own worker thread; see docs/ for the guarantees.
+"""
+
+from __future__ import annotations
+
+from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.errors import (
+    EventRejected,
+    RunFinishedError,
+    SpoolLockedError,
+    TrackmuxError,
+    UnknownBackendError,
+)
+from trackmux.core.events import (
+    ConfigEvent,
+    Event,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+from trackmux.core.registry import register_plugin
+from trackmux.core.run import DisabledRun, FinishSummary, Run, init
+from trackmux.hookspecs import hookimpl
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backend",
+    "ConfigEvent",
+    "DisabledRun",
+    "Event",
+    "EventRejected",
+    "FinishSummary",
+    "ImageEvent",
+    "MetricsEvent",
+    "ResumeState",
+    "Run",
+    "RunFinishedError",
+    "RunInfo",
+    "SpoolLockedError",
+    "TableEvent",
+    "TextEvent",
+    "TrackmuxError",
+    "UnknownBackendError",
+    "__version__",
+    "hookimpl",
+    "init",
+    "register_plugin",
+]

@@ -1,0 +1,1 @@
+"""The trackmux command line: one module per command."""

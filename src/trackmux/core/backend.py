@@ -1,0 +1,93 @@
+"""The contract between trackmux and a backend plugin.
+
+A backend is a small class that core drives from its own delivery thread, never from the
+trainer's thread: ``open`` the remote run once, ``write`` batches of events in spool
+order, ``flush``, ``close``. Everything a backend needs to resume later (its remote
+identity, a file offset, ...) it returns from ``state()``; core stores that next to the
+acknowledged position in the spool and hands it back to ``open`` on the next delivery,
+live or from ``trackmux sync``.
+
+Redelivery contract: if a process dies after ``write`` returned but before core
+acknowledged the batch, the same events (same seq, step and time) are written again.
+A backend must make that harmless (dedupe on seq, truncate to its checkpoint, or rely
+on the remote store's own dedupe of identical points).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from trackmux.core.events import Event
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a backend knows about the run it delivers."""
+
+    project: str
+    name: str
+    run_id: str
+    run_dir: Path
+    started_at: float
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """What an earlier delivery of this run to this backend left behind.
+
+    ``remote_id`` is the backend's own identity of the run (wandb run id, mlflow run_id);
+    ``state`` is whatever the backend returned from ``state()`` at the last acknowledgement;
+    ``acked_seq`` is the last event seq the backend acknowledged (0: nothing yet).
+    """
+
+    remote_id: str | None = None
+    state: Mapping[str, Any] = field(default_factory=dict)
+    acked_seq: int = 0
+
+
+class Backend(abc.ABC):
+    """Base class of every backend. Subclasses set ``name`` and ``capabilities``.
+
+    ``capabilities`` lists the event kinds the backend shows natively. For the others core
+    applies a fallback before ``write`` (a table as markdown text, an image as a PNG file
+    in ``media_dir()``), so no plugin re-implements them.
+    """
+
+    name: ClassVar[str] = ""
+    capabilities: ClassVar[frozenset[str]] = frozenset({"metrics", "config"})
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        self.options: dict[str, Any] = dict(options or {})
+
+    @abc.abstractmethod
+    def open(self, run: RunInfo, resume: ResumeState) -> None:
+        """Create the remote run, or continue ``resume.remote_id`` if it is set."""
+
+    @abc.abstractmethod
+    def write(self, events: Sequence[Event]) -> None:
+        """Deliver events in order. Return only once the backend has them (or raise)."""
+
+    def flush(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Push anything the backend buffers. Called before each acknowledgement."""
+
+    @abc.abstractmethod
+    def close(self, status: str) -> None:
+        """End the remote run; ``status`` is "finished" or "crashed"."""
+
+    @property
+    def remote_id(self) -> str | None:
+        """The backend's identity of the run, stored so a later sync continues it."""
+        return None
+
+    def state(self) -> dict[str, Any]:
+        """A small JSON-compatible checkpoint stored with each acknowledgement."""
+        return {}
+
+    def media_dir(self) -> Path | None:
+        """Where core's image fallback may write PNG files; None: images are reported skipped."""
+        return None

@@ -1,0 +1,94 @@
+"""Events to spool rows and back: orjson bodies, a CRC per row, PNGs as content-addressed blobs.
+
+JSON has no NaN or infinity, and orjson writes them as ``null``; since a metric value can
+never be ``None``, non-finite metric values are stored as the strings "nan", "inf" and
+"-inf" and turned back into floats on reading. Table cells that are NaN come back as None.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import zlib
+from typing import Any
+
+import orjson
+
+from trackmux.core.events import (
+    ConfigEvent,
+    Event,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+
+Row = tuple[str, int, float, bytes, int]  # kind, step, time, body, crc
+
+
+def _nonfinite(value: float) -> str:
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
+    """A spool row for ``event``, plus the blob (hash, bytes) it references, if any."""
+    blob: tuple[str, bytes] | None = None
+    body: bytes
+    if isinstance(event, MetricsEvent):
+        body = orjson.dumps(event.data)
+        if b"null" in body:
+            body = orjson.dumps({
+                k: _nonfinite(v) if isinstance(v, float) and not math.isfinite(v) else v
+                for k, v in event.data.items()
+            })
+    elif isinstance(event, TableEvent):
+        body = orjson.dumps({"key": event.key, "columns": event.columns, "rows": event.rows})
+    elif isinstance(event, ImageEvent):
+        digest = hashlib.sha256(event.png).hexdigest()
+        blob = (digest, event.png)
+        body = orjson.dumps({"key": event.key, "blob": digest, "width": event.width,
+                             "height": event.height, "mode": event.mode,
+                             "caption": event.caption})
+    elif isinstance(event, TextEvent):
+        body = orjson.dumps({"key": event.key, "text": event.text})
+    elif isinstance(event, ConfigEvent):
+        body = orjson.dumps(event.config)
+    else:  # pragma: no cover - the Event union is closed
+        raise TypeError(f"not an event: {event!r}")
+    return (event.kind, event.step, event.time, body, zlib.crc32(body)), blob
+
+
+def crc_ok(body: bytes, crc: int) -> bool:
+    return zlib.crc32(body) == crc
+
+
+def decode(seq: int, kind: str, step: int, time: float, body: bytes,
+           blob: bytes | None = None) -> Event:
+    """Rebuild the event of one row (``blob`` is the PNG for image rows)."""
+    data: Any = orjson.loads(body)
+    if kind == "metrics":
+        for key, value in data.items():
+            if type(value) is str:
+                data[key] = float(value)
+        return MetricsEvent(data, step, time, seq)
+    if kind == "table":
+        rows = tuple(tuple(r) for r in data["rows"])
+        return TableEvent(data["key"], tuple(data["columns"]), rows, step, time, seq)
+    if kind == "image":
+        if blob is None:
+            raise ValueError(f"image event {seq} references missing blob {data['blob']}")
+        return ImageEvent(data["key"], blob, data["width"], data["height"], data["mode"],
+                          step, time, data.get("caption"), seq)
+    if kind == "text":
+        return TextEvent(data["key"], data["text"], step, time, seq)
+    if kind == "config":
+        return ConfigEvent(data, step, time, seq)
+    raise ValueError(f"unknown event kind {kind!r} at seq {seq}")
+
+
+def blob_ref(kind: str, body: bytes) -> str | None:
+    """The blob hash an image row points to."""
+    if kind != "image":
+        return None
+    ref = orjson.loads(body).get("blob")
+    return ref if isinstance(ref, str) else None

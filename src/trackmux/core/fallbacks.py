@@ -1,0 +1,87 @@
+"""Core's stand-ins for event kinds a backend cannot show, so no plugin re-implements them.
+
+- a table becomes a markdown table (a text event) for a backend that shows text;
+- an image becomes a PNG file in the backend's ``media_dir()`` (plus a text event with
+  its path where text is shown);
+- anything else the backend cannot show is skipped and reported once, never silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from trackmux.core.backend import Backend
+from trackmux.core.events import Cell, Event, ImageEvent, TableEvent, TextEvent
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_MARKDOWN_CELL = 2000
+
+
+def safe_filename(key: str, max_length: int = 120) -> str:
+    """A file name derived from a key that cannot leave its directory (no ``/``, no ``..``)."""
+    name = _UNSAFE.sub("_", key).strip("._") or "key"
+    if len(name) > max_length:
+        name = name[:max_length - 9] + "_" + hashlib.sha1(key.encode()).hexdigest()[:8]
+    return name
+
+
+def contained(directory: Path, name: str) -> Path:
+    """``directory / name``, refusing any result outside ``directory``."""
+    target = (directory / name).resolve()
+    if directory.resolve() not in target.parents:
+        raise ValueError(f"refusing to write {name!r} outside {directory}")
+    return target
+
+
+def _markdown_cell(value: Cell) -> str:
+    text = "" if value is None else str(value)
+    if len(text) > MAX_MARKDOWN_CELL:
+        text = text[:MAX_MARKDOWN_CELL] + "…"
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "<br>")
+
+
+def table_to_markdown(event: TableEvent) -> str:
+    header = "| " + " | ".join(_markdown_cell(c) for c in event.columns) + " |"
+    rule = "|" + "|".join("---" for _ in event.columns) + "|"
+    body = ["| " + " | ".join(_markdown_cell(c) for c in row) + " |" for row in event.rows]
+    return "\n".join([header, rule, *body])
+
+
+def image_to_file(event: ImageEvent, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(event.png).hexdigest()[:12]
+    path = contained(directory, f"{safe_filename(event.key)}_step{event.step}_{digest}.png")
+    if not path.exists():
+        tmp = path.with_suffix(".png.tmp")
+        tmp.write_bytes(event.png)
+        tmp.replace(path)
+    return path
+
+
+def adapt(events: Sequence[Event], backend: Backend,
+          report: Callable[[str, str], None]) -> list[Event]:
+    """The events as ``backend`` can take them: native kinds pass, others fall back."""
+    caps = backend.capabilities
+    out: list[Event] = []
+    for event in events:
+        kind = event.kind
+        if kind in caps:
+            out.append(event)
+        elif isinstance(event, TableEvent) and "text" in caps:
+            out.append(TextEvent(event.key, table_to_markdown(event), event.step, event.time,
+                                 event.seq))
+        elif isinstance(event, ImageEvent) and backend.media_dir() is not None:
+            media = backend.media_dir()
+            assert media is not None
+            path = image_to_file(event, media)
+            if "text" in caps:
+                label = event.caption or event.key
+                out.append(TextEvent(event.key, f"![{label}]({path})", event.step, event.time,
+                                     event.seq))
+        else:
+            report(f"no-{kind}", f"this backend cannot show {kind} events; they are skipped "
+                   "(they stay in the spool)")
+    return out

@@ -1,0 +1,100 @@
+"""Images in, PNG out: every image event carries PNG bytes, so backends never see layouts.
+
+Accepted (documented in docs/values.md):
+- numpy arrays (and torch tensors, via ``.detach().cpu().numpy()``) shaped HW, HWC or CHW
+  with 1, 3 or 4 channels. A leading axis of 1, 3 or 4 with a larger last axis is CHW.
+- dtypes: bool (0/255); unsigned/signed ints clipped to 0..255; floats in [0, 1] scaled
+  by 255, floats with a maximum above 1 read as 0..255; NaN becomes 0, values clipped.
+- ``PIL.Image.Image`` objects; a path (str or ``os.PathLike``) to an image file.
+Anything else, an empty image, or one above ``MAX_PIXELS`` raises an error naming ``image``.
+numpy and Pillow are imported only when an image is logged.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from typing import Any
+
+MAX_PIXELS = 64_000_000
+
+
+@dataclass(frozen=True)
+class EncodedImage:
+    png: bytes
+    width: int
+    height: int
+    mode: str
+
+
+def _from_pil(image: Any) -> EncodedImage:
+    width, height = image.size
+    if width == 0 or height == 0:
+        raise ValueError("image is empty (0 pixels)")
+    if width * height > MAX_PIXELS:
+        raise ValueError(f"image has {width}x{height} pixels; the limit is {MAX_PIXELS}")
+    if image.mode not in ("L", "RGB", "RGBA", "LA", "I;16", "1", "P"):
+        image = image.convert("RGBA" if "A" in image.mode else "RGB")
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return EncodedImage(buffer.getvalue(), width, height, image.mode)
+
+
+def _to_uint8(array: Any) -> Any:
+    import numpy as np
+
+    if array.dtype == np.bool_:
+        return array.astype(np.uint8) * 255
+    if np.issubdtype(array.dtype, np.integer):
+        return np.clip(array, 0, 255).astype(np.uint8)
+    if np.issubdtype(array.dtype, np.floating):
+        values = np.nan_to_num(array.astype(np.float64), nan=0.0, posinf=255.0, neginf=0.0)
+        scale = 255.0 if values.size and values.max() <= 1.0 else 1.0
+        return np.clip(values * scale, 0, 255).round().astype(np.uint8)
+    raise TypeError(f"image has dtype {array.dtype}; expected bool, integer or float")
+
+
+def _from_array(array: Any) -> EncodedImage:
+    from PIL import Image
+
+    if array.ndim == 3 and array.shape[0] in (1, 3, 4) and array.shape[-1] not in (1, 3, 4):
+        array = array.transpose(1, 2, 0)  # CHW -> HWC
+    if array.ndim == 3 and array.shape[-1] == 1:
+        array = array[..., 0]
+    if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[-1] not in (3, 4)):
+        raise ValueError(f"image has shape {tuple(array.shape)}; expected HW, HWC or CHW with "
+                         "1, 3 or 4 channels")
+    if array.size == 0:
+        raise ValueError(f"image is empty (shape {tuple(array.shape)})")
+    if array.shape[0] * array.shape[1] > MAX_PIXELS:
+        raise ValueError(f"image has {array.shape[0]}x{array.shape[1]} pixels; "
+                         f"the limit is {MAX_PIXELS}")
+    data = _to_uint8(array)
+    mode = {2: "L"}.get(data.ndim) or ("RGB" if data.shape[-1] == 3 else "RGBA")
+    return _from_pil(Image.fromarray(data, mode=mode))
+
+
+def encode_image(image: object) -> EncodedImage:
+    """Convert any accepted image to PNG; errors name ``image`` and what was wrong."""
+    if isinstance(image, (str, os.PathLike)):
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with Image.open(os.fspath(image)) as opened:
+                opened.load()
+                return _from_pil(opened)
+        except (OSError, UnidentifiedImageError) as exc:
+            raise ValueError(f"image path {os.fspath(image)!r} is not a readable image: {exc}"
+                             ) from exc
+    module = type(image).__module__.split(".")[0]
+    if module == "PIL":
+        return _from_pil(image)
+    if module == "torch":
+        image = image.detach().cpu().numpy()  # type: ignore[attr-defined]
+    if hasattr(image, "__array_interface__") or hasattr(image, "__array__"):
+        import numpy as np
+
+        return _from_array(np.asarray(image))
+    raise TypeError(f"image must be a numpy array, torch tensor, PIL image or a file path, "
+                    f"got {type(image).__name__}")

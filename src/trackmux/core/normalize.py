@@ -1,0 +1,228 @@
+"""Checking and converting what the trainer passes in, at the door, once.
+
+The rules (documented in docs/values.md):
+
+- Keys are non-empty ``str`` of at most ``MAX_KEY_LENGTH`` characters without control
+  characters. Unicode, ``/``, ``@`` and spaces are kept; each backend maps them to what
+  it accepts (mlflow as verl does).
+- Metric values: ``int`` and ``float`` pass; ``bool`` becomes ``int``; numpy/torch scalars
+  and 0-d arrays/tensors (anything with ``.item()`` and no dimensions) become ``int`` or
+  ``float``; ints beyond 64 bits become ``float``; NaN and inf are kept. A nested dict is
+  flattened with ``/`` (``{"a": {"b": 1}}`` is ``a/b``). Everything else (str, None,
+  lists, arrays with elements, objects whose conversion raises) is a ``TypeError`` that
+  names the key and the type.
+- Steps are ints ``>= 0`` (numpy ints and integral floats accepted); bools, other floats,
+  negatives are errors naming ``step``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trackmux.core.events import Cell, Scalar
+
+MAX_KEY_LENGTH = 1000
+MAX_INT = 2**63 - 1
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_FAST_TYPES = (float, int)
+_known_keys: set[str] = set()
+_KNOWN_KEYS_LIMIT = 200_000
+
+
+def check_key(key: object, argument: str = "key") -> str:
+    """Return ``key`` if it is acceptable, else raise an error naming ``argument``."""
+    if type(key) is str and key in _known_keys:
+        return key
+    if not isinstance(key, str):
+        raise TypeError(f"{argument} must be str, got {type(key).__name__}: {key!r:.80}")
+    if not key:
+        raise ValueError(f"{argument} must not be empty")
+    if len(key) > MAX_KEY_LENGTH:
+        raise ValueError(f"{argument} is {len(key)} characters long; the limit is {MAX_KEY_LENGTH}")
+    if _CONTROL.search(key):
+        raise ValueError(f"{argument} {key!r:.80} contains control characters")
+    if len(_known_keys) < _KNOWN_KEYS_LIMIT:
+        _known_keys.add(key)
+    return key
+
+
+def to_scalar(value: object, key: str) -> Scalar:
+    """Convert one metric value; errors name ``key`` and the offending type."""
+    kind = type(value)
+    if kind is float:
+        return value  # type: ignore[return-value]
+    if kind is int:
+        return value if -MAX_INT - 1 <= value <= MAX_INT else float(value)  # type: ignore[operator,return-value,arg-type]
+    if kind is bool:
+        return int(value)  # type: ignore[call-overload]
+    if isinstance(value, (str, bytes, bytearray)) or value is None:
+        raise TypeError(
+            f"metric {key!r} has a {kind.__name__} value ({value!r:.60}); metric values must be "
+            "numbers (use log_text for text)"
+        )
+    item = getattr(value, "item", None)
+    if item is not None and callable(item):
+        ndim = getattr(value, "ndim", 0)
+        if ndim not in (0, None):
+            raise TypeError(
+                f"metric {key!r} is a {kind.__name__} with {ndim} dimensions; only scalars and "
+                "0-d arrays/tensors can be logged as metrics"
+            )
+        try:
+            converted = item()
+        except Exception as exc:
+            raise TypeError(f"metric {key!r}: converting {kind.__name__} failed: {exc}") from exc
+        if isinstance(converted, (bool, int, float)):
+            return to_scalar(converted, key)
+        raise TypeError(f"metric {key!r}: {kind.__name__} holds {type(converted).__name__}, "
+                        "not a real number")
+    if isinstance(value, int):  # int subclasses (IntEnum, ...)
+        return to_scalar(int(value), key)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, (list, tuple, set, dict)):
+        raise TypeError(f"metric {key!r} has a {kind.__name__} value; metric values must be "
+                        "numbers (log each element under its own key, or use log_table)")
+    if hasattr(value, "__float__"):
+        try:
+            return float(value)  # type: ignore[arg-type]
+        except Exception as exc:
+            raise TypeError(f"metric {key!r}: float() of {kind.__name__} failed: {exc}") from exc
+    raise TypeError(f"metric {key!r} has a {kind.__name__} value; metric values must be numbers")
+
+
+def normalize_metrics(data: object) -> dict[str, Scalar]:
+    """Check and convert one ``log()`` payload. Fast when keys repeat and values are floats."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"data must be a mapping of str to number, got {type(data).__name__}")
+    known = _known_keys
+    out: dict[str, Scalar] = {}
+    for key, value in data.items():
+        if type(value) in _FAST_TYPES and type(key) is str and key in known:
+            if type(value) is int and not -MAX_INT - 1 <= value <= MAX_INT:
+                value = float(value)
+            out[key] = value
+        elif isinstance(value, Mapping):
+            prefix = check_key(key)
+            for sub_key, sub_value in normalize_metrics(
+                {f"{prefix}/{k}" if isinstance(k, str) else k: v for k, v in value.items()}
+            ).items():
+                out[sub_key] = sub_value
+        else:
+            out[check_key(key)] = to_scalar(value, key)
+    return out
+
+
+def normalize_step(step: object) -> int:
+    """An explicit step: a non-negative int (integral floats and numpy ints accepted)."""
+    if type(step) is int:
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        return step
+    if isinstance(step, bool):
+        raise TypeError("step must be an int, got bool")
+    item = getattr(step, "item", None)
+    if item is not None and callable(item) and getattr(step, "ndim", 0) == 0:
+        return normalize_step(item())
+    if isinstance(step, int):
+        return normalize_step(int(step))
+    if isinstance(step, float):
+        if math.isfinite(step) and step.is_integer():
+            return normalize_step(int(step))
+        raise ValueError(f"step must be a whole number, got {step!r}")
+    raise TypeError(f"step must be an int, got {type(step).__name__}")
+
+
+def to_cell(value: object) -> Cell:
+    """A table cell: str/int/float/bool/None kept, numpy/torch scalars unwrapped, others str()."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value  # type: ignore[return-value]
+    item = getattr(value, "item", None)
+    if item is not None and callable(item) and getattr(value, "ndim", 0) == 0:
+        try:
+            return to_cell(item())
+        except Exception:
+            pass
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    try:
+        return str(value)
+    except Exception as exc:  # an object whose __str__ raises
+        return f"<unprintable {type(value).__name__}: {exc}>"
+
+
+def normalize_table(
+    columns: object, rows: object
+) -> tuple[tuple[str, ...], tuple[tuple[Cell, ...], ...]]:
+    """Check a table. Rows must have one cell per column; a column mixing text and
+    numbers becomes all text (wandb and others reject mixed columns)."""
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
+        raise TypeError(f"columns must be a list of str, got {type(columns).__name__}")
+    cols = tuple(check_key(c, f"columns[{i}]") for i, c in enumerate(columns))
+    if not cols:
+        raise ValueError("columns must not be empty")
+    if len(set(cols)) != len(cols):
+        raise ValueError(f"columns must be unique, got {list(cols)}")
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
+        raise TypeError(f"rows must be a list of rows, got {type(rows).__name__}")
+    out: list[list[Cell]] = []
+    for i, row in enumerate(rows):
+        if isinstance(row, Mapping):
+            row = [row.get(c) for c in cols]
+        if isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
+            raise TypeError(f"rows[{i}] must be a list of cells, got {type(row).__name__}")
+        if len(row) != len(cols):
+            raise ValueError(f"rows[{i}] has {len(row)} cells; the table has {len(cols)} columns")
+        out.append([to_cell(v) for v in row])
+    for j in range(len(cols)):
+        kinds = {type(r[j]) for r in out if r[j] is not None}
+        if str in kinds and len(kinds) > 1:
+            for r in out:
+                if r[j] is not None and type(r[j]) is not str:
+                    r[j] = str(r[j])
+    return cols, tuple(tuple(r) for r in out)
+
+
+def to_json_value(value: object, path: str = "config") -> Any:
+    """Config values become JSON-compatible: containers recurse, scalars unwrap, the rest str()."""
+    if value is None or type(value) in (str, bool, int):
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): to_json_value(v, f"{path}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    item = getattr(value, "item", None)
+    if item is not None and callable(item) and getattr(value, "ndim", 0) == 0:
+        try:
+            return to_json_value(item(), path)
+        except Exception:
+            pass
+    tolist = getattr(value, "tolist", None)
+    if tolist is not None and callable(tolist):
+        try:
+            return to_json_value(tolist(), path)
+        except Exception:
+            pass
+    if isinstance(value, (int, float)):
+        return to_json_value(int(value) if isinstance(value, int) else float(value), path)
+    try:
+        return str(value)
+    except Exception as exc:
+        return f"<unprintable {type(value).__name__}: {exc}>"
+
+
+def flatten(config: Mapping[str, Any], sep: str = ".", prefix: str = "") -> dict[str, Any]:
+    """Flatten nested config for backends with flat params (``a.b.c``); lists stay values."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{sep}{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, sep, name))
+        else:
+            out[name] = value
+    return out

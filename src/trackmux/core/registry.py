@@ -1,0 +1,212 @@
+"""Plugin discovery: entry points of group ``trackmux``, loaded through pluggy, isolated.
+
+Built-in backends are registered through trackmux's own entry points exactly like a
+third party's. Loading one plugin can never break the others: a plugin that fails to
+import or to register is recorded (entry point, distribution, version, exception) and
+reported once per process.
+
+Environment:
+- ``TRACKMUX_DISABLE_PLUGIN_AUTOLOAD=1``: load only trackmux's own entry points.
+- ``TRACKMUX_PLUGINS=a,b``: of the third-party entry points, load only these names.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import pluggy
+
+from trackmux import hookspecs
+from trackmux.core.errors import UnknownBackendError
+
+log = logging.getLogger("trackmux")
+
+ENTRY_POINT_GROUP = "trackmux"
+OWN_DISTRIBUTION = "trackmux"
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One registered backend and where it came from."""
+
+    name: str
+    factory: hookspecs.BackendFactory
+    plugin: str
+    distribution: str
+    version: str
+    requires: tuple[str, ...] = ()
+    extra: str | None = None
+    description: str = ""
+
+    def missing_modules(self) -> list[str]:
+        """Required modules that cannot be found (checked without importing them)."""
+        missing = []
+        for module in self.requires:
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                missing.append(module)
+        return missing
+
+    def install_hint(self) -> str:
+        target = f"trackmux[{self.extra}]" if self.extra else " ".join(self.requires)
+        return f"pip install '{target}'"
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """A loaded (or failed) plugin, as ``trackmux plugins`` shows it."""
+
+    name: str
+    distribution: str
+    version: str
+    backends: tuple[str, ...] = ()
+    error: str | None = None
+
+
+@dataclass
+class Registry:
+    """The plugin manager plus what each plugin registered."""
+
+    manager: pluggy.PluginManager
+    backends: dict[str, BackendSpec] = field(default_factory=dict)
+    plugins: list[PluginInfo] = field(default_factory=list)
+
+    def backend(self, name: str) -> BackendSpec:
+        """The spec for ``name``, or an error listing what is installed and what to install."""
+        spec = self.backends.get(name)
+        if spec is None:
+            installed = ", ".join(sorted(self.backends)) or "none"
+            hint = KNOWN_EXTRAS.get(name)
+            advice = f"; install it with pip install 'trackmux[{hint}]'" if hint else ""
+            raise UnknownBackendError(
+                f"unknown backend {name!r}{advice}. Installed backends: {installed}"
+            )
+        missing = spec.missing_modules()
+        if missing:
+            raise UnknownBackendError(
+                f"backend {name!r} needs {', '.join(missing)}, which is not installed: "
+                f"{spec.install_hint()}. Installed backends: {', '.join(sorted(self.backends))}"
+            )
+        return spec
+
+    def register_plugin(self, plugin: object, name: str, distribution: str = "",
+                        version: str = "") -> None:
+        """Register a plugin object (module or instance) and collect its backends."""
+        collected: list[BackendSpec] = []
+
+        def register(
+            backend_name: str,
+            factory: hookspecs.BackendFactory,
+            *,
+            requires: tuple[str, ...] = (),
+            extra: str | None = None,
+            description: str = "",
+        ) -> None:
+            if not isinstance(backend_name, str) or not backend_name:
+                raise ValueError(f"backend name must be a non-empty str, got {backend_name!r}")
+            collected.append(BackendSpec(backend_name, factory, name, distribution, version,
+                                         tuple(requires), extra, description))
+
+        try:
+            self.manager.register(plugin, name=name)
+            impls = self.manager.hook.trackmux_register_backends.get_hookimpls()
+            for impl in impls:
+                if impl.plugin is plugin:
+                    impl.function(register=register)
+        except Exception as exc:  # a broken plugin must not break the others
+            if self.manager.is_registered(plugin):
+                self.manager.unregister(plugin)
+            self._failed(name, distribution, version, exc)
+            return
+        for spec in collected:
+            if spec.name in self.backends:
+                other = self.backends[spec.name]
+                log.warning("trackmux: backend %r from plugin %r ignored: already provided by %r",
+                            spec.name, name, other.plugin)
+                continue
+            self.backends[spec.name] = spec
+        self.plugins.append(PluginInfo(name, distribution, version,
+                                       tuple(s.name for s in collected)))
+
+    def _failed(self, name: str, distribution: str, version: str, exc: BaseException) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        self.plugins.append(PluginInfo(name, distribution, version, (), error))
+        log.warning("trackmux: plugin %r (%s %s) failed to load and is skipped: %s",
+                    name, distribution or "?", version or "?", error)
+
+
+# Extras that provide well-known backends, for the "unknown backend" message.
+KNOWN_EXTRAS = {"wandb": "wandb", "mlflow": "mlflow", "swanlab": "swanlab",
+                "tensorboard": "tensorboard"}
+
+_registry: Registry | None = None
+_lock = threading.Lock()
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _selected(ep: EntryPoint) -> bool:
+    dist = ep.dist.name if ep.dist is not None else ""
+    if dist == OWN_DISTRIBUTION:
+        return True
+    if _env_flag("TRACKMUX_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
+    allow = os.environ.get("TRACKMUX_PLUGINS")
+    if allow is not None:
+        return ep.name in {n.strip() for n in allow.split(",") if n.strip()}
+    return True
+
+
+def load_registry() -> Registry:
+    """Build the registry from installed entry points (once per process)."""
+    manager = pluggy.PluginManager("trackmux")
+    manager.add_hookspecs(hookspecs)
+    registry = Registry(manager)
+    eps = sorted(entry_points(group=ENTRY_POINT_GROUP),
+                 key=lambda ep: (ep.dist is None or ep.dist.name != OWN_DISTRIBUTION, ep.name))
+    seen: set[str] = set()
+    for ep in eps:
+        if ep.name in seen or not _selected(ep):
+            continue
+        seen.add(ep.name)
+        dist = ep.dist.name if ep.dist is not None else ""
+        version = ep.dist.version if ep.dist is not None else ""
+        try:
+            plugin: Any = ep.load()
+        except Exception as exc:
+            registry._failed(ep.name, dist, version, exc)
+            continue
+        registry.register_plugin(plugin, ep.name, dist, version)
+    return registry
+
+
+def get_registry() -> Registry:
+    """The process-wide registry, loaded on first use."""
+    global _registry
+    with _lock:
+        if _registry is None:
+            _registry = load_registry()
+        return _registry
+
+
+def register_plugin(plugin: object, name: str | None = None) -> None:
+    """Register a plugin object without an entry point (tests, notebooks, frameworks)."""
+    get_registry().register_plugin(plugin, name or getattr(plugin, "__name__", repr(plugin)))
+
+
+def reset_registry() -> None:
+    """Forget loaded plugins; the next use loads entry points again (for tests)."""
+    global _registry
+    with _lock:
+        _registry = None

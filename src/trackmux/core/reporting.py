@@ -1,0 +1,64 @@
+"""Errors from backends, reported once per backend and kind instead of once per call.
+
+Nothing here ever raises into the training loop. Reports go to the ``trackmux`` logger
+(WARNING) and are kept, with counts, for ``Run.problems()`` and ``finish()``'s summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+log = logging.getLogger("trackmux")
+
+
+@dataclass
+class Problem:
+    backend: str
+    kind: str
+    message: str
+    count: int = 1
+
+
+class Reporter:
+    """Thread-safe, deduplicating problem log shared by a run's delivery workers."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._problems: dict[tuple[str, str], Problem] = {}
+
+    def report(self, backend: str, kind: str, message: str) -> bool:
+        """Record a problem; log it only the first time (backend, kind) is seen.
+        Returns True when this call logged."""
+        with self._lock:
+            known = self._problems.get((backend, kind))
+            if known is not None:
+                known.count += 1
+                return False
+            self._problems[(backend, kind)] = Problem(backend, kind, message)
+        log.warning("trackmux: backend %r: %s: %s (reported once; delivery continues)",
+                    backend, kind, message)
+        return True
+
+    def note(self, backend: str, kind: str, message: str) -> None:
+        """Like ``report`` but for expected limits (a kind a backend cannot show): INFO level."""
+        with self._lock:
+            known = self._problems.get((backend, kind))
+            if known is not None:
+                known.count += 1
+                return
+            self._problems[(backend, kind)] = Problem(backend, kind, message)
+        log.info("trackmux: backend %r: %s", backend, message)
+
+    def resolve(self, backend: str, kind: str, message: str) -> None:
+        """Forget a problem that went away (a backend that came back), saying so once."""
+        with self._lock:
+            gone = self._problems.pop((backend, kind), None)
+        if gone is not None:
+            log.warning("trackmux: backend %r: %s", backend, message)
+
+    def problems(self) -> list[Problem]:
+        with self._lock:
+            return [Problem(p.backend, p.kind, p.message, p.count)
+                    for p in self._problems.values()]

@@ -1,0 +1,355 @@
+"""The run: what the training loop holds. Thin over events, so a proxy can stand in for it.
+
+``Run.log`` and friends normalise their input, stamp step and wall time, and queue one
+event for the spool writer. They do no I/O and call no backend; delivery happens on one
+worker thread per backend that reads the spool.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import filelock
+
+from trackmux.core import normalize, redact, settings
+from trackmux.core.backend import RunInfo
+from trackmux.core.delivery import DeliveryWorker, acquire_delivery_lock
+from trackmux.core.errors import RunFinishedError
+from trackmux.core.events import ConfigEvent, Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.registry import get_registry
+from trackmux.core.reporting import Problem, Reporter
+from trackmux.core.spool import RUN_LOCK, SpoolWriter
+
+log = logging.getLogger("trackmux")
+
+_live_runs: weakref.WeakSet[Run] = weakref.WeakSet()
+
+
+@dataclass
+class FinishSummary:
+    """What ``finish()`` achieved before its deadline."""
+
+    status: str
+    events: int
+    delivered: dict[str, int] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    dropped: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending and not self.dropped
+
+
+def new_run_id() -> str:
+    """Sortable by start time, unique across processes."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+class Run:
+    """A live run. Create it with :func:`trackmux.init`."""
+
+    def __init__(self, *, project: str, name: str | None, backends: list[str],
+                 config: Mapping[str, Any] | None, root: Path, durability: str,
+                 backend_options: Mapping[str, Mapping[str, Any]] | None,
+                 finish_timeout: float, tags: Sequence[str], max_spool_bytes: int | None,
+                 run_id: str | None = None) -> None:
+        registry = get_registry()
+        specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
+        options = dict(backend_options or {})
+        for key in options:
+            if key not in backends:
+                raise ValueError(f"backend_options has options for {key!r}, which is not in "
+                                 f"backends {backends}")
+        self.id = run_id or new_run_id()
+        self.project = project
+        self.name = name or self.id
+        self.backends = list(backends)
+        self.dir = root / settings.safe_dirname(project) / settings.safe_dirname(self.id)
+        self.finish_timeout = finish_timeout
+        self._step = -1
+        self._finished = False
+        self._summary: FinishSummary | None = None
+        self._finish_lock = threading.Lock()
+        self._pid = os.getpid()
+        self._reporter = Reporter()
+        self._spool = SpoolWriter(self.dir, durability=durability, max_bytes=max_spool_bytes,
+                                  on_commit=self._committed)
+        self._run_lock = filelock.FileLock(str(self.dir / RUN_LOCK), thread_local=False,
+                                           mode=0o600)
+        self._run_lock.acquire()
+        self.started_at = time.time()
+        self._info = RunInfo(project, self.name, self.id, self.dir, self.started_at,
+                             tuple(tags))
+        self._spool.set_meta(
+            run_id=self.id, project=project, name=self.name, state="running",
+            started_at=self.started_at, pid=self._pid, host=socket.gethostname(),
+            backends=self.backends, durability=durability, tags=list(tags),
+            trackmux_version=_version(),
+        )
+        if config is not None:
+            self.log_config(config)
+        self._workers: list[DeliveryWorker] = []
+        for spec in specs:
+            opts = dict(options.get(spec.name, {}))
+            worker = DeliveryWorker(
+                spec.name, lambda f=spec.factory, o=opts: f(o), self._info, self._reporter,
+                lock=acquire_delivery_lock(self.dir, spec.name))
+            self._workers.append(worker)
+            worker.start()
+        _live_runs.add(self)
+
+    # -- the training loop's API ---------------------------------------------------
+    def log(self, data: Mapping[str, Any], step: int | None = None) -> None:
+        """Log scalar metrics at ``step`` (default: one past the last step). Microseconds."""
+        if self._finished:
+            raise RunFinishedError(f"run {self.id} is finished; log() is not accepted")
+        metrics = normalize.normalize_metrics(data)
+        if step is None:
+            step = self._step + 1
+        elif type(step) is not int or step < 0:
+            step = normalize.normalize_step(step)
+        self._step = step
+        if metrics and self._pid == os.getpid():
+            self._spool.append(MetricsEvent(metrics, step, time.time()))
+        elif metrics:
+            self._forked()
+
+    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                  step: int | None = None) -> None:
+        """Log rows of samples (e.g. prompt, response, reward) at ``step`` (default: last)."""
+        key = normalize.check_key(key)
+        cols, cells = normalize.normalize_table(columns, rows)
+        self._append(TableEvent(key, cols, cells, self._attach_step(step), time.time()))
+
+    def log_image(self, key: str, image: Any, step: int | None = None,
+                  caption: str | None = None) -> None:
+        """Log an image (numpy HW/HWC/CHW, torch, PIL, or a path), encoded once as PNG."""
+        from trackmux.core.media import encode_image
+
+        key = normalize.check_key(key)
+        if caption is not None and not isinstance(caption, str):
+            raise TypeError(f"caption must be str or None, got {type(caption).__name__}")
+        encoded = encode_image(image)
+        self._append(ImageEvent(key, encoded.png, encoded.width, encoded.height, encoded.mode,
+                                self._attach_step(step), time.time(), caption))
+
+    def log_text(self, key: str, text: str, step: int | None = None) -> None:
+        """Log free text (markdown) at ``step`` (default: last)."""
+        key = normalize.check_key(key)
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, got {type(text).__name__}")
+        self._append(TextEvent(key, text, self._attach_step(step), time.time()))
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        """Record hyperparameters (nested allowed; secrets redacted before anything is kept)."""
+        if not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+        clean = redact.redact(normalize.to_json_value(config))
+        self._append(ConfigEvent(clean, max(self._step, 0), time.time()))
+
+    @property
+    def step(self) -> int:
+        """The last step used (-1 before the first log)."""
+        return self._step
+
+    def problems(self) -> list[Problem]:
+        """Backend problems seen so far (each reported once in the log)."""
+        return self._reporter.problems()
+
+    def delivery(self) -> dict[str, tuple[int, int]]:
+        """Per backend: (acknowledged seq, last committed seq)."""
+        last = self._spool.last_seq
+        return {w.name: (w.acked, last) for w in self._workers}
+
+    # -- lifecycle -----------------------------------------------------------------
+    def finish(self, timeout: float | None = None, exit_code: int = 0) -> FinishSummary:
+        """Deliver what can be delivered within ``timeout`` seconds, then close. Idempotent.
+
+        What is not delivered by then stays in the spool and is reported with the
+        ``trackmux sync`` command that delivers it."""
+        with self._finish_lock:
+            if self._summary is not None:
+                return self._summary
+            self._finished = True
+            if self._pid != os.getpid():
+                self._summary = FinishSummary("forked", 0)
+                return self._summary
+            budget = settings.finish_timeout(timeout if timeout is not None
+                                             else self.finish_timeout)
+            deadline = time.monotonic() + budget
+            status = "finished" if exit_code == 0 else "failed"
+            self._spool.set_meta(state=status, finished_at=time.time(), exit_code=exit_code)
+            self._spool.flush(budget)
+            target = self._spool.last_seq
+            for worker in self._workers:
+                worker.finish(target, status, deadline)
+            for worker in self._workers:
+                worker.join(max(0.0, deadline - time.monotonic()))
+            pending = {w.name: target - w.acked for w in self._workers if w.acked < target}
+            for worker in self._workers:
+                if worker.thread.is_alive():
+                    worker.stop()
+            self._spool.close(max(0.5, deadline - time.monotonic()))
+            self._run_lock.release()
+            _live_runs.discard(self)
+            summary = FinishSummary(status, target, {w.name: w.acked for w in self._workers},
+                                    pending, self._reporter.problems(),
+                                    self._spool.status.dropped)
+            if pending:
+                names = ",".join(pending)
+                log.warning("trackmux: run %s finished with undelivered events %s; they are "
+                            "kept in the spool. Deliver them with: trackmux sync %s --to %s",
+                            self.id, pending, self.dir, names)
+            if summary.dropped:
+                log.error("trackmux: run %s dropped %d events because the spool was full",
+                          self.id, summary.dropped)
+            self._summary = summary
+            return summary
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.finish(exit_code=0 if exc_type is None else 1)
+
+    def __repr__(self) -> str:
+        return f"<trackmux.Run {self.project}/{self.id} backends={self.backends}>"
+
+    # -- internals -------------------------------------------------------------------
+    def _attach_step(self, step: object) -> int:
+        return max(self._step, 0) if step is None else normalize.normalize_step(step)
+
+    def _append(self, event: Event) -> None:
+        if self._finished:
+            raise RunFinishedError(f"run {self.id} is finished; no more events are accepted")
+        if self._pid != os.getpid():
+            self._forked()
+            return
+        self._spool.append(event)
+
+    def _committed(self, last_seq: int) -> None:
+        for worker in self._workers:
+            worker.notify()
+
+    _fork_warned = False
+
+    def _forked(self) -> None:
+        if not Run._fork_warned:
+            Run._fork_warned = True
+            log.warning("trackmux: run %s was created in process %d; calls from forked "
+                        "process %d are ignored. Call trackmux.init() in the child for its "
+                        "own run.", self.id, self._pid, os.getpid())
+
+
+class DisabledRun:
+    """What non-zero ranks get by default: the same API, checking input, keeping nothing."""
+
+    def __init__(self, project: str, name: str | None, reason: str) -> None:
+        self.id = ""
+        self.project = project
+        self.name = name or ""
+        self.backends: list[str] = []
+        self.dir: Path | None = None
+        self.reason = reason
+        self._step = -1
+
+    def log(self, data: Mapping[str, Any], step: int | None = None) -> None:
+        normalize.normalize_metrics(data)
+        self._step = self._step + 1 if step is None else normalize.normalize_step(step)
+
+    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                  step: int | None = None) -> None:
+        normalize.normalize_table(columns, rows)
+
+    def log_image(self, key: str, image: Any, step: int | None = None,
+                  caption: str | None = None) -> None:
+        normalize.check_key(key)
+
+    def log_text(self, key: str, text: str, step: int | None = None) -> None:
+        normalize.check_key(key)
+
+    def log_config(self, config: Mapping[str, Any]) -> None:
+        pass
+
+    @property
+    def step(self) -> int:
+        return self._step
+
+    def problems(self) -> list[Problem]:
+        return []
+
+    def finish(self, timeout: float | None = None, exit_code: int = 0) -> FinishSummary:
+        return FinishSummary("disabled", 0)
+
+    def __enter__(self) -> DisabledRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finish()
+
+
+def init(project: str | None = None, name: str | None = None,
+         backends: Sequence[str] | str | None = None, config: Mapping[str, Any] | None = None,
+         *, dir: str | os.PathLike[str] | None = None, durability: str = "default",
+         backend_options: Mapping[str, Mapping[str, Any]] | None = None,
+         timeout: float | None = None, tags: Sequence[str] = (),
+         max_spool_bytes: int | None = None, all_ranks: bool = False) -> Run | DisabledRun:
+    """Start a run: a spool under ``dir`` and one delivery worker per backend.
+
+    ``backends``: names (or a comma string); None reads ``TRACKMUX_BACKENDS``, then uses
+    ``["console"]``. Only rank 0 (``RANK``/``LOCAL_RANK``) creates a run unless
+    ``all_ranks=True``; other ranks get a :class:`DisabledRun`.
+    """
+    project = project or os.environ.get("TRACKMUX_PROJECT") or "default"
+    if not isinstance(project, str):
+        raise TypeError(f"project must be str, got {type(project).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be str or None, got {type(name).__name__}")
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+    names = settings.backends_from(backends)
+    rank = settings.rank()
+    if rank != 0 and not all_ranks:
+        return DisabledRun(project, name, f"rank {rank}: only rank 0 creates a run")
+    if rank != 0 and name is not None:
+        name = f"{name}-rank{rank}"
+    max_bytes = max_spool_bytes
+    env_cap = os.environ.get("TRACKMUX_MAX_SPOOL_BYTES")
+    if max_bytes is None and env_cap:
+        max_bytes = int(env_cap)
+    return Run(project=project, name=name, backends=names, config=config,
+               root=settings.spool_root(dir), durability=durability,
+               backend_options=backend_options,
+               finish_timeout=settings.finish_timeout(timeout), tags=list(tags),
+               max_spool_bytes=max_bytes)
+
+
+def _version() -> str:
+    from trackmux import __version__
+
+    return __version__
+
+
+@atexit.register
+def _finish_at_exit() -> None:
+    failed = hasattr(sys, "last_value") and sys.last_value is not None
+    for run in list(_live_runs):
+        try:
+            run.finish(exit_code=1 if failed else 0)
+        except Exception:  # never turn interpreter exit into a traceback storm
+            log.exception("trackmux: finishing run %s at exit failed", run.id)

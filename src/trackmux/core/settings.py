@@ -1,0 +1,67 @@
+"""Where run options come from when the caller does not pass them: environment variables.
+
+Every variable is listed in docs/configuration.md with its default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+DEFAULT_BACKENDS = ("console",)
+DEFAULT_FINISH_TIMEOUT = 30.0
+_PROJECT_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def backends_from(value: object) -> list[str]:
+    """``backends`` argument, then ``TRACKMUX_BACKENDS``, then ``["console"]``.
+
+    A string is a comma list; "none" (or an empty list) means spool only."""
+    if value is None:
+        env = os.environ.get("TRACKMUX_BACKENDS")
+        value = env if env is not None else list(DEFAULT_BACKENDS)
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",")]
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"backends must be a list of names or a comma string, got "
+                        f"{type(value).__name__}")
+    names: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise TypeError(f"backends must hold str names, got {type(item).__name__}")
+        item = item.strip()
+        if item and item.lower() != "none" and item not in names:
+            names.append(item)
+    return names
+
+
+def spool_root(value: str | os.PathLike[str] | None) -> Path:
+    """``dir`` argument, then ``TRACKMUX_DIR``, then ``./trackmux``."""
+    if value is None:
+        value = os.environ.get("TRACKMUX_DIR") or "trackmux"
+    return Path(value).expanduser().absolute()
+
+
+def safe_dirname(name: str) -> str:
+    """A project name usable as one directory level (no separators, no ``..``)."""
+    cleaned = _PROJECT_UNSAFE.sub("_", name).strip("._")
+    return cleaned[:100] or "default"
+
+
+def finish_timeout(value: float | None) -> float:
+    if value is not None:
+        if not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"timeout must be a number >= 0, got {value!r}")
+        return float(value)
+    env = os.environ.get("TRACKMUX_FINISH_TIMEOUT")
+    return float(env) if env else DEFAULT_FINISH_TIMEOUT
+
+
+def rank() -> int:
+    """This process's rank from ``RANK`` (or ``LOCAL_RANK``); 0 when unset or unparsable."""
+    for name in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(name)
+        if value is not None and value.strip().lstrip("-").isdigit():
+            return int(value)
+    return 0

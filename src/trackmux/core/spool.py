@@ -1,0 +1,467 @@
+"""The durable local spool: one SQLite database (WAL) per run, written off the caller's thread.
+
+Layout of a run directory (0700; files 0600)::
+
+    <root>/<project>/<run_id>/spool.db     events, blobs, meta, per-backend cursors
+    <root>/<project>/<run_id>/run.lock     held by the live process; free + "running" = crashed
+    <root>/<project>/<run_id>/deliver-<backend>.lock   held by whoever delivers to that backend
+
+Durability contract (docs/guarantees.md): the writer thread commits at least every
+``COMMIT_INTERVAL`` seconds; a commit in WAL mode survives SIGKILL of the process (the
+WAL frames are in the OS page cache). So by default every event whose ``log()`` returned
+``DURABILITY_WINDOW`` seconds before a SIGKILL is in the spool. With
+``durability="strict"`` ``log()`` returns only after its event is committed.
+
+When the spool cannot be written (disk full, or ``max_bytes`` reached), events wait in
+memory up to ``max_buffered`` and are then dropped and counted; the condition is reported
+once and the count is recorded in the run's meta and shown by ``trackmux runs``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from trackmux.core import codec
+from trackmux.core.events import Event
+
+log = logging.getLogger("trackmux")
+
+SPOOL_FILE = "spool.db"
+RUN_LOCK = "run.lock"
+COMMIT_INTERVAL = 0.05
+DURABILITY_WINDOW = 0.5
+COMMIT_BATCH = 5000
+DISK_RETRY_INTERVAL = 1.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, step INTEGER NOT NULL,
+    time REAL NOT NULL, body BLOB NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs (hash TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS cursors (
+    backend TEXT PRIMARY KEY, acked_seq INTEGER NOT NULL, remote_id TEXT,
+    state BLOB NOT NULL, updated REAL NOT NULL);
+"""
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` (and parents) with mode 0700 for the directories we create."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+
+
+def touch_private(path: Path) -> None:
+    """Create ``path`` with mode 0600 if missing (SQLite's -wal/-shm inherit the mode)."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+    os.chmod(path, 0o600)
+
+
+def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
+    """A connection tuned for the spool (WAL, NORMAL sync, generous busy timeout)."""
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30,
+                               check_same_thread=False)
+    else:
+        conn = sqlite3.connect(path, timeout=30, check_same_thread=False,
+                               isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "full" in text or "no space" in text or getattr(exc, "sqlite_errorcode", 0) == 13
+
+
+@dataclass
+class SpoolStatus:
+    """What the writer knows about its own health (read by Run and the CLI)."""
+
+    committed: int = 0
+    dropped: int = 0
+    full: str | None = None
+
+
+class SpoolWriter:
+    """Owns the run's database for writing; ``append`` never does I/O."""
+
+    def __init__(self, run_dir: Path, *, durability: str = "default",
+                 max_bytes: int | None = None, max_buffered: int = 1_000_000,
+                 on_commit: Callable[[int], None] | None = None) -> None:
+        if durability not in ("default", "strict"):
+            raise ValueError(f"durability must be 'default' or 'strict', got {durability!r}")
+        self.run_dir = run_dir
+        self.path = run_dir / SPOOL_FILE
+        self.strict = durability == "strict"
+        self.max_bytes = max_bytes
+        self.max_buffered = max_buffered
+        self.status = SpoolStatus()
+        self._on_commit = on_commit
+        make_private_dir(run_dir)
+        touch_private(self.path)
+        self._conn = connect(self.path)
+        self._conn.executescript(_SCHEMA)
+        self._last_seq = self._conn.execute("SELECT coalesce(max(seq), 0) FROM events"
+                                            ).fetchone()[0]
+        self._queue: deque[Event] = deque()
+        self._lock = threading.Lock()
+        self._appended = 0
+        self._written = 0
+        self._committed_cond = threading.Condition()
+        self._wake = threading.Event()
+        self._closing = False
+        self._full_reported = False
+        self._meta_pending: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._run, name="trackmux-spool-writer",
+                                        daemon=True)
+        self._thread.start()
+
+    # -- caller side -------------------------------------------------------------------
+    def append(self, event: Event) -> None:
+        """Queue one event; in strict mode wait until it is committed."""
+        with self._lock:
+            if len(self._queue) >= self.max_buffered:
+                self.status.dropped += 1
+                self._report_full("in-memory buffer is full")
+                return
+            self._queue.append(event)
+            self._appended += 1
+            ticket = self._appended
+        if self.strict:
+            self._wake.set()
+            with self._committed_cond:
+                while self._written < ticket and self._thread.is_alive():
+                    self._committed_cond.wait(0.5)
+        elif len(self._queue) >= COMMIT_BATCH:
+            self._wake.set()
+
+    def set_meta(self, **values: Any) -> None:
+        """Record run metadata in the next commit (state, finished_at, ...)."""
+        with self._lock:
+            self._meta_pending.update(values)
+        self._wake.set()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything appended so far is committed; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        target = self._appended
+        self._wake.set()
+        with self._committed_cond:
+            while self._written < target and self._thread.is_alive():
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._committed_cond.wait(0.05 if remaining is None else min(remaining, 0.05))
+        return self._written >= target
+
+    @property
+    def last_seq(self) -> int:
+        return int(self._last_seq)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Commit what is queued (within ``timeout``) and stop the writer thread."""
+        done = self.flush(timeout)
+        self._closing = True
+        self._wake.set()
+        self._thread.join(timeout if timeout is not None else None)
+        return done and not self._thread.is_alive()
+
+    # -- writer thread -----------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(COMMIT_INTERVAL)
+            self._wake.clear()
+            closing = self._closing
+            try:
+                self._commit_pending()
+            except Exception:  # never let the writer die silently
+                log.exception("trackmux: spool writer failed")
+                time.sleep(DISK_RETRY_INTERVAL)
+            if closing and not self._queue:
+                break
+        with contextlib.suppress(Exception):
+            self._conn.close()
+
+    def _take(self) -> list[Event]:
+        batch: list[Event] = []
+        queue = self._queue
+        while queue and len(batch) < COMMIT_BATCH * 4:
+            batch.append(queue.popleft())
+        return batch
+
+    def _commit_pending(self) -> None:
+        with self._lock:
+            meta, self._meta_pending = self._meta_pending, {}
+        batch = self._take()
+        if not batch and not meta:
+            return
+        if self._over_cap():
+            self._report_full(f"size cap of {self.max_bytes} bytes reached")
+            self._requeue(batch, meta)
+            time.sleep(DISK_RETRY_INTERVAL)
+            return
+        try:
+            self._write(batch, meta)
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            if not is_disk_full(exc):
+                raise
+            self._report_full(f"disk full ({exc})")
+            self._requeue(batch, meta)
+            time.sleep(DISK_RETRY_INTERVAL)
+            return
+        if self.status.full is not None:
+            log.warning("trackmux: spool %s is writable again", self.path)
+            self.status.full = None
+            self._full_reported = False
+        with self._committed_cond:
+            self._written += len(batch)
+            self._committed_cond.notify_all()
+        self.status.committed += len(batch)
+        if batch and self._on_commit is not None:
+            self._on_commit(self._last_seq)
+
+    def _write(self, batch: list[Event], meta: dict[str, Any]) -> None:
+        conn = self._conn
+        conn.execute("BEGIN")
+        seq = self._last_seq
+        rows = []
+        for event in batch:
+            row, blob = codec.encode(event)
+            if blob is not None:
+                conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
+            seq += 1
+            rows.append((seq, *row))
+        conn.executemany("INSERT INTO events(seq, kind, step, time, body, crc) "
+                         "VALUES (?, ?, ?, ?, ?, ?)", rows)
+        if self.status.dropped:
+            meta = {**meta, "dropped_events": self.status.dropped}
+        for key, value in meta.items():
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                         (key, orjson.dumps(value)))
+        conn.execute("COMMIT")
+        self._last_seq = seq
+
+    def _requeue(self, batch: list[Event], meta: dict[str, Any]) -> None:
+        with self._lock:
+            self._queue.extendleft(reversed(batch))
+            for key, value in meta.items():
+                self._meta_pending.setdefault(key, value)
+            overflow = len(self._queue) - self.max_buffered
+            for _ in range(max(0, overflow)):
+                self._queue.pop()
+                self.status.dropped += 1
+
+    def _over_cap(self) -> bool:
+        if self.max_bytes is None:
+            return False
+        size = sum(p.stat().st_size for p in self.run_dir.glob(SPOOL_FILE + "*"))
+        return size >= self.max_bytes
+
+    def _report_full(self, reason: str) -> None:
+        self.status.full = reason
+        if not self._full_reported:
+            self._full_reported = True
+            log.error("trackmux: spool %s cannot take more events: %s. Training continues; "
+                      "up to %d events wait in memory, then new events are dropped and counted.",
+                      self.path, reason, self.max_buffered)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    backend: str
+    acked_seq: int
+    remote_id: str | None
+    state: dict[str, Any]
+    updated: float
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Events read from the spool; ``upto`` is the highest seq examined (damaged rows
+    included), so a reader moves past damage instead of stalling on it."""
+
+    events: list[Event]
+    upto: int
+
+
+@dataclass
+class Damage:
+    """What a reader could not recover, reported instead of crashing."""
+
+    bad_rows: list[int]
+    errors: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.bad_rows or self.errors)
+
+
+class SpoolReader:
+    """Reads events, meta and cursors; writes cursors (acknowledgements) only."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / SPOOL_FILE
+        if not self.path.exists():
+            raise FileNotFoundError(f"no spool at {self.path}")
+        self._conn = connect(self.path)
+        self.damage = Damage([], [])
+        try:
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self.damage.errors.append(f"schema: {exc}")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def meta(self) -> dict[str, Any]:
+        try:
+            rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
+        except sqlite3.DatabaseError as exc:
+            self._note(f"meta: {exc}")
+            return {}
+        out = {}
+        for key, value in rows:
+            try:
+                out[key] = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                self._note(f"meta {key!r} is unreadable")
+        return out
+
+    def last_seq(self) -> int:
+        try:
+            return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM events"
+                                          ).fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            self._note(f"events index: {exc}")
+            return self._probe_last_seq()
+
+    def count(self, after: int = 0) -> int:
+        try:
+            return int(self._conn.execute("SELECT count(*) FROM events WHERE seq > ?",
+                                          (after,)).fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            self._note(f"count: {exc}")
+            return max(0, self.last_seq() - after)
+
+    def kind_counts(self) -> dict[str, int]:
+        try:
+            return dict(self._conn.execute("SELECT kind, count(*) FROM events GROUP BY kind"))
+        except sqlite3.DatabaseError as exc:
+            self._note(f"kind counts: {exc}")
+            return {}
+
+    def read(self, after: int, limit: int = 1000) -> Batch:
+        """Up to ``limit`` intact events with seq > ``after``, in order, and the highest seq
+        examined. Damaged rows are skipped and recorded in ``damage``; a damaged page falls
+        back to row-by-row reads."""
+        try:
+            rows = self._conn.execute(
+                "SELECT seq, kind, step, time, body, crc FROM events WHERE seq > ? "
+                "ORDER BY seq LIMIT ?", (after, limit)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            self._note(f"events after {after}: {exc}")
+            return self._salvage(after, limit)
+        upto = rows[-1][0] if rows else after
+        return Batch(self._decode_rows(rows), upto)
+
+    def iter_events(self, after: int = 0, page: int = 2000) -> Iterator[Event]:
+        """Every intact event after ``after`` (for show, report and export)."""
+        while True:
+            batch = self.read(after, page)
+            yield from batch.events
+            if batch.upto <= after:
+                return
+            after = batch.upto
+
+    def _decode_rows(self, rows: list[tuple[Any, ...]]) -> list[Event]:
+        events: list[Event] = []
+        for seq, kind, step, ts, body, crc in rows:
+            if not isinstance(body, bytes) or not codec.crc_ok(body, crc):
+                self._bad(seq, "checksum mismatch")
+                continue
+            try:
+                blob = None
+                ref = codec.blob_ref(kind, body)
+                if ref is not None:
+                    found = self._conn.execute("SELECT data FROM blobs WHERE hash = ?",
+                                               (ref,)).fetchone()
+                    blob = found[0] if found else None
+                events.append(codec.decode(seq, kind, step, ts, body, blob))
+            except Exception as exc:
+                self._bad(seq, f"{type(exc).__name__}: {exc}")
+        return events
+
+    def _salvage(self, seq: int, limit: int) -> Batch:
+        """Read row by row past a damaged page; give up at the last readable seq."""
+        last = self._probe_last_seq()
+        out: list[Event] = []
+        current = seq
+        while current - seq < limit and current < last:
+            current += 1
+            try:
+                rows = self._conn.execute(
+                    "SELECT seq, kind, step, time, body, crc FROM events WHERE seq = ?",
+                    (current,)).fetchall()
+            except sqlite3.DatabaseError:
+                self._bad(current, "unreadable page")
+                continue
+            out.extend(self._decode_rows(rows))
+        return Batch(out, current)
+
+    def _probe_last_seq(self) -> int:
+        for sql in ("SELECT max(seq) FROM events",
+                    "SELECT seq FROM events ORDER BY rowid DESC LIMIT 1"):
+            try:
+                found = self._conn.execute(sql).fetchone()
+                if found and found[0] is not None:
+                    return int(found[0])
+            except sqlite3.DatabaseError:
+                continue
+        return 0
+
+    def _bad(self, seq: int, why: str) -> None:
+        if seq not in self.damage.bad_rows:
+            self.damage.bad_rows.append(seq)
+            self.damage.errors.append(f"event {seq}: {why}")
+
+    def _note(self, error: str) -> None:
+        if error not in self.damage.errors:
+            self.damage.errors.append(error)
+
+    # -- cursors ---------------------------------------------------------------------
+    def cursors(self) -> dict[str, Cursor]:
+        try:
+            rows = self._conn.execute(
+                "SELECT backend, acked_seq, remote_id, state, updated FROM cursors").fetchall()
+        except sqlite3.DatabaseError as exc:
+            self._note(f"cursors: {exc}")
+            return {}
+        return {r[0]: Cursor(r[0], r[1], r[2], orjson.loads(r[3]), r[4]) for r in rows}
+
+    def cursor(self, backend: str) -> Cursor:
+        found = self.cursors().get(backend)
+        return found or Cursor(backend, 0, None, {}, 0.0)
+
+    def ack(self, backend: str, seq: int, remote_id: str | None, state: dict[str, Any]) -> None:
+        """Record that ``backend`` has every event up to ``seq`` (one atomic row update)."""
+        self._conn.execute(
+            "INSERT OR REPLACE INTO cursors(backend, acked_seq, remote_id, state, updated) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (backend, seq, remote_id, orjson.dumps(state), time.time()))

@@ -1,0 +1,99 @@
+"""Offline delivery of a spool: the same DeliveryWorker as live runs, driven to the end.
+
+Used by ``trackmux sync`` and by the conformance suite. Each backend delivers only what
+it has not acknowledged, continuing its remote run (identity kept in the spool), under
+the per-backend delivery lock (a second sync of the same run and backend is refused).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trackmux.core.backend import Backend, RunInfo
+from trackmux.core.delivery import DeliveryWorker, Progress, acquire_delivery_lock
+from trackmux.core.registry import get_registry
+from trackmux.core.reporting import Problem, Reporter
+from trackmux.core.spool import SpoolReader
+
+
+@dataclass
+class SyncResult:
+    run_dir: Path
+    target: int
+    acked: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    damage: list[str] = field(default_factory=list)
+
+    @property
+    def pending(self) -> dict[str, int]:
+        return {name: self.target - acked for name, acked in self.acked.items()
+                if acked < self.target}
+
+    @property
+    def complete(self) -> bool:
+        return not self.pending
+
+
+def run_info(run_dir: Path, reader: SpoolReader) -> RunInfo:
+    """The RunInfo a live run had, rebuilt from the spool's meta."""
+    meta = reader.meta()
+    run_id = str(meta.get("run_id") or run_dir.name)
+    return RunInfo(str(meta.get("project") or run_dir.parent.name),
+                   str(meta.get("name") or run_id), run_id, run_dir,
+                   float(meta.get("started_at") or 0.0), tuple(meta.get("tags") or ()))
+
+
+def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
+            timeout: float | None = None, batch_size: int = 1000,
+            on_progress: Callable[[Progress], None] | None = None) -> SyncResult:
+    """Deliver ``run_dir`` to each backend until it has every event (or ``timeout``)."""
+    reader = SpoolReader(run_dir)
+    try:
+        info = run_info(run_dir, reader)
+        target = reader.last_seq()
+        status = str(reader.meta().get("state") or "crashed")
+        locks = {name: acquire_delivery_lock(run_dir, name) for name in factories}
+    finally:
+        reader.close()
+    reporter = Reporter()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    workers = []
+    for name, factory in factories.items():
+        worker = DeliveryWorker(name, factory, info, reporter, batch_size=batch_size,
+                                on_progress=on_progress, lock=locks[name])
+        worker.finish(target, "finished" if status == "finished" else "crashed", deadline)
+        workers.append(worker)
+        worker.start()
+    try:
+        for worker in workers:
+            while not worker.join(0.2):
+                if deadline is not None and time.monotonic() > deadline:
+                    worker.stop()
+                    worker.join(1.0)
+                    break
+    except KeyboardInterrupt:
+        for worker in workers:
+            worker.stop()
+        for worker in workers:
+            worker.join(5.0)
+        raise
+    damage = sorted({error for worker in workers for error in worker.damage})
+    return SyncResult(run_dir, target, {w.name: w.acked for w in workers},
+                      reporter.problems(), damage)
+
+
+def deliver_by_name(run_dir: Path, names: list[str],
+                    options: Mapping[str, Mapping[str, Any]] | None = None,
+                    **kwargs: Any) -> SyncResult:
+    """``deliver`` with backends looked up in the plugin registry."""
+    registry = get_registry()
+    factories: dict[str, Callable[[], Backend]] = {}
+    for name in names:
+        spec = registry.backend(name)
+        opts = dict((options or {}).get(name, {}))
+        factories[name] = lambda f=spec.factory, o=opts: f(o)
+    return deliver(run_dir, factories, **kwargs)

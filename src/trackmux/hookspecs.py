@@ -1,0 +1,57 @@
+"""Every hook a trackmux plugin can implement. All names start with ``trackmux_``.
+
+Hooks are for discovery and registration only: they run once when plugins load, never
+on the training loop's hot path (one slow plugin must not become everyone's problem).
+A plugin is a module (or object) exposed through the ``trackmux`` entry-point group
+with functions decorated by :data:`trackmux.hookimpl`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from trackmux.core.backend import Backend
+
+hookspec = pluggy.HookspecMarker("trackmux")
+hookimpl = pluggy.HookimplMarker("trackmux")
+
+
+class BackendFactory(Protocol):
+    """Builds a backend from its options (from ``init(backend_options=...)`` or config)."""
+
+    def __call__(self, options: dict[str, Any]) -> Backend: ...
+
+
+class RegisterBackend(Protocol):
+    """The ``register`` callback handed to :func:`trackmux_register_backends`."""
+
+    def __call__(
+        self,
+        name: str,
+        factory: BackendFactory,
+        *,
+        requires: tuple[str, ...] = (),
+        extra: str | None = None,
+        description: str = "",
+    ) -> None: ...
+
+
+@hookspec
+def trackmux_register_backends(register: RegisterBackend) -> None:
+    """Called once when plugins load. Call ``register(name, factory, requires=..., extra=...)``
+    for each backend the plugin provides.
+
+    ``requires`` names the modules the backend imports (checked lazily, so a missing
+    library shows as "library not installed" instead of breaking the plugin); ``extra``
+    is the pip extra that installs them (``trackmux[extra]``). Returns nothing.
+    """
+
+
+@hookspec
+def trackmux_register_commands(cli: click.Group) -> None:
+    """Called when the ``trackmux`` CLI starts; add click commands to ``cli``. Returns nothing."""

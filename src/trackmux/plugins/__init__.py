@@ -1,0 +1,1 @@
+"""Built-in backends, each registered through trackmux's own entry points."""

@@ -1,0 +1,96 @@
+"""Console backend: one readable line per step, as verl's console logger prints it.
+
+``step:10 - reward/mean:0.410 - kl/divergence:0.013``. Lines are rate-limited (at most
+one per ``interval`` seconds, default 1.0; the last step is always printed at close) so a
+fast loop does not flood the terminal; tables arrive as markdown text through core's
+fallback and are printed as such.
+
+Options: ``interval`` (seconds), ``stream`` ("stdout" or "stderr").
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.events import Event, MetricsEvent, TextEvent
+from trackmux.hookspecs import RegisterBackend, hookimpl
+
+
+def format_value(value: float | int) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if not math.isfinite(value):
+        return str(value)
+    return f"{value:.3f}" if 1e-3 <= abs(value) < 1e6 or value == 0 else f"{value:.3e}"
+
+
+def format_step(step: int, data: dict[str, Any]) -> str:
+    return " - ".join([f"step:{step}", *(f"{k}:{format_value(v)}" for k, v in data.items())])
+
+
+class ConsoleBackend(Backend):
+    name = "console"
+    capabilities = frozenset({"metrics", "text"})
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.interval = float(self.options.get("interval", 1.0))
+        stream = self.options.get("stream", "stdout")
+        if stream not in ("stdout", "stderr"):
+            raise ValueError(f"console option stream must be 'stdout' or 'stderr', got {stream!r}")
+        self._stream_name = stream
+        self._last_print = -math.inf
+        self._pending: tuple[int, dict[str, Any]] | None = None
+        self._skipped = 0
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stdout if self._stream_name == "stdout" else sys.stderr
+
+    def open(self, run: RunInfo, resume: ResumeState) -> None:
+        self._run = run
+
+    def write(self, events: Sequence[Event]) -> None:
+        for event in events:
+            if isinstance(event, MetricsEvent):
+                if self._pending is not None and self._pending[0] == event.step:
+                    self._pending[1].update(event.data)
+                    continue
+                self._emit_pending(force=False)
+                self._pending = (event.step, dict(event.data))
+            elif isinstance(event, TextEvent):
+                self._emit_pending(force=True)
+                print(f"[{event.key} @ step {event.step}]\n{event.text}", file=self.stream)
+        self._emit_pending(force=False, keep_latest=True)
+
+    def _emit_pending(self, force: bool, keep_latest: bool = False) -> None:
+        if self._pending is None:
+            return
+        now = time.monotonic()
+        if force or now - self._last_print >= self.interval:
+            step, data = self._pending
+            suffix = f"  ({self._skipped} earlier steps not shown)" if self._skipped else ""
+            print(format_step(step, data) + suffix, file=self.stream)
+            self._last_print = now
+            self._pending = None
+            self._skipped = 0
+        elif not keep_latest:
+            self._skipped += 1
+            self._pending = None
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def close(self, status: str) -> None:
+        self._emit_pending(force=True)
+        self.stream.flush()
+
+
+@hookimpl
+def trackmux_register_backends(register: RegisterBackend) -> None:
+    register("console", ConsoleBackend, description="one line per step on the terminal")

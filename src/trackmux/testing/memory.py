@@ -1,0 +1,85 @@
+"""An in-memory backend: every delivered event kept per run, for assertions in tests.
+
+Redelivery is made harmless the way a real backend would: events with a seq at or below
+the last one stored are ignored.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.events import Event, MetricsEvent
+from trackmux.hookspecs import RegisterBackend, hookimpl
+
+
+@dataclass
+class MemoryRun:
+    info: RunInfo
+    events: list[Event] = field(default_factory=list)
+    opened: int = 0
+    closed: str | None = None
+
+    def metrics(self) -> dict[str, list[tuple[int, float]]]:
+        """key -> [(step, value), ...] in delivery order."""
+        out: dict[str, list[tuple[int, float]]] = {}
+        for event in self.events:
+            if isinstance(event, MetricsEvent):
+                for key, value in event.data.items():
+                    out.setdefault(key, []).append((event.step, value))
+        return out
+
+    def of_kind(self, kind: str) -> list[Event]:
+        return [e for e in self.events if e.kind == kind]
+
+
+class MemoryStore:
+    """Process-wide store of what memory backends received, keyed by run id."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.runs: dict[str, MemoryRun] = {}
+
+    def clear(self) -> None:
+        with self.lock:
+            self.runs.clear()
+
+    def __getitem__(self, run_id: str) -> MemoryRun:
+        return self.runs[run_id]
+
+
+memory_store = MemoryStore()
+
+
+class MemoryBackend(Backend):
+    name = "memory"
+    capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.store: MemoryStore = self.options.get("store", memory_store)
+
+    def open(self, run: RunInfo, resume: ResumeState) -> None:
+        with self.store.lock:
+            self.run = self.store.runs.setdefault(run.run_id, MemoryRun(run))
+            self.run.opened += 1
+
+    @property
+    def remote_id(self) -> str:
+        return "memory-" + self.run.info.run_id
+
+    def write(self, events: Sequence[Event]) -> None:
+        with self.store.lock:
+            last = self.run.events[-1].seq if self.run.events else 0
+            self.run.events.extend(e for e in events if e.seq > last)
+
+    def close(self, status: str) -> None:
+        self.run.closed = status
+
+
+@hookimpl
+def trackmux_register_backends(register: RegisterBackend) -> None:
+    register("memory", MemoryBackend, description="in-memory, for tests")
