@@ -25,9 +25,9 @@ _SECRET_NAME = re.compile(
 )
 # Keys that contain a secret-looking word but are not secrets in ML configs.
 _NOT_SECRET = re.compile(
-    r"(max|min|num|n|total|pad|eos|bos|unk|sep|cls|mask|special|start|end)[_\-. ]?tokens?|"
-    r"tokens?[_\-. ]?(len|length|count|num|per|budget|limit|ids?|level)|tokenizer|"
-    r"(^|[_\-. ])tokens?($|[_\-. ])(?!.*(key|secret))",
+    r"(max|min|num|n|total|pad|eos|bos|unk|sep|cls|mask|special|start|end|new|prompt|"
+    r"response|input|output|context|generated|batch)[_\-. ]?tokens?|tokens$|"
+    r"tokens?[_\-. ]?(len|length|count|num|per|budget|limit|ids?|level|type)|tokeni[sz]",
     re.IGNORECASE,
 )
 _URL_CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s@:]+(:[^/\s@]*)?)@")

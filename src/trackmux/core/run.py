@@ -98,6 +98,7 @@ class Run:
             run_id=self.id, project=project, name=self.name, state="running",
             started_at=self.started_at, pid=self._pid, host=socket.gethostname(),
             backends=self.backends, durability=durability, tags=list(tags),
+            backend_options=redact.redact(normalize.to_json_value(options)),
             trackmux_version=_version(),
         )
         if config is not None:

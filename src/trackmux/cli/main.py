@@ -1,0 +1,54 @@
+"""The ``trackmux`` command. Each subcommand lives in its own module, imported on use."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+import click
+
+# name -> "module:attribute"; modules are imported only when their command runs.
+COMMANDS = {
+    "plugins": "trackmux.cli.plugins:plugins",
+    "runs": "trackmux.cli.runs:runs",
+    "show": "trackmux.cli.show:show",
+    "sync": "trackmux.cli.sync:sync",
+    "demo": "trackmux.cli.demo:demo",
+    "report": "trackmux.cli.report:report",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose built-in commands load lazily and whose plugins can add more."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *super().list_commands(ctx)})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return super().get_command(ctx, name)
+        module, _, attribute = target.partition(":")
+        command: Any = getattr(importlib.import_module(module), attribute)
+        return command  # type: ignore[no-any-return]
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="trackmux")
+@click.option("-v", "--verbose", is_flag=True, help="Show trackmux's INFO log lines.")
+def cli(verbose: bool) -> None:
+    """trackmux: one tracking layer between training loops and every tracker."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(message)s")
+
+
+def _add_plugin_commands() -> None:
+    from trackmux.core.registry import get_registry
+
+    get_registry().manager.hook.trackmux_register_commands(cli=cli)
+
+
+def main() -> None:
+    _add_plugin_commands()
+    cli()

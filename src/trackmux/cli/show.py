@@ -1,0 +1,88 @@
+"""``trackmux show RUN``: config, metric keys (last value, step range), tables, images,
+and delivery state of one run, read from its spool."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import click
+import orjson
+
+from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.runs import resolve_run, summarize
+from trackmux.core.spool import SpoolReader
+
+
+@dataclass
+class KeyStats:
+    first_step: int
+    last_step: int
+    last_value: float
+    count: int
+
+
+@click.command()
+@click.argument("run_arg", metavar="RUN")
+@click.option("--dir", "root", type=click.Path(file_okay=False),
+              help="Spool root for run ids (default $TRACKMUX_DIR or ./trackmux).")
+def show(run_arg: str, root: str | None) -> None:
+    """Show what a run's spool holds."""
+    try:
+        run_dir = resolve_run(run_arg, root)
+    except FileNotFoundError as exc:
+        raise click.UsageError(str(exc)) from None
+    summary = summarize(run_dir)
+    meta = summary.meta
+    click.echo(f"run {meta.get('project')}/{run_dir.name} ({meta.get('name')}): "
+               f"{summary.state}, {summary.events} events")
+    metrics: dict[str, KeyStats] = {}
+    tables: dict[str, list[int]] = {}
+    images: dict[str, list[int]] = {}
+    texts: dict[str, list[int]] = {}
+    config = None
+    reader = SpoolReader(run_dir)
+    try:
+        for event in reader.iter_events():
+            if isinstance(event, MetricsEvent):
+                for key, value in event.data.items():
+                    stats = metrics.get(key)
+                    if stats is None:
+                        metrics[key] = KeyStats(event.step, event.step, value, 1)
+                    else:
+                        stats.first_step = min(stats.first_step, event.step)
+                        stats.last_step = max(stats.last_step, event.step)
+                        stats.last_value = value
+                        stats.count += 1
+            elif isinstance(event, TableEvent):
+                tables.setdefault(event.key, []).append(event.step)
+            elif isinstance(event, ImageEvent):
+                images.setdefault(event.key, []).append(event.step)
+            elif isinstance(event, TextEvent):
+                texts.setdefault(event.key, []).append(event.step)
+            elif isinstance(event, ConfigEvent):
+                config = event.config
+        damage = list(reader.damage.errors)
+    finally:
+        reader.close()
+    click.echo("config:")
+    click.echo("  " + (orjson.dumps(config, option=orjson.OPT_INDENT_2).decode()
+                       .replace("\n", "\n  ") if config is not None else "(none)"))
+    click.echo(f"metrics ({len(metrics)} keys):")
+    for key, stats in sorted(metrics.items()):
+        click.echo(f"  {key}: last {stats.last_value:.6g} at step {stats.last_step}; "
+                   f"steps {stats.first_step}..{stats.last_step}, {stats.count} points")
+    for title, found in (("tables", tables), ("images", images), ("text", texts)):
+        click.echo(f"{title} ({len(found)} keys):")
+        for key, steps in sorted(found.items()):
+            click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
+    click.echo("delivery:")
+    for name in summary.backends:
+        acked = summary.delivered.get(name, 0)
+        pending = max(0, summary.last_seq - acked)
+        remote = summary.remote_ids.get(name)
+        click.echo(f"  {name}: {'delivered' if not pending else f'{pending} pending'}"
+                   + (f", remote run {remote}" if remote else ""))
+    if damage:
+        click.echo(f"damage ({len(damage)}):")
+        for line in damage[:20]:
+            click.echo(f"  {line}")

@@ -1,0 +1,97 @@
+"""Finding runs on disk and telling their state, for the CLI and reports.
+
+A run is "running" while its process holds ``run.lock``; a run whose meta still says
+running but whose lock is free was killed: "crashed".
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from trackmux.core import settings
+from trackmux.core.spool import RUN_LOCK, SPOOL_FILE, SpoolReader
+
+
+@dataclass
+class RunSummary:
+    run_dir: Path
+    meta: dict[str, Any]
+    state: str
+    events: int
+    last_seq: int
+    delivered: dict[str, int] = field(default_factory=dict)
+    remote_ids: dict[str, str | None] = field(default_factory=dict)
+    damage: list[str] = field(default_factory=list)
+
+    @property
+    def pending(self) -> dict[str, int]:
+        return {name: max(0, self.last_seq - acked) for name, acked in self.delivered.items()}
+
+    @property
+    def backends(self) -> list[str]:
+        """Backends the run was started with, then any a later sync delivered to."""
+        names = list(self.meta.get("backends") or [])
+        return names + [n for n in self.delivered if n not in names]
+
+
+def lock_is_held(run_dir: Path) -> bool:
+    path = run_dir / RUN_LOCK
+    if not path.exists():
+        return False
+    lock = filelock.FileLock(str(path), timeout=0, thread_local=False)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        return True
+    lock.release()
+    return False
+
+
+def run_state(run_dir: Path, meta: dict[str, Any]) -> str:
+    state = str(meta.get("state") or "crashed")
+    if state == "running" and not lock_is_held(run_dir):
+        return "crashed"
+    return state
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    reader = SpoolReader(run_dir)
+    try:
+        meta = reader.meta()
+        last = reader.last_seq()
+        cursors = reader.cursors()
+        return RunSummary(run_dir, meta, run_state(run_dir, meta), reader.count(), last,
+                          {n: c.acked_seq for n, c in cursors.items()},
+                          {n: c.remote_id for n, c in cursors.items()},
+                          list(reader.damage.errors))
+    finally:
+        reader.close()
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Run directories under ``root`` (which may itself be a project or run directory)."""
+    if (root / SPOOL_FILE).exists():
+        return [root]
+    found = [p.parent for p in root.glob(f"*/{SPOOL_FILE}")]
+    found += [p.parent for p in root.glob(f"*/*/{SPOOL_FILE}")]
+    return sorted(set(found), key=lambda p: p.name)
+
+
+def resolve_run(arg: str, root: str | os.PathLike[str] | None = None) -> Path:
+    """A run given as a directory, or as a run id (or unique id prefix) under the root."""
+    path = Path(arg).expanduser()
+    if (path / SPOOL_FILE).exists():
+        return path.absolute()
+    base = settings.spool_root(root)
+    matches = [p for p in find_runs(base) if p.name == arg or p.name.startswith(arg)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise FileNotFoundError(f"no run {arg!r}: not a run directory, and no run id under {base}")
+    raise FileNotFoundError(f"run {arg!r} is ambiguous under {base}: "
+                            + ", ".join(p.name for p in matches))

@@ -1,0 +1,84 @@
+"""Fan-out: a slow, raising or hanging backend never reaches the caller or the others."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import trackmux
+
+
+def test_slow_backend_does_not_slow_log_or_the_healthy_backend(
+        test_backends: Any, spool_dir: Path) -> None:
+    run = trackmux.init(project="fanout", backends=["slow", "memory"], dir=spool_dir,
+                        backend_options={"slow": {"delay": 5.0}})
+    durations = []
+    for step in range(10_000):
+        start = time.perf_counter()
+        run.log({"loss": 1.0 / (step + 1), "reward/mean": step * 0.001}, step=step)
+        durations.append(time.perf_counter() - start)
+    durations.sort()
+    p99 = durations[int(len(durations) * 0.99)]
+    summary = run.finish(timeout=2)
+    received = test_backends[run.id].metrics()
+    assert p99 < 1e-3, f"p99 of log() is {p99 * 1e6:.0f} us"
+    assert [s for s, _ in received["loss"]] == list(range(10_000))
+    assert summary.pending.get("memory") is None
+    assert summary.pending["slow"] > 0  # still in the spool, reported, not lost
+
+
+def test_raising_backend_is_reported_once_and_training_continues(
+        test_backends: Any, spool_dir: Path, caplog: Any) -> None:
+    caplog.set_level(logging.WARNING, logger="trackmux")
+    run = trackmux.init(project="fanout", backends=["raising", "memory"], dir=spool_dir)
+    for step in range(200):
+        run.log({"x": step}, step=step)
+    run.log_table("t", ["a"], [[1]], step=5)
+    summary = run.finish(timeout=3)
+    reports = [r for r in caplog.records if "backend 'raising'" in r.getMessage()]
+    assert len(reports) == 1, [r.getMessage() for r in reports]
+    assert "write exploded" in reports[0].getMessage()
+    assert [p.backend for p in summary.problems] == ["raising"]
+    assert len(test_backends[run.id].metrics()["x"]) == 200
+    assert summary.pending == {"raising": summary.events}
+
+
+def test_backend_hanging_in_open_or_write_respects_finish_deadline(
+        test_backends: Any, spool_dir: Path) -> None:
+    run = trackmux.init(project="fanout", backends=["hanging", "memory"], dir=spool_dir,
+                        backend_options={"hanging": {"where": "open"}})
+    for step in range(100):
+        run.log({"x": step}, step=step)
+    start = time.monotonic()
+    summary = run.finish(timeout=1.0)
+    elapsed = time.monotonic() - start
+    assert elapsed < 3.0
+    assert summary.pending == {"hanging": 100}
+    assert len(test_backends[run.id].metrics()["x"]) == 100
+
+
+def test_finish_is_idempotent_and_log_after_finish_raises(
+        test_backends: Any, spool_dir: Path) -> None:
+    run = trackmux.init(project="p", backends=["memory"], dir=spool_dir)
+    run.log({"x": 1})
+    first = run.finish()
+    assert run.finish() is first
+    assert test_backends[run.id].closed == "finished"
+    try:
+        run.log({"x": 2})
+    except trackmux.RunFinishedError as exc:
+        assert run.id in str(exc)
+    else:
+        raise AssertionError("log after finish was accepted")
+
+
+def test_context_manager_marks_failure(test_backends: Any, spool_dir: Path) -> None:
+    try:
+        with trackmux.init(project="p", backends=["memory"], dir=spool_dir) as run:
+            run.log({"x": 1})
+            raise KeyError("boom")
+    except KeyError:
+        pass
+    assert test_backends[run.id].closed == "failed"
