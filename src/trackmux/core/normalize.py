@@ -28,6 +28,8 @@ MAX_KEY_LENGTH = 1000
 MAX_INT = 2**63 - 1
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _FAST_TYPES = (float, int)
+_FAST_SET = frozenset(_FAST_TYPES)
+_FLOAT_ONLY = frozenset({float})
 _known_keys: set[str] = set()
 _KNOWN_KEYS_LIMIT = 200_000
 
@@ -94,8 +96,17 @@ def to_scalar(value: object, key: str) -> Scalar:
     raise TypeError(f"metric {key!r} has a {kind.__name__} value; metric values must be numbers")
 
 
+def _ints_fit(data: dict[str, object]) -> bool:
+    return all(-MAX_INT - 1 <= v <= MAX_INT for v in data.values()  # type: ignore[operator]
+               if type(v) is int)
+
+
 def normalize_metrics(data: object) -> dict[str, Scalar]:
     """Check and convert one ``log()`` payload. Fast when keys repeat and values are floats."""
+    if type(data) is dict and _known_keys.issuperset(data):
+        kinds = set(map(type, data.values()))
+        if kinds <= _FLOAT_ONLY or (kinds <= _FAST_SET and _ints_fit(data)):
+            return dict(data)
     if not isinstance(data, Mapping):
         raise TypeError(f"data must be a mapping of str to number, got {type(data).__name__}")
     known = _known_keys
