@@ -68,12 +68,13 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
                   for n in names}
         bars: dict[str, Any] = {}
 
-        def on_progress(p: Any, bars: dict[str, Any] = bars) -> None:
+        def on_progress(p: Any, bars: dict[str, Any] = bars, total: int = summary.last_seq
+                        ) -> None:
             if not show:
                 return
             bar = bars.get(p.backend)
             if bar is None:
-                bar = bars[p.backend] = tqdm(total=summary.last_seq, desc=p.backend,
+                bar = bars[p.backend] = tqdm(total=total, desc=p.backend,
                                              unit="ev", leave=True)
             bar.n = p.acked
             bar.set_postfix_str(p.state, refresh=True)

@@ -15,8 +15,8 @@ EventKind = Literal["metrics", "config", "table", "image", "text"]
 #: Every kind of event; backends declare which of these they show natively.
 EVENT_KINDS: frozenset[str] = frozenset({"metrics", "config", "table", "image", "text"})
 
-Scalar = Union[int, float]
-Cell = Union[str, int, float, bool, None]
+Scalar = Union[int, float]  # noqa: UP007 - runtime alias, kept readable on 3.10
+Cell = Union[str, int, float, bool, None]  # noqa: UP007
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ class TableEvent:
 
 @dataclass(frozen=True, slots=True)
 class ImageEvent:
-    """One image, already encoded as PNG; ``width``/``height`` in pixels, ``mode`` as PIL names it."""
+    """One image, already encoded as PNG; size in pixels, ``mode`` as PIL names it."""
 
     key: str
     png: bytes
@@ -82,4 +82,4 @@ class TextEvent:
     kind: Literal["text"] = field(default="text", init=False)
 
 
-Event = Union[MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent]
+Event = Union[MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent]  # noqa: UP007

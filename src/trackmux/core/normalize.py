@@ -59,7 +59,7 @@ def to_scalar(value: object, key: str) -> Scalar:
     if kind is int:
         return value if -MAX_INT - 1 <= value <= MAX_INT else float(value)  # type: ignore[operator,return-value,arg-type]
     if kind is bool:
-        return int(value)  # type: ignore[call-overload]
+        return 1 if value else 0
     if isinstance(value, (str, bytes, bytearray)) or value is None:
         raise TypeError(
             f"metric {key!r} has a {kind.__name__} value ({value!r:.60}); metric values must be "
@@ -90,14 +90,14 @@ def to_scalar(value: object, key: str) -> Scalar:
                         "numbers (log each element under its own key, or use log_table)")
     if hasattr(value, "__float__"):
         try:
-            return float(value)  # type: ignore[arg-type]
+            return float(value)
         except Exception as exc:
             raise TypeError(f"metric {key!r}: float() of {kind.__name__} failed: {exc}") from exc
     raise TypeError(f"metric {key!r} has a {kind.__name__} value; metric values must be numbers")
 
 
 def _ints_fit(data: dict[str, object]) -> bool:
-    return all(-MAX_INT - 1 <= v <= MAX_INT for v in data.values()  # type: ignore[operator]
+    return all(-MAX_INT - 1 <= v <= MAX_INT for v in data.values()
                if type(v) is int)
 
 

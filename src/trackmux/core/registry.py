@@ -202,7 +202,7 @@ def get_registry() -> Registry:
 
 def register_plugin(plugin: object, name: str | None = None) -> None:
     """Register a plugin object without an entry point (tests, notebooks, frameworks)."""
-    get_registry().register_plugin(plugin, name or getattr(plugin, "__name__", repr(plugin)))
+    get_registry().register_plugin(plugin, name or str(getattr(plugin, "__name__", repr(plugin))))
 
 
 def reset_registry() -> None:

@@ -8,6 +8,7 @@ worker thread per backend that reads the spool.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import socket
@@ -107,7 +108,7 @@ class Run:
         for spec in specs:
             opts = dict(options.get(spec.name, {}))
             worker = DeliveryWorker(
-                spec.name, lambda f=spec.factory, o=opts: f(o), self._info, self._reporter,
+                spec.name, functools.partial(spec.factory, opts), self._info, self._reporter,
                 lock=acquire_delivery_lock(self.dir, spec.name))
             self._workers.append(worker)
             worker.start()

@@ -7,6 +7,7 @@ the per-backend delivery lock (a second sync of the same run and backend is refu
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -95,5 +96,5 @@ def deliver_by_name(run_dir: Path, names: list[str],
     for name in names:
         spec = registry.backend(name)
         opts = dict((options or {}).get(name, {}))
-        factories[name] = lambda f=spec.factory, o=opts: f(o)
+        factories[name] = functools.partial(spec.factory, opts)
     return deliver(run_dir, factories, **kwargs)

@@ -80,7 +80,8 @@ def sample_run(tmp_path: Path, steps: int = 100, nonfinite: bool = False) -> Sam
     }))
     writer.append(ConfigEvent(config, 0, 1_700_000_000.0))
     expected: dict[str, list[tuple[int, float]]] = {k: [] for k in METRIC_KEYS}
-    rows = [[f"prompt {i}", f"response {i} | ünïcode", i / 10] for i in range(10)]
+    rows: list[list[Any]] = [[f"prompt {i}", f"response {i} | ünïcode", i / 10]
+                             for i in range(10)]
     for step in range(steps):
         data = {
             "reward/mean": 0.1 + step / steps,
@@ -140,7 +141,7 @@ class BackendConformance:
             assert name in readback.metrics, f"{name!r} missing; got {sorted(readback.metrics)}"
             got = sorted(readback.metrics[name])
             assert [s for s, _ in got] == [s for s, _ in points], f"steps of {name!r} differ"
-            for (step, want), (_, have) in zip(points, got):
+            for (step, want), (_, have) in zip(points, got, strict=False):
                 if math.isnan(want):
                     if self.nonfinite == "kept":
                         assert math.isnan(have), f"{name}@{step}: NaN became {have}"
