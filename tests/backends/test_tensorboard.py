@@ -1,0 +1,308 @@
+"""The tensorboard backend passes the conformance suite, read back with TensorBoard's own
+EventAccumulator, and survives being killed in the middle of a delivery."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("tensorboard")
+
+from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.util import tensor_util
+
+from trackmux.core.backend import ResumeState, RunInfo
+from trackmux.core.events import MetricsEvent
+from trackmux.core.spool import SpoolReader
+from trackmux.core.sync import deliver
+from trackmux.plugins.tensorboard import Framer, TensorBoardBackend, resolve_log_dir
+from trackmux.testing import BackendConformance, Readback
+from trackmux.testing.conformance import SECRET, sample_run
+
+SIZE_GUIDANCE = {"scalars": 0, "tensors": 0, "images": 0}
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+
+
+@pytest.fixture(autouse=True)
+def _no_tensorboard_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TENSORBOARD_DIR", raising=False)
+
+
+def _cells(line: str) -> list[str]:
+    """A markdown table row as core's fallback wrote it, unescaped."""
+    inner = line.strip()[1:-1]
+    return [c.strip().replace("\\|", "|").replace("<br>", "\n").replace("\\\\", "\\")
+            for c in _CELL_SPLIT.split(inner)]
+
+
+def parse_markdown_table(text: str) -> tuple[list[str], list[list[str]]]:
+    lines = text.splitlines()
+    return _cells(lines[0]), [_cells(line) for line in lines[2:]]
+
+
+def load(log_dir: Path) -> event_accumulator.EventAccumulator:
+    # purge_orphaned_data=False: show every record the file holds, duplicates included.
+    acc = event_accumulator.EventAccumulator(str(log_dir), size_guidance=SIZE_GUIDANCE,
+                                             purge_orphaned_data=False)
+    acc.Reload()
+    return acc
+
+
+def readback_dir(log_dir: Path) -> Readback:
+    acc = load(log_dir)
+    tags = acc.Tags()
+    out = Readback()
+    for tag in tags["scalars"]:
+        out.metrics[tag] = [(e.step, e.value) for e in acc.Scalars(tag)]
+    for tag in tags["images"]:
+        out.images[tag] = [(e.step, e.width, e.height) for e in acc.Images(tag)]
+    for tag in tags["tensors"]:
+        for e in acc.Tensors(tag):
+            value = tensor_util.make_ndarray(e.tensor_proto)
+            if value.dtype != object:
+                continue  # the hparams plugin's summary, not text
+            text = value.item().decode("utf-8")
+            if tag == "config":
+                _, rows = parse_markdown_table(text)
+                out.config = {key: value for key, value in rows}
+            elif text.startswith("| "):
+                out.tables.setdefault(tag, []).append((e.step, parse_markdown_table(text)[1]))
+            else:
+                out.texts.setdefault(tag, []).append((e.step, text))
+    return out
+
+
+def event_files(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "tb").rglob("*tfevents*"))
+
+
+class TestTensorBoardBackend(BackendConformance):
+    kinds = frozenset({"metrics", "config", "table", "image", "text"})
+    nonfinite = "kept"
+
+    def make_backend(self, tmp_path: Path) -> TensorBoardBackend:
+        return TensorBoardBackend({"root": str(tmp_path / "tb")})
+
+    def read_back(self, tmp_path: Path) -> Readback:
+        return readback_dir(tmp_path / "tb" / "conformance" / "conformance-run")
+
+    # -- tensorboard-specific read-back ------------------------------------------------
+    def test_one_file_where_verl_puts_it(self, tmp_path: Path) -> None:
+        run = sample_run(tmp_path, steps=5)
+        self.deliver(tmp_path, run)
+        files = event_files(tmp_path)
+        assert [f.parent for f in files] == [tmp_path / "tb" / "conformance" / "conformance-run"]
+        assert files[0].name == "events.out.tfevents.1700000000.trackmux.run-0001"
+
+    def test_full_run_read_back(self, tmp_path: Path) -> None:
+        """The issue's sample run: every value, the table's rows, image sizes, text, config."""
+        run = sample_run(tmp_path, steps=100)
+        self.deliver(tmp_path, run)
+        back = self.read_back(tmp_path)
+        self.assert_metrics(back, run)
+        assert all(len(back.metrics[k]) == 100 for k in run.metrics)
+        [(step, rows)] = back.tables["val/generations"]
+        assert step == 50 and rows == [[str(c) for c in r] for r in run.table_rows]
+        assert back.images["kl/heatmap_hwc"] == [(50, 32, 16)]
+        assert back.images["kl/heatmap_chw"] == [(50, 24, 8)]
+        assert back.texts["notes/sample"] == [(50, "**bold** note")]
+        assert back.config is not None
+        assert back.config["actor.optim.lr"] == "1e-06"
+        assert back.config["trainer.total_epochs"] == "3"
+        assert back.config["actor.optim.betas"] == "[0.9, 0.999]"
+        assert SECRET not in repr(back.config)
+        assert "trainer.api_key" in back.config  # the key stays, its value is redacted
+
+    def test_image_colorspace_and_png(self, tmp_path: Path) -> None:
+        run = sample_run(tmp_path, steps=51)
+        self.deliver(tmp_path, run)
+        acc = load(tmp_path / "tb" / "conformance" / "conformance-run")
+        [image] = acc.Images("kl/heatmap_hwc")
+        assert image.encoded_image_string.startswith(b"\x89PNG\r\n\x1a\n")
+
+    def test_hparams_summary_carries_config(self, tmp_path: Path) -> None:
+        from tensorboard.plugins.hparams import plugin_data_pb2
+
+        run = sample_run(tmp_path, steps=2)
+        self.deliver(tmp_path, run)
+        acc = load(tmp_path / "tb" / "conformance" / "conformance-run")
+        [event] = acc.Tensors("_hparams_/session_start_info")
+        content = acc.SummaryMetadata("_hparams_/session_start_info").plugin_data.content
+        data = plugin_data_pb2.HParamsPluginData.FromString(content)
+        hparams = data.session_start_info.hparams
+        assert hparams["actor.optim.lr"].number_value == pytest.approx(1e-6)
+        assert hparams["trainer.logger"].string_value == "['console', 'wandb']"
+        assert SECRET not in str(data)
+        assert event.step == 0
+
+    def test_no_torch_or_tensorflow_imported(self, tmp_path: Path) -> None:
+        code = textwrap.dedent(f"""
+            import sys
+            from pathlib import Path
+            from trackmux.core.sync import deliver
+            from trackmux.plugins.tensorboard import TensorBoardBackend
+            run_dir = Path({str(sample_run(tmp_path, steps=3).run_dir)!r})
+            deliver(run_dir, {{"tb": lambda: TensorBoardBackend({{"root": {str(tmp_path)!r}}})}},
+                    timeout=60)
+            print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "tensorflow")))
+        """)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=120, check=True)
+        assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+    def test_tensorboard_dir_env_wins_like_verl(self, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+        info = RunInfo("proj", "exp", "r1", tmp_path, 0.0)
+        assert resolve_log_dir({}, info) == Path("tensorboard_log/proj/exp").absolute()
+        monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path / "custom"))
+        assert resolve_log_dir({"root": "ignored"}, info) == tmp_path / "custom"
+        assert resolve_log_dir({"log_dir": str(tmp_path / "opt")}, info) == tmp_path / "opt"
+        monkeypatch.delenv("TENSORBOARD_DIR")
+        weird = RunInfo("../up", "a/b", "r1", tmp_path, 0.0)
+        resolved = resolve_log_dir({"root": str(tmp_path)}, weird)
+        assert resolved.parent.parent == tmp_path
+
+    def test_bad_option_is_named(self) -> None:
+        with pytest.raises(ValueError, match="'logdir'"):
+            TensorBoardBackend({"logdir": "x"})
+        with pytest.raises(TypeError, match="'root'"):
+            TensorBoardBackend({"root": 3})
+
+    def test_resume_truncates_unacknowledged_bytes(self, tmp_path: Path) -> None:
+        """Direct proof of the mechanism: bytes after the recorded offset are dropped."""
+        info = RunInfo("p", "n", "r", tmp_path, 1_700_000_000.0)
+        first = TensorBoardBackend({"root": str(tmp_path / "tb")})
+        first.open(info, ResumeState())
+        first.write([MetricsEvent({"x": 1.0}, 1, 1.0, seq=1)])
+        first.flush()
+        checkpoint = first.state()
+        first.write([MetricsEvent({"x": 2.0}, 2, 2.0, seq=2)])  # never acknowledged
+        first.close("crashed")
+        again = TensorBoardBackend({"root": str(tmp_path / "tb")})
+        again.open(info, ResumeState(first.remote_id, checkpoint, 1))
+        again.write([MetricsEvent({"x": 2.0}, 2, 2.0, seq=2)])
+        again.close("finished")
+        back = readback_dir(tmp_path / "tb" / "p" / "n")
+        assert back.metrics["x"] == [(1, 1.0), (2, 2.0)]
+
+    @pytest.mark.parametrize("where", ["after_flush", "torn_write"])
+    def test_killed_mid_delivery_then_resynced_exactly_once(self, tmp_path: Path,
+                                                             where: str) -> None:
+        """SIGKILL the delivering process (after a batch reached the file but before its ack,
+        or halfway through writing a batch); a second delivery completes the file with each
+        value exactly once."""
+        run = sample_run(tmp_path, steps=60)
+        code = textwrap.dedent(f"""
+            import os, signal
+            from pathlib import Path
+            from trackmux.core.sync import deliver
+            from trackmux.plugins.tensorboard import TensorBoardBackend
+
+            class Dying(TensorBoardBackend):
+                batches = 0
+                def write(self, events):
+                    Dying.batches += 1
+                    if Dying.batches == 4 and {where!r} == "torn_write":
+                        real = self._file
+                        class Half:
+                            def write(self, data):
+                                real.write(data[: len(data) // 2])
+                                real.flush()
+                                os.kill(os.getpid(), signal.SIGKILL)
+                        self._file = Half()
+                    super().write(events)
+                def flush(self):
+                    super().flush()
+                    if Dying.batches == 4:
+                        os.kill(os.getpid(), signal.SIGKILL)
+
+            deliver(Path({str(run.run_dir)!r}),
+                    {{"under-test": lambda: Dying({{"root": {str(tmp_path / "tb")!r}}})}},
+                    timeout=60, batch_size=8)
+        """)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == -9, proc.stderr
+        reader = SpoolReader(run.run_dir)
+        acked = reader.cursor("under-test").acked_seq
+        reader.close()
+        assert 0 < acked < 60
+        log_dir = tmp_path / "tb" / "conformance" / "conformance-run"
+        partial = readback_dir(log_dir).metrics.get("reward/mean", [])
+        if where == "after_flush":
+            # the unacknowledged batch is in the file: without truncation it would repeat
+            assert len(partial) > acked - 1
+        self.deliver(tmp_path, run, batch_size=8)
+        back = self.read_back(tmp_path)
+        self.assert_metrics(back, run)
+        assert [len(v) for v in back.metrics.values()] == [60] * 4
+        assert len(event_files(tmp_path)) == 1
+
+    def test_a_lost_cursor_rewrites_the_same_file(self, tmp_path: Path) -> None:
+        """If the spool forgot everything (cursor reset), delivery starts the file again."""
+        run = sample_run(tmp_path, steps=10)
+        deliver(run.run_dir, {"tb": lambda: self.make_backend(tmp_path)}, timeout=60)
+        reader = SpoolReader(run.run_dir)
+        reader.ack("tb2", 0, None, {})
+        reader.close()
+        deliver(run.run_dir, {"tb2": lambda: self.make_backend(tmp_path)}, timeout=60)
+        back = self.read_back(tmp_path)
+        self.assert_metrics(back, run)
+        assert len(event_files(tmp_path)) == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.binary(min_size=0, max_size=300), min_size=0, max_size=60),
+       st.integers(min_value=0, max_value=40))
+def test_batched_crc_matches_tensorboards(blobs: list[bytes], copies: int) -> None:
+    """The numpy lane CRC agrees with tensorboard's masked_crc32c, including short and
+    unequal records (``copies`` makes groups large enough to take the numpy path)."""
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    records = blobs + [bytes([i % 256]) * (100 + i % 7) for i in range(copies)]
+    assert Framer().masked_crcs(records) == [masked_crc32c(r) for r in records]
+
+
+def test_framed_records_read_by_tensorboards_reader(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing import event_file_loader
+
+    payloads = [bytes([i]) * (50 + i) for i in range(40)]
+    path = tmp_path / "events.out.tfevents.0.x"
+    path.write_bytes(Framer().frame(payloads))
+    reader = event_file_loader.RawEventFileLoader(str(path))
+    assert list(reader.Load()) == payloads
+
+
+def _write_million(tmp_path: Path) -> dict[str, Any]:  # pragma: no cover - benchmark helper
+    import time
+
+    info = RunInfo("bench", "tb", "b", tmp_path, 0.0)
+    backend = TensorBoardBackend({"root": str(tmp_path)})
+    backend.open(info, ResumeState())
+    keys = [f"train/metric_{i:02d}" for i in range(100)]
+    batches = [[MetricsEvent({k: s * 0.5 + i for i, k in enumerate(keys)}, s, float(s), seq=s + 1)
+                for s in range(start, start + 1000)] for start in range(0, 10_000, 1000)]
+    began, cpu = time.perf_counter(), time.process_time()
+    for batch in batches:
+        backend.write(batch)
+        backend.flush()
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+    backend.close("finished")
+    return {"points": 1_000_000, "seconds": seconds, "cpu_seconds": cpu,
+            "bytes": os.path.getsize(backend.path)}
+
+
+if __name__ == "__main__":  # python tests/backends/test_tensorboard.py: the 1M-point timing
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        print(_write_million(Path(tmp)))
