@@ -1,0 +1,380 @@
+"""mlflow backend: metrics, params, tables, images and text through ``MlflowClient``.
+
+Behaves like verl's built-in mlflow logger where users depend on it, so existing launch
+scripts and dashboards keep working:
+
+- tracking URI: option ``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else verl's default
+  ``sqlite:////tmp/mlruns.db``; ``MLFLOW_RUN_ID`` (or option ``run_id``) attaches to an
+  existing run; otherwise the experiment is the run's project and the run name its name;
+- metric keys are renamed exactly as verl does (``@`` -> ``_at_``, repeated ``/``
+  collapsed, other invalid characters -> ``_``; see :func:`mlflow_key`);
+- the config becomes params named as verl names them (``/``-flattened, lists as
+  ``list_len`` plus ``0``, ``1``, ...), values cut to the server's limit; the whole config
+  is also stored as the artifact ``trackmux/config.json``.
+
+Tables go through ``client.log_table`` (``tables/<key>/step_<N>.json``), images through
+``client.log_image(key=, step=)`` (mlflow's stepped image charts), text through
+``client.log_text`` (``text/<key>/step_<N>.md``). Requests respect mlflow's batch limits
+(1000 metrics, 100 params, 1000 entities per ``log_batch``).
+
+Exactly-once: every ``log_batch`` also sets the run tag ``trackmux.seq.<trackmux run id>``
+to the highest event seq it completes, in the same request as the metrics. ``open`` reads
+that tag back from the remote run and skips what it covers, so a redelivered batch is
+harmless for every kind. Metrics keep their original step and time (ms), so even a
+split event re-sent in part is an exact duplicate, which mlflow stores once.
+
+Bounded waits: mlflow retries HTTP requests 7 times with a 120 s timeout by default (a dead
+server held one call for 246 s). Core retries with its own backoff, so this backend sets
+``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` / ``_BACKOFF_FACTOR`` / ``_TIMEOUT`` for the process
+from the options ``http_max_retries`` (2), ``http_backoff_factor`` (1) and ``http_timeout``
+(10 s); a value already in the environment wins over the default, an option over both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.errors import EventRejected
+from trackmux.core.events import (
+    ConfigEvent,
+    Event,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+from trackmux.hookspecs import RegisterBackend, hookimpl
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TRACKING_URI = "sqlite:////tmp/mlruns.db"  # verl's default
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAMS_PER_BATCH = 100
+MAX_KEY_LENGTH = 250
+DEFAULT_PARAM_VALUE_LIMIT = 6000  # mlflow >= 2.x; read from mlflow at open() when present
+SEQ_TAG_PREFIX = "trackmux.seq."
+RUN_ID_TAG = "trackmux.run_id"
+CONFIG_ARTIFACT = "trackmux/config.json"
+STATUS = {"finished": "FINISHED", "crashed": "FAILED"}
+
+HTTP_OPTIONS = {  # option -> (environment variable, default)
+    "http_max_retries": ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", 2),
+    "http_backoff_factor": ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", 1),
+    "http_timeout": ("MLFLOW_HTTP_REQUEST_TIMEOUT", 10),
+}
+OPTIONS = {"tracking_uri", "experiment_name", "run_name", "run_id", "artifact_location",
+           *HTTP_OPTIONS}
+
+# verl 0.9.1, verl/utils/tracking.py, _MlflowLoggingAdapter._sanitize_key: mlflow accepts
+# slashes, word characters (Unicode), periods, dashes, colons and spaces.
+_INVALID = re.compile(r"[^/\w.\- :]")
+_SLASHES = re.compile(r"/+")
+# log_image's key and artifact paths are stricter (ASCII, no colon).
+_INVALID_ARTIFACT = re.compile(r"[^A-Za-z0-9_\-./ ]")
+
+
+def verl_key(key: str) -> str:
+    """The name verl's own mlflow logger gives ``key``, character for character."""
+    return _INVALID.sub("_", _SLASHES.sub("/", key.replace("@", "_at_")))
+
+
+def mlflow_key(key: str) -> str:
+    """verl's name for ``key``, further changed only where mlflow would reject it.
+
+    verl's mapping leaves keys mlflow refuses (a leading or trailing ``/``, ``.`` or
+    ``..`` segments, more than 250 characters); verl's logger loses those, here they are
+    made valid instead so one bad key cannot block delivery.
+    """
+    name = verl_key(key)
+    parts = name.split("/")
+    if name.startswith("/") or name.endswith("/") or any(p in (".", "..") for p in parts):
+        name = "/".join("_" * len(p) if p in (".", "..") else p for p in parts if p) or "_"
+    if len(name) > MAX_KEY_LENGTH:
+        digest = hashlib.sha1(key.encode()).hexdigest()[:8]
+        name = name[:MAX_KEY_LENGTH - 9] + "_" + digest
+    return name
+
+
+def artifact_key(key: str) -> str:
+    """A key usable in ``log_image(key=)`` and in artifact paths."""
+    return _INVALID_ARTIFACT.sub("_", mlflow_key(key)).strip("/") or "_"
+
+
+def verl_params(config: Mapping[str, Any]) -> dict[str, str]:
+    """Flat params named as verl's ``_compute_mlflow_params_from_objects`` names them:
+    nested keys joined with ``/``, a list as ``<key>/list_len`` plus one key per index."""
+    out: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(f"{prefix}/{k}" if prefix else str(k), v)
+        elif isinstance(value, (list, tuple)):
+            walk(prefix, {"list_len": len(value), **{str(i): v for i, v in enumerate(value)}})
+        else:
+            out[prefix] = str(value)
+
+    walk("", config)
+    return out
+
+
+def _number(options: Mapping[str, Any], name: str, default: float) -> float:
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"mlflow option {name!r} must be a number >= 0, got {value!r}")
+    return float(value)
+
+
+class MlflowBackend(Backend):
+    """One mlflow run per trackmux run, written with ``MlflowClient.log_batch``."""
+
+    name = "mlflow"
+    capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        unknown = sorted(set(self.options) - OPTIONS)
+        if unknown:
+            raise ValueError(f"unknown mlflow option(s) {unknown}; valid: {sorted(OPTIONS)}")
+        for name in ("tracking_uri", "experiment_name", "run_name", "run_id",
+                     "artifact_location"):
+            value = self.options.get(name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"mlflow option {name!r} must be a non-empty str, got {value!r}")
+        for name, (_, default) in HTTP_OPTIONS.items():
+            _number(self.options, name, default)
+        self._run_id: str | None = None
+        self._client: MlflowClient | None = None
+        self._done_seq = 0
+        self._last_time: float | None = None
+        self._keys: dict[str, str] = {}
+
+    # -- opening ----------------------------------------------------------------------
+    def _configure_http(self) -> None:
+        """Bound mlflow's HTTP retries for this process (see the module docstring)."""
+        for name, (variable, default) in HTTP_OPTIONS.items():
+            if name in self.options:
+                value = _number(self.options, name, default)
+            elif variable in os.environ:
+                continue
+            else:
+                value = default
+            os.environ[variable] = str(int(value)) if name != "http_backoff_factor" else (
+                f"{value:g}")
+
+    @property
+    def tracking_uri(self) -> str:
+        return str(self.options.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
+                   or DEFAULT_TRACKING_URI)
+
+    def open(self, run: RunInfo, resume: ResumeState) -> None:
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        self._configure_http()
+        from mlflow import MlflowClient
+
+        try:
+            from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
+            self._param_limit = int(MAX_PARAM_VAL_LENGTH)
+        except ImportError:  # pragma: no cover - very old mlflow
+            self._param_limit = DEFAULT_PARAM_VALUE_LIMIT
+        client = MlflowClient(tracking_uri=self.tracking_uri)
+        self._client = client
+        self._seq_tag = SEQ_TAG_PREFIX + mlflow_key(run.run_id)
+        run_id = (resume.remote_id or self.options.get("run_id")
+                  or os.environ.get("MLFLOW_RUN_ID"))
+        if run_id:
+            remote = client.get_run(run_id)
+        else:
+            remote = self._find_or_create(client, run)
+        self._run_id = remote.info.run_id
+        if remote.info.status != "RUNNING":
+            client.update_run(self._run_id, status="RUNNING")
+        self._done_seq = int(remote.data.tags.get(self._seq_tag, 0) or 0)
+        self._params: dict[str, str] = dict(remote.data.params)
+
+    def _find_or_create(self, client: MlflowClient, run: RunInfo) -> Any:
+        """The run created for this trackmux run earlier (its remote id may have been
+        lost with an acknowledgement), else a new one."""
+        from mlflow.exceptions import MlflowException
+
+        name = self.options.get("experiment_name") or run.project
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            try:
+                experiment_id = client.create_experiment(
+                    name, artifact_location=self.options.get("artifact_location"))
+            except MlflowException:  # created concurrently by another worker
+                experiment = client.get_experiment_by_name(name)
+                if experiment is None:
+                    raise
+                experiment_id = experiment.experiment_id
+        else:
+            experiment_id = experiment.experiment_id
+        quoted = run.run_id.replace("'", "")
+        found = client.search_runs([experiment_id],
+                                   filter_string=f"tags.`{RUN_ID_TAG}` = '{quoted}'",
+                                   max_results=1)
+        if found:
+            return found[0]
+        start = int(run.started_at * 1000) if run.started_at else None
+        return client.create_run(experiment_id, start_time=start,
+                                 run_name=self.options.get("run_name") or run.name,
+                                 tags={RUN_ID_TAG: run.run_id})
+
+    # -- writing ----------------------------------------------------------------------
+    def _key(self, key: str) -> str:
+        name = self._keys.get(key)
+        if name is None:
+            name = self._keys[key] = mlflow_key(key)
+        return name
+
+    def _batch(self, metrics: Sequence[Any] = (), params: Sequence[Any] = (),
+               done: int | None = None) -> None:
+        """One ``log_batch``; ``done``: the seq this request completes (tagged with it)."""
+        from mlflow.entities import RunTag
+        from mlflow.exceptions import MlflowException
+
+        assert self._client is not None and self._run_id is not None
+        tags = [RunTag(self._seq_tag, str(done))] if done is not None else []
+        try:
+            self._client.log_batch(self._run_id, metrics=metrics, params=params, tags=tags,
+                                   synchronous=True)
+        except MlflowException as exc:
+            if getattr(exc, "error_code", "") == "INVALID_PARAMETER_VALUE":
+                raise EventRejected(f"mlflow refused the batch: {exc.message}") from exc
+            raise
+        if done is not None:
+            self._done_seq = done
+
+    def write(self, events: Sequence[Event]) -> None:
+        from mlflow.entities import Metric
+
+        assert self._client is not None
+        pending: list[tuple[Any, int | None]] = []  # (Metric or None, seq it completes)
+        for event in events:
+            if event.seq and event.seq <= self._done_seq:
+                continue  # delivered before the acknowledgement was lost
+            self._last_time = event.time
+            if isinstance(event, MetricsEvent):
+                stamp = int(event.time * 1000)
+                items = [(Metric(self._key(k), float(v), stamp, event.step), None)
+                         for k, v in event.data.items()]
+                if items:
+                    items[-1] = (items[-1][0], event.seq)
+                else:
+                    items = [(None, event.seq)]
+                pending.extend(items)
+                if sum(m is not None for m, _ in pending) >= MAX_METRICS_PER_BATCH:
+                    pending = self._send_metrics(pending, keep_partial=True)
+                continue
+            self._send_metrics(pending)
+            pending = []
+            try:
+                self._write_other(event)
+            except (ValueError, TypeError) as exc:  # mlflow's client-side validation
+                raise EventRejected(f"mlflow cannot take {event.kind} event {event.seq}: "
+                                    f"{exc}") from exc
+        self._send_metrics(pending)
+
+    def _send_metrics(self, pending: list[tuple[Any, int | None]],
+                      keep_partial: bool = False) -> list[tuple[Any, int | None]]:
+        """Send pending metrics in requests within mlflow's limits. With ``keep_partial``,
+        a last request smaller than the limit is kept back (returned) to fill up later."""
+        limit = MAX_METRICS_PER_BATCH - 1  # one entity is left for the seq tag
+        while pending:
+            chunk: list[Any] = []
+            done: int | None = None
+            used = 0
+            for metric, seq in pending:
+                if metric is not None:
+                    if len(chunk) == limit:
+                        break
+                    chunk.append(metric)
+                used += 1
+                if seq is not None:
+                    done = seq
+            if keep_partial and len(chunk) < limit:
+                return pending
+            self._batch(metrics=chunk, done=done)
+            pending = pending[used:]
+        return []
+
+    def _write_other(self, event: Event) -> None:
+        from mlflow.entities import Param
+
+        assert self._client is not None and self._run_id is not None
+        client, run_id = self._client, self._run_id
+        if isinstance(event, ConfigEvent):
+            client.log_dict(run_id, event.config, CONFIG_ARTIFACT)
+            params: dict[str, str] = {}
+            changed = []
+            for key, value in verl_params(event.config).items():
+                name, value = self._key(key), value[:self._param_limit]
+                if name in params:
+                    continue
+                old = self._params.get(name)
+                if old is None:
+                    params[name] = value
+                elif old != value:
+                    changed.append(name)
+            if changed:  # mlflow params cannot change; the JSON artifact has the new values
+                log.warning("mlflow params cannot change; kept the first values of %s "
+                            "(the new config is in the artifact %s)", changed[:10],
+                            CONFIG_ARTIFACT)
+            items = [Param(k, v) for k, v in params.items()]
+            for start in range(0, max(len(items), 1), MAX_PARAMS_PER_BATCH):
+                chunk = items[start:start + MAX_PARAMS_PER_BATCH]
+                last = start + MAX_PARAMS_PER_BATCH >= len(items)
+                self._batch(params=chunk, done=event.seq if last else None)
+                self._params.update((p.key, p.value) for p in chunk)
+            return
+        if isinstance(event, TableEvent):
+            data = {column: [row[i] for row in event.rows]
+                    for i, column in enumerate(event.columns)}
+            client.log_table(run_id, data=data,
+                             artifact_file=f"tables/{artifact_key(event.key)}/"
+                                           f"step_{event.step}.json")
+        elif isinstance(event, ImageEvent):
+            from PIL import Image
+
+            with Image.open(io.BytesIO(event.png)) as image:
+                image.load()
+                client.log_image(run_id, image, key=artifact_key(event.key), step=event.step,
+                                 timestamp=int(event.time * 1000), synchronous=True)
+        elif isinstance(event, TextEvent):
+            client.log_text(run_id, event.text,
+                            f"text/{artifact_key(event.key)}/step_{event.step}.md")
+        self._batch(done=event.seq)
+
+    # -- the rest of the contract ------------------------------------------------------
+    @property
+    def remote_id(self) -> str | None:
+        return self._run_id
+
+    def state(self) -> dict[str, Any]:
+        return {"run_id": self._run_id, "seq": self._done_seq}
+
+    def close(self, status: str) -> None:
+        """End the run: "finished" -> FINISHED, "crashed" -> FAILED (mlflow's KILLED means
+        stopped on purpose; a crash is a failure). End time: the last event's time."""
+        if self._client is None or self._run_id is None:
+            return
+        end = int(self._last_time * 1000) if self._last_time else int(time.time() * 1000)
+        self._client.set_terminated(self._run_id, STATUS.get(status, "FAILED"), end_time=end)
+
+
+@hookimpl
+def trackmux_register_backends(register: RegisterBackend) -> None:
+    register("mlflow", MlflowBackend, requires=("mlflow",), extra="mlflow",
+             description="mlflow tracking server or sqlite store, verl's key names")

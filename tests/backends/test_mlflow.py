@@ -1,0 +1,363 @@
+"""The mlflow backend against a SQLite store and a real ``mlflow server`` on 127.0.0.1.
+
+Everything is read back with mlflow's own client (metric history, params, artifacts).
+Runs under mlflow 2.x and 3.x (tox envs mlflow2 and mlflow3).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mlflow")
+
+from mlflow import MlflowClient  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from trackmux.core.backend import ResumeState, RunInfo  # noqa: E402
+from trackmux.core.events import ConfigEvent, MetricsEvent  # noqa: E402
+from trackmux.plugins.mlflow import MlflowBackend, mlflow_key, verl_key  # noqa: E402
+from trackmux.testing import BackendConformance, Readback, sample_run  # noqa: E402
+from trackmux.testing.mlflow_server import MlflowServer  # noqa: E402
+
+# Dead-server writes must give up within this bound (the issue: "a dead server cannot
+# hold a worker for minutes"); mlflow's defaults held one call 246 s.
+DEAD_SERVER_BOUND_S = 15.0
+_IMAGE_NAME = re.compile(r"^(?P<key>.+?)[+%]step[+%](?P<step>\d+)[+%]timestamp[+%]\d+[+%]"
+                         r"[0-9a-f-]+\.png$")
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_mlflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def _walk(client: MlflowClient, run_id: str, path: str | None = None) -> list[str]:
+    out: list[str] = []
+    for info in client.list_artifacts(run_id, path):
+        out.extend(_walk(client, run_id, info.path) if info.is_dir else [info.path])
+    return out
+
+
+def read_mlflow(uri: str, experiment: str, tmp_path: Path) -> Readback:
+    """What the store holds for the (single) run of ``experiment``, via MlflowClient."""
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None, f"experiment {experiment!r} missing"
+    runs = client.search_runs([exp.experiment_id])
+    assert len(runs) == 1, f"expected one run, found {len(runs)}"
+    run_id = runs[0].info.run_id
+    out = Readback()
+    for key in runs[0].data.metrics:
+        history = client.get_metric_history(run_id, key)
+        out.metrics[key] = sorted((m.step, m.value) for m in history)
+    out.config = dict(runs[0].data.params) or None
+    download = tmp_path / "download"
+    for path in _walk(client, run_id):
+        match = re.fullmatch(r"tables/(.+)/step_(\d+)\.json", path)
+        if match:
+            local = client.download_artifacts(run_id, path, str(download))
+            table = json.loads(Path(local).read_text())
+            out.tables.setdefault(match[1], []).append((int(match[2]), table["data"]))
+        name = path.rpartition("/")[2]
+        image = _IMAGE_NAME.match(name) if path.startswith("images/") else None
+        if image:
+            local = client.download_artifacts(run_id, path, str(download))
+            with Image.open(local) as png:
+                key = image["key"].replace("~", "/").replace("#", "/")
+                out.images.setdefault(key, []).append((int(image["step"]), png.width,
+                                                       png.height))
+    for values in out.tables.values():
+        values.sort()
+    for images in out.images.values():
+        images.sort()
+    return out
+
+
+def _experiment(tmp_path: Path) -> str:
+    """One experiment per test: the conformance run always has the same trackmux id."""
+    return f"conformance-{abs(hash(str(tmp_path))) % 10**10}"
+
+
+class TestMlflowSqlite(BackendConformance):
+    kinds = frozenset({"metrics", "config", "table", "image"})
+    nonfinite = "kept"  # NaN kept; inf comes back as 1.797e308 (accepted by the suite)
+
+    def uri(self, tmp_path: Path) -> str:
+        return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+    def make_backend(self, tmp_path: Path) -> MlflowBackend:
+        return MlflowBackend({"tracking_uri": self.uri(tmp_path),
+                              "experiment_name": _experiment(tmp_path),
+                              "artifact_location": str(tmp_path / "artifacts")})
+
+    def read_back(self, tmp_path: Path) -> Readback:
+        return read_mlflow(self.uri(tmp_path), _experiment(tmp_path), tmp_path)
+
+    def expected_key(self, key: str) -> str:
+        return mlflow_key(key)
+
+    def test_params_named_as_verl_and_config_artifact(self, tmp_path: Path) -> None:
+        run = sample_run(tmp_path, steps=2)
+        self.deliver(tmp_path, run)
+        client = MlflowClient(tracking_uri=self.uri(tmp_path))
+        exp = client.get_experiment_by_name(_experiment(tmp_path))
+        assert exp is not None
+        (remote,) = client.search_runs([exp.experiment_id])
+        params = remote.data.params
+        # verl: "/"-joined, lists as list_len + one key per index, values str()
+        assert params["actor/optim/lr"] == "1e-06"
+        assert params["actor/optim/betas/list_len"] == "2"
+        assert params["actor/optim/betas/1"] == "0.999"
+        assert params["trainer/logger/0"] == "console"
+        assert remote.info.run_name == "conformance-run"
+        assert remote.info.status == "FINISHED"
+        local = client.download_artifacts(remote.info.run_id, "trackmux/config.json",
+                                          str(tmp_path / "dl"))
+        assert json.loads(Path(local).read_text())["actor"]["ppo_mini_batch_size"] == 64
+
+
+class TestMlflowServer(TestMlflowSqlite):
+    """The same suite over HTTP; artifacts are uploaded through the server."""
+
+    @pytest.fixture(autouse=True)
+    def _server(self, mlflow_server: MlflowServer) -> None:
+        self.server = mlflow_server
+
+    def uri(self, tmp_path: Path) -> str:
+        return self.server.url
+
+    def make_backend(self, tmp_path: Path) -> MlflowBackend:
+        return MlflowBackend({"tracking_uri": self.server.url,
+                              "experiment_name": _experiment(tmp_path)})
+
+
+def test_key_names_are_the_ones_verl_gives() -> None:
+    """The mlflow key names for {'val-core/acc/mean@5', 'timing_s/gen', 'a//b', 'bad key#'}
+    are the same as verl's built-in mlflow logger produces.
+
+    Expected values derived by hand from verl 0.9.1, verl/utils/tracking.py,
+    ``_MlflowLoggingAdapter._sanitize_key``: replace "@" by "_at_", then collapse runs of
+    "/" (``re.sub("/+", "/")``), then replace every character outside ``[/\\w.\\- :]`` by
+    "_" (so the space in 'bad key#' stays and '#' becomes '_').
+    """
+    expected = {
+        "val-core/acc/mean@5": "val-core/acc/mean_at_5",
+        "timing_s/gen": "timing_s/gen",
+        "a//b": "a/b",
+        "bad key#": "bad key_",
+    }
+    for key, name in expected.items():
+        assert verl_key(key) == name
+        assert mlflow_key(key) == name  # no further change for keys mlflow accepts
+
+
+def test_keys_verl_would_lose_are_made_valid(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    backend = MlflowBackend({"tracking_uri": uri, "artifact_location": str(tmp_path / "a")})
+    backend.open(RunInfo("p", "n", "r1", tmp_path, 1.7e9), ResumeState())
+    keys = ["/lead", "trail/", "a/./b", "x" * 300, "ünï/códe"]
+    backend.write([MetricsEvent({k: 1.0 for k in keys}, 0, 1.7e9, seq=1)])
+    backend.close("finished")
+    client = MlflowClient(tracking_uri=uri)
+    metrics = client.get_run(backend.remote_id).data.metrics  # type: ignore[arg-type]
+    assert set(metrics) == {mlflow_key(k) for k in keys}
+    assert "ünï/códe" in metrics and "lead" in metrics and "a/_/b" in metrics
+    assert all(len(k) <= 250 for k in metrics)
+
+
+class _Recorder:
+    """Wraps MlflowClient.log_batch to record the size of every request."""
+
+    def __init__(self, client: MlflowClient) -> None:
+        self.sizes: list[tuple[int, int, int]] = []
+        original = client.log_batch
+
+        def log_batch(run_id: str, metrics: Any = (), params: Any = (), tags: Any = (),
+                      **kwargs: Any) -> Any:
+            self.sizes.append((len(metrics), len(params), len(tags)))
+            return original(run_id, metrics=metrics, params=params, tags=tags, **kwargs)
+
+        client.log_batch = log_batch  # type: ignore[method-assign]
+
+
+def test_batches_stay_within_server_limits(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    backend = MlflowBackend({"tracking_uri": uri, "artifact_location": str(tmp_path / "a")})
+    backend.open(RunInfo("p", "n", "r1", tmp_path, 1.7e9), ResumeState())
+    assert backend._client is not None
+    recorder = _Recorder(backend._client)
+    big = {f"m/{i}": float(i) for i in range(2500)}
+    config = {"section": {f"p{i}": i for i in range(250)}}
+    backend.write([ConfigEvent(config, 0, 1.7e9, seq=1),
+                   MetricsEvent(big, 0, 1.7e9, seq=2),
+                   MetricsEvent({"small": 1.0}, 1, 1.7e9 + 1, seq=3)])
+    run = MlflowClient(tracking_uri=uri).get_run(backend.remote_id)  # type: ignore[arg-type]
+    assert len(run.data.metrics) == 2501
+    assert run.data.metrics["m/2499"] == 2499.0
+    assert len(run.data.params) == 250
+    assert recorder.sizes, "log_batch was not used"
+    for metrics, params, tags in recorder.sizes:
+        assert metrics <= 1000 and params <= 100 and tags <= 100
+        assert metrics + params + tags <= 1000
+    assert sum(m for m, _, _ in recorder.sizes) == 2501
+    assert backend.state()["seq"] == 3
+
+
+def test_redelivery_is_skipped_by_the_seq_tag(tmp_path: Path) -> None:
+    """A new backend instance (a restarted process) continuing the run skips what the run's
+    seq tag covers, including artifacts that mlflow itself would duplicate."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    options = {"tracking_uri": uri, "artifact_location": str(tmp_path / "a")}
+    info = RunInfo("p", "n", "r1", tmp_path, 1.7e9)
+    first = MlflowBackend(options)
+    first.open(info, ResumeState())
+    events = [MetricsEvent({"x": float(i)}, i, 1.7e9 + i, seq=i + 1) for i in range(5)]
+    first.write(events)
+    second = MlflowBackend(options)
+    second.open(info, ResumeState(remote_id=first.remote_id, acked_seq=2))
+    assert second.remote_id == first.remote_id
+    second.write(events[2:])
+    third = MlflowBackend(options)  # remote id lost too: found again by its trackmux tag
+    third.open(info, ResumeState())
+    assert third.remote_id == first.remote_id
+    third.write(events)
+    history = MlflowClient(tracking_uri=uri).get_metric_history(first.remote_id, "x")  # type: ignore[arg-type]
+    assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]
+
+
+def test_mlflow_run_id_attaches_to_an_existing_run(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    exp_id = client.create_experiment("platform", artifact_location=str(tmp_path / "a"))
+    existing = client.create_run(exp_id, run_name="made-by-the-platform").info.run_id
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_RUN_ID", existing)
+    run = sample_run(tmp_path, steps=5)
+    from trackmux.core.sync import deliver
+
+    result = deliver(run.run_dir, {"mlflow": lambda: MlflowBackend({})}, timeout=60)
+    assert result.complete, result.problems
+    assert [r.info.run_id for r in client.search_runs([exp_id])] == [existing]
+    assert client.get_experiment_by_name("conformance") is None  # no run made elsewhere
+    history = client.get_metric_history(existing, "val-core/acc/mean_at_5")
+    assert sorted(m.step for m in history) == [0, 1, 2, 3, 4]
+    assert client.get_run(existing).data.params["trainer/total_epochs"] == "3"
+
+
+def test_tracking_uri_defaults_to_verls(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert MlflowBackend({}).tracking_uri == "sqlite:////tmp/mlruns.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
+    assert MlflowBackend({}).tracking_uri == "http://127.0.0.1:1"
+    assert MlflowBackend({"tracking_uri": "sqlite:///x.db"}).tracking_uri == "sqlite:///x.db"
+
+
+def test_bad_options_name_the_option() -> None:
+    with pytest.raises(ValueError, match="trackng_uri"):
+        MlflowBackend({"trackng_uri": "x"})
+    with pytest.raises(ValueError, match="http_timeout"):
+        MlflowBackend({"http_timeout": "ten"})
+    with pytest.raises(ValueError, match="run_id"):
+        MlflowBackend({"run_id": 5})
+
+
+def test_a_dead_server_does_not_hold_a_write(mlflow_server: MlflowServer, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kill the server mid-run: write() raises within the bound (core retries later); after
+    a restart on the same port the same run continues with its earlier data."""
+    for name in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)  # the backend's own defaults apply
+    info = RunInfo("dead-server", "n", "r-dead", tmp_path, 1.7e9)
+    backend = MlflowBackend({"tracking_uri": mlflow_server.url})
+    backend.open(info, ResumeState())
+    backend.write([MetricsEvent({"x": 1.0}, 0, 1.7e9, seq=1)])
+    try:
+        mlflow_server.kill()
+        started = time.monotonic()
+        with pytest.raises(Exception):  # noqa: B017 - whatever mlflow raises, it must raise
+            backend.write([MetricsEvent({"x": 2.0}, 1, 1.7e9 + 1, seq=2)])
+        elapsed = time.monotonic() - started
+        assert elapsed < DEAD_SERVER_BOUND_S, f"a write to a dead server took {elapsed:.1f} s"
+    finally:
+        mlflow_server.restart()
+    backend.write([MetricsEvent({"x": 2.0}, 1, 1.7e9 + 1, seq=2)])
+    history = MlflowClient(mlflow_server.url).get_metric_history(backend.remote_id, "x")  # type: ignore[arg-type]
+    assert sorted((m.step, m.value) for m in history) == [(0, 1.0), (1, 2.0)]
+
+
+def test_a_hung_server_does_not_hold_a_write(mlflow_server: MlflowServer,
+                                             tmp_path: Path) -> None:
+    """SIGSTOP: connections are accepted but never answered; the timeout option bounds it."""
+    backend = MlflowBackend({"tracking_uri": mlflow_server.url, "http_timeout": 2,
+                             "http_max_retries": 0})
+    backend.open(RunInfo("hung-server", "n", "r-hung", tmp_path, 1.7e9), ResumeState())
+    mlflow_server.pause()
+    try:
+        started = time.monotonic()
+        with pytest.raises(Exception):  # noqa: B017
+            backend.write([MetricsEvent({"x": 1.0}, 0, 1.7e9, seq=1)])
+        assert time.monotonic() - started < DEAD_SERVER_BOUND_S
+    finally:
+        mlflow_server.resume()
+    assert mlflow_server.is_healthy(timeout=10)
+
+
+def test_server_fixture_leaves_no_process_behind(tmp_path: Path) -> None:
+    """With the job runner on (uvicorn/gunicorn + job runner + huey consumers), kill() and
+    stop() leave nothing; a restart after kill() serves the same data on the same port."""
+    server = MlflowServer(tmp_path / "srv", jobs=True)
+    with server:
+        port = server.port
+        client = MlflowClient(server.url)
+        run_id = client.create_run(client.create_experiment("e")).info.run_id
+        client.log_metric(run_id, "m", 1.5, step=3)
+        pids = server.processes()
+        assert len(pids) >= 2, "expected the server's process tree"
+        server.kill()
+        assert not [p for p in pids if _running(p)], "processes left after kill()"
+        server.start()
+        assert server.port == port
+        assert [(m.step, m.value) for m in client.get_metric_history(run_id, "m")] == [(3, 1.5)]
+        pids = server.processes()
+    assert not [p for p in pids if _running(p)], "processes left after stop()"
+    assert not server.is_healthy(timeout=1)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return state[state.rfind(")") + 2:].split()[0] != "Z"
+
+
+def test_nan_survives_and_inf_is_clamped(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    backend = MlflowBackend({"tracking_uri": uri, "artifact_location": str(tmp_path / "a")})
+    backend.open(RunInfo("p", "n", "r1", tmp_path, 1.7e9), ResumeState())
+    backend.write([MetricsEvent({"a": math.nan, "b": math.inf, "c": -math.inf}, 0, 1.7e9,
+                                seq=1)])
+    metrics = MlflowClient(tracking_uri=uri).get_run(backend.remote_id).data.metrics  # type: ignore[arg-type]
+    assert math.isnan(metrics["a"])
+    assert metrics["b"] > 1e300 and metrics["c"] < -1e300
+
+
+def test_crashed_run_is_marked_failed(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    backend = MlflowBackend({"tracking_uri": uri, "artifact_location": str(tmp_path / "a")})
+    backend.open(RunInfo("p", "n", "r1", tmp_path, 1.7e9), ResumeState())
+    backend.write([MetricsEvent({"a": 1.0}, 0, 1.7e9 + 5, seq=1)])
+    backend.close("crashed")
+    info = MlflowClient(tracking_uri=uri).get_run(backend.remote_id).info  # type: ignore[arg-type]
+    assert info.status == "FAILED"
+    assert info.end_time == int((1.7e9 + 5) * 1000)  # the last event's time, not "now"
