@@ -1,0 +1,50 @@
+"""Console backend: verl's line format, rate limiting, tables as text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import trackmux
+from trackmux.plugins.console import ConsoleBackend, format_step
+
+
+def test_line_format_matches_verl_console() -> None:
+    line = format_step(10, {"reward/mean": 0.41, "kl/divergence": 0.013, "steps": 3})
+    assert line == "step:10 - reward/mean:0.410 - kl/divergence:0.013 - steps:3"
+
+
+def test_fast_loop_is_rate_limited_but_last_step_printed(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    run = trackmux.init(project="c", backends=["console"], dir=tmp_path,
+                        backend_options={"console": {"interval": 3600}})
+    for step in range(500):
+        run.log({"loss": step / 1000}, step=step)
+    run.log_table("val/generations", ["input", "output", "score"],
+                  [["2+2", "4", 1.0], ["a|b", "c", 0.0]], step=499)
+    run.finish()
+    out = capsys.readouterr().out
+    step_lines = [line for line in out.splitlines() if line.startswith("step:")]
+    assert 2 <= len(step_lines) <= 4, step_lines
+    assert step_lines[0].startswith("step:0 - loss:0")
+    assert any(line.startswith("step:499 - loss:0.499") for line in step_lines)
+    assert "| input | output | score |" in out
+    assert "| a\\|b | c | 0.0 |" in out
+
+
+def test_bad_stream_option_names_the_option() -> None:
+    with pytest.raises(ValueError, match="stream"):
+        ConsoleBackend({"stream": "nowhere"})
+
+
+def test_unrated_console_prints_every_step(tmp_path: Path, capsys: Any) -> None:
+    run = trackmux.init(project="c", backends=["console"], dir=tmp_path,
+                        backend_options={"console": {"interval": 0}})
+    for step in range(20):
+        run.log({"x": step}, step=step)
+    run.finish()
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("step:")]
+    assert [int(x.split()[0][5:]) for x in lines] == list(range(20))

@@ -1,0 +1,120 @@
+"""The training loop's API: steps, defaults, events as delivered, config handling."""
+
+from __future__ import annotations
+
+import math
+import stat
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import trackmux
+from trackmux.core.spool import SpoolReader
+
+
+def test_events_keep_step_and_time_and_step_none_continues(memory_backend: Any,
+                                                           tmp_path: Path) -> None:
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    run.log({"a": 1.0})            # step 0
+    run.log({"a": 2.0})            # step 1
+    run.log({"a": 3.0}, step=10)
+    run.log({"a": 4.0})            # step 11
+    run.log_table("t", ["x"], [[1]])  # attaches to the last step: 11
+    run.finish()
+    got = memory_backend[run.id]
+    assert got.metrics()["a"] == [(0, 1.0), (1, 2.0), (10, 3.0), (11, 4.0)]
+    assert got.of_kind("table")[0].step == 11
+    times = [e.time for e in got.of_kind("metrics")]
+    assert times == sorted(times) and abs(times[0] - run.started_at) < 5
+    seqs = [e.seq for e in got.events]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+def test_values_are_converted_at_the_door(memory_backend: Any, tmp_path: Path) -> None:
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    run.log({"np32": np.float32(0.5), "np_int": np.int64(7), "flag": True, "zero_d":
+             np.array(2.5), "nan": math.nan, "inf": -math.inf, "big": 2**70,
+             "nested": {"inner": 1}}, step=3)
+    with pytest.raises(TypeError, match=r"'text'.*str"):
+        run.log({"text": "hello"})
+    with pytest.raises(TypeError, match=r"'vec'.*1 dimensions"):
+        run.log({"vec": np.zeros(3)})
+    with pytest.raises(TypeError, match="'none'"):
+        run.log({"none": None})
+    with pytest.raises(ValueError, match="step must be >= 0"):
+        run.log({"a": 1}, step=-1)
+    run.finish()
+    data = memory_backend[run.id].of_kind("metrics")[0].data
+    assert data["np32"] == 0.5 and type(data["np32"]) is float
+    assert data["np_int"] == 7 and type(data["np_int"]) is int
+    assert data["flag"] == 1 and type(data["flag"]) is int
+    assert data["zero_d"] == 2.5 and math.isnan(data["nan"]) and data["inf"] == -math.inf
+    assert data["big"] == float(2**70) and data["nested/inner"] == 1
+
+
+def test_backends_default_from_environment(memory_backend: Any, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACKMUX_BACKENDS", "memory, file")
+    monkeypatch.setenv("VERL_FILE_LOGGER_ROOT", str(tmp_path / "files"))
+    run = trackmux.init(project="p", dir=tmp_path)
+    assert run.backends == ["memory", "file"]
+    run.finish()
+    monkeypatch.delenv("TRACKMUX_BACKENDS")
+    run = trackmux.init(project="p", dir=tmp_path)
+    assert run.backends == ["console"]
+    run.finish()
+
+
+def test_config_is_redacted_before_the_spool(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_API_KEY", "wandb-env-secret-123456")
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, config={
+        "trainer": {"api_key": "sk-live-abcdef", "max_new_tokens": 512},
+        "uri": "https://bob:pa55word@mlflow.internal/",
+        "note": "key is wandb-env-secret-123456",
+    })
+    run.finish()
+    raw = b"".join(p.read_bytes() for p in run.dir.iterdir() if p.is_file())
+    for secret in (b"sk-live-abcdef", b"pa55word", b"wandb-env-secret-123456"):
+        assert secret not in raw
+    reader = SpoolReader(run.dir)
+    config = next(reader.iter_events()).config  # type: ignore[union-attr]
+    reader.close()
+    assert config["trainer"]["max_new_tokens"] == 512
+    assert config["uri"] == "https://***@mlflow.internal/"
+
+
+def test_spool_is_private(tmp_path: Path) -> None:
+    run = trackmux.init(project="p", backends=[], dir=tmp_path)
+    run.log({"a": 1})
+    run.finish()
+    assert stat.S_IMODE(run.dir.stat().st_mode) == 0o700
+    for path in run.dir.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def test_other_ranks_get_a_disabled_run(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "3")
+    run = trackmux.init(project="p", backends=["console"], dir=tmp_path)
+    assert isinstance(run, trackmux.DisabledRun)
+    run.log({"a": 1.0}, step=1)
+    with pytest.raises(TypeError):
+        run.log({"a": "x"})
+    run.finish()
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+    ranked = trackmux.init(project="p", name="exp", backends=[], dir=tmp_path, all_ranks=True)
+    assert isinstance(ranked, trackmux.Run) and ranked.name == "exp-rank3"
+    ranked.finish()
+
+
+def test_strict_durability_commits_before_log_returns(tmp_path: Path) -> None:
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, durability="strict")
+    for step in range(20):
+        run.log({"a": step}, step=step)
+        reader = SpoolReader(run.dir)
+        assert reader.count() >= step + 1
+        reader.close()
+    run.finish()
