@@ -260,6 +260,35 @@ class TestTensorBoardBackend(BackendConformance):
         assert len(event_files(tmp_path)) == 1
 
 
+def test_end_to_end_through_trackmux_init(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's run through the public API: 100 steps, nested config with a secret,
+    a 10-row table, an HWC and a CHW image; TENSORBOARD_DIR chooses the directory."""
+    import numpy as np
+
+    import trackmux
+
+    monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path / "tbdir"))
+    run = trackmux.init(project="e2e", name="run", backends=["tensorboard"], dir=tmp_path,
+                        config={"actor": {"optim": {"lr": 3e-4}}, "api_key": SECRET})
+    for step in range(100):
+        run.log({"loss": 1.0 / (step + 1), "acc": step / 100}, step=step)
+    rows = [[f"q{i}", f"a{i}", i] for i in range(10)]
+    run.log_table("val/samples", ["input", "output", "score"], rows, step=99)
+    run.log_image("img/hwc", np.zeros((12, 20, 3)), step=99)
+    run.log_image("img/chw", np.ones((3, 7, 5)), step=99)
+    summary = run.finish(timeout=60)
+    assert summary.complete and summary.delivered["tensorboard"] == summary.events, summary
+    back = readback_dir(tmp_path / "tbdir")
+    assert back.metrics["loss"] == [(s, pytest.approx(1.0 / (s + 1))) for s in range(100)]
+    assert [s for s, _ in back.metrics["acc"]] == list(range(100))
+    assert back.tables["val/samples"] == [(99, [[str(c) for c in r] for r in rows])]
+    assert back.images["img/hwc"] == [(99, 20, 12)] and back.images["img/chw"] == [(99, 5, 7)]
+    assert back.config is not None and back.config["actor.optim.lr"] == "0.0003"
+    for path in (tmp_path / "tbdir").iterdir():
+        assert SECRET.encode() not in path.read_bytes()
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.binary(min_size=0, max_size=300), min_size=0, max_size=60),
        st.integers(min_value=0, max_value=40))
