@@ -287,3 +287,30 @@ def test_plugin_registered_without_importing_swanlab() -> None:
     code = ("import sys, trackmux.plugins.swanlab as m; "
             "assert 'swanlab' not in sys.modules, 'imported at module import'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_flush_puts_written_events_on_disk_before_finish(tmp_path: Path) -> None:
+    """swanlab writes in a background thread and flushes its file only at finish; core
+    acknowledges after flush(), so flush() must leave the events in the run file."""
+    from swanlab.proto.swanlab.record.v1.record_pb2 import Record
+
+    backend = SwanLabBackend({"log_dir": str(tmp_path / "swanlog")})
+    backend.open(_info(tmp_path), ResumeState())
+    try:
+        backend.write([MetricsEvent({"d/x": s / 4}, s, 0.0, seq=s + 1) for s in range(20)])
+        backend.flush()
+        (folder,) = run_dirs(tmp_path / "swanlog")
+        path = next(folder.glob("run-*.swanlab"))
+        points, last_end = [], 0
+        for end, payload in scan_records(path):
+            record = Record()
+            record.ParseFromString(payload)
+            if record.WhichOneof("record_type") == "scalar":
+                points.append((record.scalar.step, record.scalar.value.number))
+                last_end = end
+        assert sorted(points) == [(s, s / 4) for s in range(20)]
+        checkpoint = backend.state()["checkpoint"]
+        assert checkpoint["dir"] == str(folder)
+        assert checkpoint["offset"] >= last_end  # resume reads only what follows
+    finally:
+        backend.close("finished")
