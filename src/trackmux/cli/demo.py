@@ -1,0 +1,93 @@
+"""``trackmux demo``: train a small policy with GRPO on CPU, log it through trackmux, and
+write its HTML report. Needs numpy (``pip install 'trackmux[demo]'``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+DEFAULT_BACKENDS = ("console", "file")
+
+
+def _limit_blas_threads() -> None:
+    """The demo's matrices are tiny: BLAS worker threads only fight over the cores (on a
+    busy 2-core machine a step went from 1 ms to 200 ms). Must run before numpy loads."""
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
+
+
+@click.command()
+@click.option("--steps", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Training steps.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed for prompts, sampling and the initial policy.")
+@click.option("--backends", "extra_backends", default="",
+              help="Comma list of backends to add to console and file (e.g. wandb,mlflow).")
+@click.option("--no-default-backends", is_flag=True,
+              help="Do not add console and file (spool plus --backends only).")
+@click.option("--project", default="trackmux-demo", show_default=True)
+@click.option("--name", default=None, help="Run name (default: the run id).")
+@click.option("--dir", "root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Spool root (default: TRACKMUX_DIR, else ./trackmux).")
+@click.option("--report/--no-report", "write_report", default=True, show_default=True,
+              help="Write report.html into the run directory at the end.")
+def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, project: str,
+         name: str | None, root: Path | None, write_report: bool) -> None:
+    """Train a tiny policy with GRPO (KL to a frozen reference) on a digit-reversal task.
+
+    Logs reward, KL, loss, entropy, length and throughput every step, and a table of
+    rollouts and a per-token KL heatmap every 20 steps, like an LLM RL trainer.
+    """
+    _limit_blas_threads()
+    try:
+        import numpy  # noqa: F401
+    except ImportError as exc:
+        raise click.ClickException("the demo needs numpy: pip install 'trackmux[demo]'"
+                                   ) from exc
+    import trackmux
+    from trackmux.core import settings
+    from trackmux.core.errors import UnknownBackendError
+    from trackmux.demo import DemoConfig, train
+
+    backends = [] if no_default_backends else list(DEFAULT_BACKENDS)
+    for extra in settings.backends_from(extra_backends or []):
+        if extra not in backends:
+            backends.append(extra)
+    spool_root = settings.spool_root(root)
+    config = DemoConfig(steps=steps, seed=seed)
+    options = {"file": {"root": str(spool_root)}} if "file" in backends else None
+    try:
+        run = trackmux.init(project=project, name=name, backends=backends,
+                            config=config.as_config(), dir=spool_root,
+                            backend_options=options, tags=("demo",), all_ranks=True)
+    except UnknownBackendError as exc:
+        raise click.BadParameter(str(exc), param_hint="--backends") from exc
+    assert isinstance(run, trackmux.Run)
+    click.echo(f"trackmux demo: GRPO on digit reversal, {steps} steps, seed {seed}, "
+               f"backends: {', '.join(backends) or 'spool only'}")
+    try:
+        result = train(config, run)
+    except BaseException:
+        run.finish(exit_code=1)
+        raise
+    summary = run.finish()
+    first = sum(result.rewards[:10]) / len(result.rewards[:10])
+    last = sum(result.rewards[-10:]) / len(result.rewards[-10:])
+    click.echo("")
+    click.echo(f"trained {steps} steps in {result.seconds:.1f} s: reward/mean {first:.3f} "
+               f"(first 10 steps) -> {last:.3f} (last 10)")
+    click.echo(f"run {run.id} is in {run.dir}")
+    if summary.pending:
+        click.echo(f"undelivered: {summary.pending}; deliver with: trackmux sync {run.dir} "
+                   f"--to {','.join(summary.pending)}")
+    report_cmd = f"trackmux report {run.dir} -o report.html"
+    if write_report:
+        from trackmux.report import build_report
+
+        path = build_report([run.dir], run.dir / "report.html")
+        click.echo(f"report: {path}")
+        click.echo(f"open it in a browser: {path.as_uri()}  (rebuild with: {report_cmd})")
+    else:
+        click.echo(f"write its report with: {report_cmd}")

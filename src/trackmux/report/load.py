@@ -1,0 +1,137 @@
+"""Read a run's spool into plain data for the report: metric series, tables, images,
+text, config and the delivery state of each backend."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trackmux.core import settings
+from trackmux.core.events import (
+    ConfigEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+from trackmux.core.spool import SPOOL_FILE, SpoolReader
+
+
+class RunNotFound(LookupError):
+    """The RUN argument names neither a run directory nor a run id under the spool root."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How far one backend got: events up to ``acked`` of ``last`` are in its storage."""
+
+    backend: str
+    acked: int
+    last: int
+    remote_id: str | None
+    updated: float | None
+
+    @property
+    def pending(self) -> int:
+        return max(0, self.last - self.acked)
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    meta: dict[str, Any]
+    metrics: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    tables: list[TableEvent] = field(default_factory=list)
+    images: list[ImageEvent] = field(default_factory=list)
+    texts: list[TextEvent] = field(default_factory=list)
+    config: dict[str, Any] | None = None
+    delivery: list[Delivery] = field(default_factory=list)
+    last_seq: int = 0
+    damage: list[str] = field(default_factory=list)
+    label: str = ""
+
+    @property
+    def run_id(self) -> str:
+        return str(self.meta.get("run_id") or self.run_dir.name)
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name") or self.run_id)
+
+    @property
+    def last_step(self) -> int | None:
+        steps = [points[-1][0] for points in self.metrics.values() if points]
+        return max(steps) if steps else None
+
+
+def resolve_run(arg: str | os.PathLike[str], root: str | os.PathLike[str] | None = None
+                ) -> Path:
+    """A run directory from ``arg``: a run directory, its spool.db, ``project/run_id``
+    or a run id under the spool root (``root``, else ``TRACKMUX_DIR``, else ./trackmux)."""
+    path = Path(arg).expanduser()
+    if path.is_file() and path.name == SPOOL_FILE:
+        return path.parent.absolute()
+    if (path / SPOOL_FILE).is_file():
+        return path.absolute()
+    base = settings.spool_root(root)
+    text = str(arg)
+    if (base / text / SPOOL_FILE).is_file():
+        return (base / text).absolute()
+    matches = sorted(p.parent for p in base.glob(f"*/{_glob_escape(text)}/{SPOOL_FILE}"))
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        where = ", ".join(str(m) for m in matches)
+        raise RunNotFound(f"run id {text!r} exists in several projects ({where}); "
+                          f"pass PROJECT/RUN_ID or the run directory")
+    raise RunNotFound(f"no run {text!r}: not a run directory (no {SPOOL_FILE} in it) and no "
+                      f"run with that id under {base} (set TRACKMUX_DIR or pass --dir)")
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+def load_run(run_dir: Path) -> RunData:
+    """Everything the report shows about one run, read once from its spool."""
+    reader = SpoolReader(run_dir)
+    try:
+        data = RunData(run_dir=run_dir, meta=reader.meta())
+        for event in reader.iter_events():
+            if isinstance(event, MetricsEvent):
+                for key, value in event.data.items():
+                    data.metrics.setdefault(key, []).append((event.step, float(value)))
+            elif isinstance(event, TableEvent):
+                data.tables.append(event)
+            elif isinstance(event, ImageEvent):
+                data.images.append(event)
+            elif isinstance(event, TextEvent):
+                data.texts.append(event)
+            elif isinstance(event, ConfigEvent):
+                data.config = {**(data.config or {}), **event.config}
+        data.last_seq = reader.last_seq()
+        cursors = reader.cursors()
+        names = list(data.meta.get("backends") or [])
+        names += [name for name in sorted(cursors) if name not in names]
+        for name in names:
+            cursor = cursors.get(name)
+            data.delivery.append(Delivery(
+                name, cursor.acked_seq if cursor else 0, data.last_seq,
+                cursor.remote_id if cursor else None, cursor.updated if cursor else None))
+        data.damage = list(reader.damage.errors)
+    finally:
+        reader.close()
+    for points in data.metrics.values():
+        points.sort(key=lambda p: p[0])
+    return data
+
+
+def load_runs(args: list[str], root: str | os.PathLike[str] | None = None) -> list[RunData]:
+    """Load each RUN argument and give every run a legend label that tells them apart."""
+    runs = [load_run(resolve_run(arg, root)) for arg in args]
+    names = [run.name for run in runs]
+    for run in runs:
+        run.label = run.name if names.count(run.name) == 1 else f"{run.name} ({run.run_id})"
+    return runs

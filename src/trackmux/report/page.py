@@ -1,0 +1,45 @@
+"""Assemble the report: one self-contained HTML page (inline CSS and SVG, images as
+data URIs, no script, no request to anything)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from html import escape
+
+from trackmux.report import sections
+from trackmux.report.load import RunData
+from trackmux.report.style import CSS
+
+
+def render(runs: Sequence[RunData], title: str | None = None) -> str:
+    if not runs:
+        raise ValueError("a report needs at least one run")
+    title = title or "trackmux report: " + ", ".join(run.label for run in runs)
+    body = [sections.runs_section(runs), sections.metrics_section(runs),
+            sections.tables_section(runs), sections.images_section(runs),
+            sections.texts_section(runs), sections.config_section(runs),
+            sections.delivery_section(runs)]
+    nav = [('runs', 'Runs'), ('metrics', 'Metrics')]
+    nav += [(sections.anchor(p), p) for p in sections.metric_groups(runs)]
+    nav += [(section, section.capitalize()) for section in ("tables", "images", "text",
+                                                            "config")
+            if f'id="{section}"' in "".join(body)]
+    nav.append(("delivery", "Delivery"))
+    links = "".join(f'<a href="#{escape(target)}">{escape(label)}</a>' for target, label in nav)
+    from trackmux import __version__
+
+    generated = dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        # A restrictive policy documents (and enforces) that the page fetches nothing.
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "img-src data:; style-src 'unsafe-inline'\">"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<header><h1>{escape(title)}</h1><div class=\"sub\">{len(runs)} run"
+        f"{'s' if len(runs) != 1 else ''} · generated {generated} by trackmux "
+        f"{escape(__version__)}</div></header><nav>{links}</nav><main>"
+        + "".join(body)
+        + "</main><footer>Self-contained: open this file in any browser; it loads nothing "
+        "from the network.</footer></body></html>\n")
