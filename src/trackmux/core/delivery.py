@@ -199,7 +199,7 @@ class DeliveryWorker:
                 self.reporter.resolve(self.name, "write", "delivering again")
                 backoff = BACKOFF_INITIAL
             self.acked = batch.upto
-            reader.ack(self.name, self.acked, backend.remote_id, backend.state())
+            self._ack(reader, backend)
             self._progress("delivering")
         if self._stop.is_set():
             self._progress("stopped")
@@ -209,6 +209,16 @@ class DeliveryWorker:
         except Exception as exc:
             self.reporter.report(self.name, "close", f"{type(exc).__name__}: {exc}")
         self._progress("done")
+
+    def _ack(self, reader: SpoolReader, backend: Backend) -> None:
+        """Store the cursor; if the spool cannot be written (disk full) keep delivering and
+        store it with a later batch (a lagging cursor only means a harmless redelivery)."""
+        try:
+            reader.ack(self.name, self.acked, backend.remote_id, backend.state())
+        except Exception as exc:
+            self.reporter.report(self.name, "ack", f"cannot record progress: {exc}")
+        else:
+            self.reporter.resolve(self.name, "ack", "recording progress again")
 
     def _write(self, backend: Backend, events: list[Event]) -> None:
         try:
