@@ -43,8 +43,10 @@ def ticks(lo: float, hi: float, count: int = 5) -> list[float]:
         raise ValueError(f"ticks need finite bounds, got {lo!r}..{hi!r}")
     if hi < lo:
         lo, hi = hi, lo
-    if hi - lo <= abs(hi) * 1e-12 or hi == lo:
-        pad = abs(lo) * 0.1 or 1.0
+    if not math.isfinite(hi - lo):  # a span beyond float range: just the two ends
+        return [lo, hi]
+    if hi - lo <= max(abs(lo), abs(hi)) * 1e-12 or hi - lo < 1e-200:
+        pad = abs(lo) * 0.1 if abs(lo) > 1e-200 else 1.0
         lo, hi = lo - pad, hi + pad
     step = nice_step(hi - lo, count)
     start = math.floor(lo / step + 1e-9) * step
