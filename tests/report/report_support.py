@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-DEMO_STEPS = 120
-DEMO_SEED = 0
+DEMO_STEPS = 200  # the demo's default
 
 
 @dataclass(frozen=True)
@@ -14,3 +13,4 @@ class DemoRun:
     root: Path
     run_dir: Path
     output: str
+    seconds: float

@@ -190,6 +190,13 @@ def test_reward_rises_over_the_demo(demo_run: DemoRun) -> None:
     assert np.mean(entropy[-10:]) < np.mean(entropy[:10]) - 0.3
 
 
+def test_default_demo_finishes_well_within_a_minute(demo_run: DemoRun) -> None:
+    """The issue's bound: the default demo (200 steps, console and file, report) runs in
+    under a minute on 2 cores. It takes a few seconds; 60 s leaves room for a busy CI."""
+    assert f"{DEMO_STEPS} steps" in demo_run.output
+    assert demo_run.seconds < 60, demo_run.seconds
+
+
 def test_demo_logs_every_metric_every_step(demo_run: DemoRun) -> None:
     series = metric_series(demo_run.run_dir)
     assert set(series) >= REQUIRED_KEYS
