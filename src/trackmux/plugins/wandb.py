@@ -1,0 +1,352 @@
+"""wandb backend: the reference mapping of every trackmux event kind onto one wandb run.
+
+What each event becomes (see docs/backends/wandb.md):
+
+- metrics: one history row per event, ``trackmux/step`` holding the event's own step.
+  ``define_metric("*", step_metric="trackmux/step")`` makes it every chart's x axis, and
+  wandb's ``_step`` is only a row counter that keeps growing (also across resumes). So a
+  step that goes backwards (late data from async RL workers) is kept and plotted at its
+  own step, where a ``log(step=...)`` would make wandb drop it.
+- table: a ``wandb.Table(log_mode="INCREMENTAL")`` per key; each event logs only its own
+  rows, so a growing table is never re-sent whole. New columns for a key start a new table.
+- image: ``wandb.Image`` with its caption; text: an incremental table ``[step, text]``.
+- config: ``run.config.update`` (nested, already redacted by core).
+- summary: wandb's own (last row per key), corrected at close to each metric's value at
+  its highest step when late data came last.
+
+Exactly once: each row carries the event's seq in ``_trackmux_seq`` (hidden, as every
+``_`` key). On a resumed delivery the backend reads the earlier transaction logs of the same
+wandb run id in its dir (``run-<id>.wandb``) and skips every event already written there,
+so a batch redelivered after a lost acknowledgement does not appear twice.
+
+Options (``backend_options={"wandb": {...}}``):
+``dir`` (default ``WANDB_DIR``, else the trackmux run dir; wandb adds ``wandb/``),
+``mode`` ("online", "offline", "disabled"; default: wandb's, i.e. ``WANDB_MODE``),
+``entity`` (default ``WANDB_ENTITY``), ``project``, ``name``, ``group``, ``job_type``,
+``tags``, ``notes``, ``id`` (a wandb run id for a new delivery; default ``WANDB_RUN_ID`` or a
+new one), ``proxy`` (http(s) proxy, verl's ``trainer.wandb_proxy``), ``tables``
+("incremental" or "per_step": a fresh table per event), ``settings`` (a dict of extra
+``wandb.Settings`` fields; console capture and system stats are off by default because the
+delivering process need not be the training process).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import secrets
+import string
+import struct
+import time
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.events import (
+    ConfigEvent,
+    Event,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+from trackmux.hookspecs import RegisterBackend, hookimpl
+
+STEP_KEY = "trackmux/step"
+SEQ_KEY = "_trackmux_seq"
+OPTIONS = frozenset({"dir", "mode", "entity", "project", "name", "group", "job_type", "tags",
+                     "notes", "id", "proxy", "tables", "settings"})
+MODES = ("online", "offline", "disabled")
+TABLE_MODES = ("incremental", "per_step")
+QUIET_SETTINGS: dict[str, Any] = {"console": "off", "x_disable_stats": True,
+                                  "x_disable_meta": True, "x_save_requirements": False,
+                                  "save_code": False, "disable_git": True, "silent": True}
+
+# -- reading wandb's transaction log (a LevelDB-style log of Record protos) ------------------
+_BLOCK = 32768
+_RECORD_HEADER = 7
+_FILE_HEADER = struct.Struct("<4sHB")  # ":W&B", magic 0xBEE1, version
+_FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+
+
+def _chunks(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(type, payload) of each physical record; stops at a torn or corrupt tail."""
+    with open(path, "rb") as handle:
+        head = handle.read(_FILE_HEADER.size)
+        if len(head) < _FILE_HEADER.size or not head.startswith(b":W&B"):
+            raise ValueError(f"{path} is not a wandb transaction log")
+        offset = _FILE_HEADER.size
+        block = handle.read(_BLOCK - offset)
+        while block:
+            pos = 0
+            while len(block) - pos >= _RECORD_HEADER:
+                crc, length, kind = struct.unpack_from("<IHB", block, pos)
+                payload = block[pos + _RECORD_HEADER: pos + _RECORD_HEADER + length]
+                if kind == 0 and length == 0:
+                    break  # zero padding at the end of a block
+                expected = zlib.crc32(payload, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF
+                if len(payload) < length or crc != expected:
+                    return
+                yield kind, payload
+                pos += _RECORD_HEADER + length
+            block = handle.read(_BLOCK)
+
+
+def read_records(path: Path) -> Iterator[Any]:
+    """Each ``wandb_internal_pb2.Record`` in a ``run-<id>.wandb`` file, in order."""
+    from wandb.proto import wandb_internal_pb2
+
+    parts: list[bytes] = []
+    for kind, payload in _chunks(path):
+        if kind == _FULL:
+            parts = [payload]
+        elif kind == _FIRST:
+            parts = [payload]
+            continue
+        elif kind == _MIDDLE:
+            parts.append(payload)
+            continue
+        else:
+            parts.append(payload)
+        record = wandb_internal_pb2.Record()  # type: ignore[attr-defined, unused-ignore]
+        record.ParseFromString(b"".join(parts))
+        parts = []
+        yield record
+
+
+def nest(items: Any) -> dict[str, Any]:
+    """History/summary/config items as a nested dict. wandb stores a logged dict (an image,
+    a table) flattened, one item per leaf with its path in ``nested_key``."""
+    out: dict[str, Any] = {}
+    for item in items:
+        path = list(item.nested_key) or [item.key]
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = json.loads(item.value_json)
+    return out
+
+
+def history_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The history rows of a transaction log, each as ``{key: value}``."""
+    for record in read_records(path):
+        if record.WhichOneof("record_type") == "history":
+            yield nest(record.history.item)
+
+
+_TIMESPEC = re.compile(r"-(\d{8}_\d{6})-")
+_SUFFIX = re.compile(r"-tm(\d+)$")
+
+
+def _age(path: Path) -> tuple[str, int]:
+    name = path.parent.name
+    timespec, suffix = _TIMESPEC.search(name), _SUFFIX.search(name)
+    return (timespec.group(1) if timespec else "", int(suffix.group(1)) if suffix else 0)
+
+
+def run_files(wandb_dir: Path, run_id: str) -> list[Path]:
+    """Transaction logs of ``run_id`` under ``wandb_dir`` (one per wandb.init), oldest first.
+
+    wandb names a run folder by the second it started, so two deliveries in one second
+    would share (and truncate) one log; each delivery's folder gets a ``-tm<ns>`` suffix.
+    """
+    found = [p for p in wandb_dir.glob(f"*/run-{run_id}.wandb")
+             if not p.parent.is_symlink() and p.parent.name != "latest-run"]
+    return sorted(found, key=_age)
+
+
+@dataclass
+class Written:
+    """What earlier deliveries left in wandb's files for one run id."""
+
+    seq: int = 0
+    step: int = -1
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def scan_written(wandb_dir: Path, run_id: str) -> Written:
+    found = Written()
+    for path in run_files(wandb_dir, run_id):
+        for row in history_rows(path):
+            found.step = max(found.step, int(row.get("_step", -1)))
+            found.seq = max(found.seq, int(row.get(SEQ_KEY, 0)))
+            for key, value in row.items():
+                if isinstance(value, dict) and value.get("_type") == "incremental-table-file":
+                    found.tables[key] = value
+    return found
+
+
+def new_run_id() -> str:
+    """A wandb-style run id (8 lowercase letters and digits)."""
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+# -- the backend -------------------------------------------------------------------------------
+def _check_options(options: Mapping[str, Any]) -> None:
+    unknown = sorted(set(options) - OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown wandb option(s) {unknown}; known: {sorted(OPTIONS)}")
+    if options.get("mode") not in (None, *MODES):
+        raise ValueError(f"wandb option mode must be one of {MODES}, got {options['mode']!r}")
+    if options.get("tables", "incremental") not in TABLE_MODES:
+        raise ValueError(f"wandb option tables must be one of {TABLE_MODES}, "
+                         f"got {options['tables']!r}")
+    if not isinstance(options.get("settings", {}), Mapping):
+        raise ValueError("wandb option settings must be a dict of wandb.Settings fields")
+    tags = options.get("tags", ())
+    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+        raise ValueError("wandb option tags must be a list of strings")
+
+
+class WandbBackend(Backend):
+    name = "wandb"
+    capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        _check_options(self.options)
+        self._run: Any = None
+        self._seq = 0
+        self._next_step = 0
+        self._tables: dict[str, tuple[tuple[str, ...], Any]] = {}
+        self._resumed_tables: dict[str, dict[str, Any]] = {}
+        self._last: dict[str, tuple[int, float]] = {}
+        self._top: dict[str, tuple[int, float]] = {}
+
+    @property
+    def wandb_dir(self) -> Path:
+        """Where wandb keeps its run folders (``offline-run-*-<id>``, ``run-*-<id>``)."""
+        return self._root / "wandb"
+
+    def open(self, run: RunInfo, resume: ResumeState) -> None:
+        import wandb
+
+        opts = self.options
+        self._root = Path(opts.get("dir") or os.environ.get("WANDB_DIR") or run.run_dir)
+        self._root = self._root.expanduser().absolute()
+        self._root.mkdir(parents=True, exist_ok=True)
+        run_id = (resume.remote_id or opts.get("id") or os.environ.get("WANDB_RUN_ID")
+                  or new_run_id())
+        written = Written()
+        if resume.remote_id:
+            written = scan_written(self.wandb_dir, run_id)
+        self._seq = max(written.seq, int(resume.state.get("seq", 0)))
+        self._resumed_tables = written.tables
+        settings = {**QUIET_SETTINGS, "reinit": "create_new",
+                    "x_sync_dir_suffix": f"tm{time.time_ns()}", **opts.get("settings", {})}
+        if opts.get("proxy"):
+            settings.setdefault("http_proxy", opts["proxy"])
+            settings.setdefault("https_proxy", opts["proxy"])
+        self._run = wandb.init(
+            dir=str(self._root), mode=opts.get("mode"), id=run_id, resume="allow",
+            entity=opts.get("entity") or os.environ.get("WANDB_ENTITY") or None,
+            project=opts.get("project") or run.project, name=opts.get("name") or run.name,
+            group=opts.get("group"), job_type=opts.get("job_type"), notes=opts.get("notes"),
+            tags=list(opts.get("tags", ())) or list(run.tags) or None,
+            settings=wandb.Settings(**settings))
+        self._next_step = max(written.step + 1, int(resume.state.get("step", 0)),
+                              int(getattr(self._run, "step", 0) or 0))
+        self._run.define_metric(STEP_KEY)
+        self._run.define_metric("*", step_metric=STEP_KEY)
+
+    @property
+    def remote_id(self) -> str | None:
+        return None if self._run is None else str(self._run.id)
+
+    def state(self) -> dict[str, Any]:
+        return {"seq": self._seq, "step": self._next_step}
+
+    def write(self, events: Sequence[Event]) -> None:
+        for event in events:
+            if event.seq and event.seq <= self._seq:
+                continue  # already in wandb's files: a redelivered batch
+            if isinstance(event, ConfigEvent):
+                self._run.config.update(event.config, allow_val_change=True)
+            else:
+                row = self._row(event)
+                row[STEP_KEY] = event.step
+                row[SEQ_KEY] = event.seq
+                self._run.log(row, step=self._next_step, commit=True)
+                self._next_step += 1
+            self._seq = max(self._seq, event.seq)
+
+    def _row(self, event: Event) -> dict[str, Any]:
+        import wandb
+
+        if isinstance(event, MetricsEvent):
+            for key, value in event.data.items():
+                self._last[key] = (event.step, value)
+                if key not in self._top or event.step >= self._top[key][0]:
+                    self._top[key] = (event.step, value)
+            return dict(event.data)
+        if isinstance(event, ImageEvent):
+            from PIL import Image
+
+            with Image.open(BytesIO(event.png)) as image:
+                image.load()
+                return {event.key: wandb.Image(image, caption=event.caption)}
+        if isinstance(event, TableEvent):
+            table = self._table(event.key, event.columns)
+            for cells in event.rows:
+                table.add_data(*cells)
+            return {event.key: table}
+        if isinstance(event, TextEvent):
+            table = self._table(event.key, ("step", "text"))
+            table.add_data(event.step, event.text)
+            return {event.key: table}
+        raise TypeError(f"unknown event kind {event.kind!r}")
+
+    def _table(self, key: str, columns: tuple[str, ...]) -> Any:
+        """The incremental table of ``key``, continuing one an earlier delivery logged."""
+        import wandb
+
+        if self.options.get("tables", "incremental") == "per_step":
+            return wandb.Table(columns=list(columns), allow_mixed_types=True)
+        known = self._tables.get(key)
+        if known is not None and known[0] == columns:
+            return known[1]
+        table = wandb.Table(columns=list(columns), allow_mixed_types=True,
+                            log_mode="INCREMENTAL")
+        earlier = self._resumed_tables.pop(key, None)
+        if earlier is not None and known is None and hasattr(table, "_increment_num"):
+            # offline wandb cannot read the resumed run's summary: continue its numbering
+            table._increment_num = int(earlier.get("increment_num", 0)) + 1
+            paths = list(earlier.get("previous_increments_paths") or [])
+            if earlier.get("artifact_path"):
+                paths.append(earlier["artifact_path"])
+            table._previous_increments_paths = paths
+        self._tables[key] = (columns, table)
+        return table
+
+    def close(self, status: str) -> None:
+        if self._run is None:
+            return
+        # late (backwards) data came last: the summary shows the value at the highest step
+        fixes = {key: top[1] for key, top in self._top.items()
+                 if self._last.get(key) != top and not _same(self._last.get(key), top)}
+        if fixes:
+            self._run.summary.update(fixes)
+        self._run.finish(exit_code=0 if status == "finished" else 1)
+        self._run = None
+
+
+def _same(a: tuple[int, float] | None, b: tuple[int, float]) -> bool:
+    """Equal, treating NaN as equal to NaN."""
+    if a is None:
+        return False
+    return a[0] == b[0] and (a[1] == b[1] or (isinstance(a[1], float) and math.isnan(a[1])
+                                              and isinstance(b[1], float) and math.isnan(b[1])))
+
+
+@hookimpl
+def trackmux_register_backends(register: RegisterBackend) -> None:
+    register("wandb", WandbBackend, requires=("wandb",), extra="wandb",
+             description="Weights & Biases: metrics on a trackmux/step axis, incremental "
+                         "tables, images, config")

@@ -1,0 +1,341 @@
+"""The wandb backend, offline, read back from wandb's own transaction log (``run-<id>.wandb``).
+
+``read_back`` uses wandb's reader, ``wandb leet inspect --json``, so the plugin's own log
+parser (used to resume) is checked against it rather than against itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("wandb")
+
+from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.media import encode_image
+from trackmux.core.spool import SpoolReader, SpoolWriter
+from trackmux.core.sync import deliver
+from trackmux.plugins.wandb import WandbBackend, history_rows, run_files
+from trackmux.testing import BackendConformance, Readback
+
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture(autouse=True)
+def wandb_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every wandb path inside the test's tmp dir, offline, quiet."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
+    for name in ("DIR", "DATA_DIR", "CACHE_DIR", "CONFIG_DIR", "ARTIFACT_DIR"):
+        path = tmp_path / f"wandb_{name.lower()}"
+        path.mkdir(exist_ok=True)
+        monkeypatch.setenv(f"WANDB_{name}", str(path))
+    for name in ("WANDB_RUN_ID", "WANDB_ENTITY", "WANDB_API_KEY", "WANDB_RESUME"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def wandb_cli() -> str:
+    found = shutil.which("wandb", path=str(Path(sys.executable).parent))
+    return found or "wandb"
+
+
+def leet_records(path: Path) -> list[dict[str, Any]]:
+    """Records of one transaction log as wandb's own reader prints them."""
+    out = subprocess.run([wandb_cli(), "leet", "inspect", "--json", str(path)],
+                         capture_output=True, text=True, timeout=120, check=True)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, str):  # wandb writes NaN and inf as JSON strings
+        return float(value)
+    return float(value)
+
+
+def all_run_files(tmp_path: Path) -> list[Path]:
+    files = [p for p in tmp_path.rglob("run-*.wandb") if "latest-run" not in p.parts]
+    ids = {p.stem[len("run-"):] for p in files}
+    assert len(ids) <= 1, f"more than one wandb run id: {ids}"
+    return run_files(files[0].parent.parent, ids.pop()) if files else []
+
+
+def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
+    """Everything the wandb run (all its transaction logs, oldest first) holds."""
+    out = Readback()
+    rows: list[dict[str, Any]] = []
+    config: dict[str, Any] = {}
+    for path in all_run_files(tmp_path):
+        files_dir = path.parent / "files"
+        for record in leet_records(path):
+            kind = record.get("type")
+            if kind == "run":
+                config.update(record["run"].get("config", {}).get("update", {}))
+            elif kind == "config":
+                config.update(record["config"].get("update", {}))
+            elif kind == "history":
+                item = record["history"]["item"]
+                rows.append(item)
+                step = int(item["trackmux/step"])
+                media = {k[:-len("._type")] for k in item if k.endswith("._type")}
+                for key in media:
+                    kind_ = item[f"{key}._type"]
+                    if kind_ == "image-file":
+                        out.images.setdefault(key, []).append(
+                            (step, int(item[f"{key}.width"]), int(item[f"{key}.height"])))
+                    elif kind_ in ("incremental-table-file", "table-file"):
+                        table = json.loads((files_dir / item[f"{key}.path"]).read_text())
+                        out.tables.setdefault(key, []).append((step, table["data"]))
+                for key, value in item.items():
+                    if key.startswith("_") or key == "trackmux/step" or "." in key:
+                        continue
+                    if key.split(".")[0] in media:
+                        continue
+                    out.metrics.setdefault(key, []).append((step, _number(value)))
+    config.pop("_wandb", None)
+    if config:
+        from trackmux.core.normalize import flatten
+
+        out.config = flatten(config)
+    return out, rows
+
+
+class TestWandbBackend(BackendConformance):
+    kinds = frozenset({"metrics", "config", "table", "image"})
+    nonfinite = "kept"
+
+    def make_backend(self, tmp_path: Path) -> WandbBackend:
+        return WandbBackend({})
+
+    def read_back(self, tmp_path: Path) -> Readback:
+        return read_wandb(tmp_path)[0]
+
+
+# -- wandb-specific ----------------------------------------------------------------------------
+def spool(tmp_path: Path, events: list[Any], name: str = "run-0001") -> Path:
+    run_dir = tmp_path / "spool" / "proj" / name
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id=name, project="proj", name="wandb-test", state="finished",
+                    started_at=T0)
+    for event in events:
+        writer.append(event)
+    writer.close()
+    return run_dir
+
+
+def deliver_wandb(run_dir: Path, batch_size: int = 1000, **options: Any) -> None:
+    result = deliver(run_dir, {"wandb": lambda: WandbBackend(options)}, timeout=120,
+                     batch_size=batch_size)
+    assert result.complete, (result.pending, result.problems)
+
+
+def cursor(run_dir: Path) -> Any:
+    reader = SpoolReader(run_dir)
+    try:
+        return reader.cursor("wandb")
+    finally:
+        reader.close()
+
+
+def image(key: str, step: int, caption: str | None) -> ImageEvent:
+    import numpy as np
+
+    encoded = encode_image(np.zeros((6, 10, 3), dtype=np.uint8))
+    return ImageEvent(key, encoded.png, encoded.width, encoded.height, encoded.mode, step,
+                      T0 + step, caption)
+
+
+def test_caption_is_kept(tmp_path: Path) -> None:
+    run_dir = spool(tmp_path, [image("samples/pic", 3, "a cat, step 3"),
+                               image("samples/plain", 3, None)])
+    deliver_wandb(run_dir)
+    _, rows = read_wandb(tmp_path)
+    row = next(r for r in rows if "samples/pic._type" in r)
+    assert row["samples/pic.caption"] == "a cat, step 3"
+    assert (row["samples/pic.width"], row["samples/pic.height"]) == (10, 6)
+    plain = next(r for r in rows if "samples/plain._type" in r)
+    assert "samples/plain.caption" not in plain
+
+
+def test_table_grows_incrementally(tmp_path: Path) -> None:
+    """Each step's table file holds only that step's rows; the increments are numbered."""
+    cols = ("prompt", "response", "score")
+    events = [TableEvent("val/gen", cols, tuple((f"p{s}-{i}", f"r{s}-{i}", s + i / 10)
+                                                 for i in range(3)), s, T0 + s)
+              for s in (10, 20, 30)]
+    run_dir = spool(tmp_path, events)
+    deliver_wandb(run_dir)
+    readback, rows = read_wandb(tmp_path)
+    assert [(step, [r[0] for r in data]) for step, data in readback.tables["val/gen"]] == [
+        (s, [f"p{s}-{i}" for i in range(3)]) for s in (10, 20, 30)]
+    table_rows = [r for r in rows if "val/gen._type" in r]
+    assert [r["val/gen._type"] for r in table_rows] == ["incremental-table-file"] * 3
+    assert [r["val/gen.increment_num"] for r in table_rows] == [0, 1, 2]
+    assert [r["val/gen.nrows"] for r in table_rows] == [3, 6, 9]  # the table grows ...
+    sizes = [(all_run_files(tmp_path)[0].parent / "files" / r["val/gen.path"]).stat().st_size
+             for r in table_rows]
+    assert max(sizes) < 2 * min(sizes), sizes  # ... but no file re-sends the earlier rows
+
+
+def test_mixed_type_column_and_text(tmp_path: Path) -> None:
+    events = [TableEvent("t", ("a",), (("x",), (1,), (None,), (2.5,)), 1, T0),
+              TextEvent("notes", "**hello**", 2, T0 + 2)]
+    run_dir = spool(tmp_path, events)
+    deliver_wandb(run_dir)
+    readback, _ = read_wandb(tmp_path)
+    assert readback.tables["t"] == [(1, [["x"], [1], [None], [2.5]])]
+    assert readback.tables["notes"] == [(2, [[2, "**hello**"]])]
+
+
+def test_backwards_step_is_kept_on_the_trackmux_axis(tmp_path: Path) -> None:
+    """Late data (step 3 after step 5) would be dropped by log(step=3); here it is kept."""
+    steps = [1, 2, 5, 3, 4, 6]
+    events = [MetricsEvent({"loss": float(s)}, s, T0 + i) for i, s in enumerate(steps)]
+    run_dir = spool(tmp_path, events)
+    deliver_wandb(run_dir)
+    readback, rows = read_wandb(tmp_path)
+    assert readback.metrics["loss"] == [(s, float(s)) for s in steps]
+    wandb_steps = [r["_step"] for r in rows]
+    assert wandb_steps == sorted(wandb_steps) and len(set(wandb_steps)) == len(steps)
+    records = leet_records(all_run_files(tmp_path)[0])
+    metrics = [r["metric"] for r in records if r.get("type") == "metric"]
+    assert {"glob_name": "*", "step_metric": "trackmux/step"}.items() <= {
+        **next(m for m in metrics if m.get("glob_name") == "*")}.items()
+
+
+def test_summary_holds_value_at_highest_step(tmp_path: Path) -> None:
+    events = [MetricsEvent({"acc": 0.9}, 10, T0), MetricsEvent({"acc": 0.1}, 2, T0 + 1)]
+    deliver_wandb(spool(tmp_path, events))
+    out = subprocess.run([wandb_cli(), "leet", "inspect", "--json", "--summary",
+                          str(all_run_files(tmp_path)[0])],
+                         capture_output=True, text=True, timeout=120, check=True)
+    summary = json.loads(out.stdout)
+    assert summary["summary"]["acc"] == 0.9
+    assert summary["project"] == "proj" and summary["name"] == "wandb-test"
+
+
+def test_config_nested_and_updated(tmp_path: Path) -> None:
+    events = [ConfigEvent({"actor": {"lr": 1e-6}, "api_key": "***"}, 0, T0),
+              MetricsEvent({"x": 1.0}, 0, T0)]
+    deliver_wandb(spool(tmp_path, events))
+    readback, _ = read_wandb(tmp_path)
+    assert readback.config is not None
+    assert readback.config["actor.lr"] == 1e-6
+
+
+def test_resume_continues_the_same_run_id(tmp_path: Path) -> None:
+    """A second delivery (a later sync) continues the wandb run id stored in the spool."""
+    first = [MetricsEvent({"m": float(s)}, s, T0 + s) for s in range(5)]
+    run_dir = spool(tmp_path, first)
+    deliver_wandb(run_dir)
+    state = cursor(run_dir)
+    assert state.remote_id and state.acked_seq == 5
+    writer = SpoolWriter(run_dir)  # the training run went on after the first sync
+    for s in range(5, 8):
+        writer.append(MetricsEvent({"m": float(s)}, s, T0 + s))
+    writer.close()
+    deliver_wandb(run_dir)
+    assert cursor(run_dir).remote_id == state.remote_id
+    files = all_run_files(tmp_path)
+    assert len(files) == 2 and all(p.name == f"run-{state.remote_id}.wandb" for p in files)
+    readback, rows = read_wandb(tmp_path)
+    assert readback.metrics["m"] == [(s, float(s)) for s in range(8)]
+    assert [r["_step"] for r in rows] == list(range(8))  # wandb's own step keeps growing
+    run_records = [r["run"] for p in files for r in leet_records(p) if r.get("type") == "run"]
+    assert all(r["run_id"] == state.remote_id for r in run_records)
+
+
+def test_redelivery_of_an_unacknowledged_batch_is_skipped(tmp_path: Path) -> None:
+    """The crash window: write() reached wandb, the ack was lost. No duplicate rows."""
+    events = [MetricsEvent({"m": float(s)}, s, T0 + s) for s in range(6)]
+    cols = ("a",)
+    events.insert(3, TableEvent("tbl", cols, (("r1",),), 2, T0 + 2))
+    run_dir = spool(tmp_path, events)
+    deliver_wandb(run_dir)
+    state = cursor(run_dir)
+    reader = SpoolReader(run_dir)
+    reader.ack("wandb", 2, state.remote_id, {"seq": 2, "step": 2})  # acks 3..7 were lost
+    reader.close()
+    deliver_wandb(run_dir)
+    readback, rows = read_wandb(tmp_path)
+    assert readback.metrics["m"] == [(s, float(s)) for s in range(6)]
+    assert readback.tables["tbl"] == [(2, [["r1"]])]
+    assert [r["_trackmux_seq"] for r in rows] == list(range(1, 8))
+
+
+def test_resumed_incremental_table_continues_numbering(tmp_path: Path) -> None:
+    run_dir = spool(tmp_path, [TableEvent("tbl", ("a",), (("r0",),), 0, T0)])
+    deliver_wandb(run_dir)
+    writer = SpoolWriter(run_dir)
+    writer.append(TableEvent("tbl", ("a",), (("r1",),), 1, T0 + 1))
+    writer.close()
+    deliver_wandb(run_dir)
+    readback, rows = read_wandb(tmp_path)
+    assert readback.tables["tbl"] == [(0, [["r0"]]), (1, [["r1"]])]
+    second = [r for r in rows if "tbl._type" in r][1]
+    assert second["tbl.increment_num"] == 1
+    assert len(second["tbl.previous_increments_paths"]) == 1
+
+
+def test_own_log_reader_agrees_with_leet(tmp_path: Path) -> None:
+    """The parser used on resume reads the same history as wandb's reader."""
+    events = [MetricsEvent({"a/b": float(s), "n": math.nan}, s, T0 + s) for s in range(300)]
+    events.append(TableEvent("big", ("text",), tuple((("x" * 5000),) for _ in range(20)), 300,
+                             T0))  # records spanning LevelDB blocks
+    deliver_wandb(spool(tmp_path, events))
+    path = all_run_files(tmp_path)[0]
+    ours = list(history_rows(path))
+    theirs = [r["history"]["item"] for r in leet_records(path) if r.get("type") == "history"]
+    assert len(ours) == len(theirs) == 301
+    for mine, leet in zip(ours, theirs, strict=True):
+        assert mine["_step"] == leet["_step"]
+        assert mine["_trackmux_seq"] == leet["_trackmux_seq"]
+        if "a/b" in leet:
+            assert mine["a/b"] == leet["a/b"]
+
+
+def test_files_default_to_the_spool_run_dir(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WANDB_DIR")
+    run_dir = spool(tmp_path, [MetricsEvent({"x": 1.0}, 0, T0)])
+    deliver_wandb(run_dir)
+    assert list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+
+
+def test_dir_option_and_proxy(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    run_dir = spool(tmp_path, [MetricsEvent({"x": 1.0}, 0, T0)])
+    deliver_wandb(run_dir, dir=str(target), proxy="http://127.0.0.1:9", project="other")
+    files = list(target.glob("wandb/offline-run-*/run-*.wandb"))
+    assert files
+    run = next(r["run"] for r in leet_records(files[0]) if r.get("type") == "run")
+    assert run["project"] == "other"
+
+
+@pytest.mark.parametrize("options, word", [
+    ({"bogus": 1}, "bogus"),
+    ({"mode": "sometimes"}, "mode"),
+    ({"tables": "all"}, "tables"),
+    ({"settings": "x"}, "settings"),
+    ({"tags": "a,b"}, "tags"),
+])
+def test_bad_options_name_the_option(options: dict[str, Any], word: str) -> None:
+    with pytest.raises(ValueError, match=word):
+        WandbBackend(options)
+
+
+def test_registered_without_importing_wandb() -> None:
+    code = ("import sys; from trackmux.core.registry import get_registry; "
+            "spec = get_registry().backend('wandb'); "
+            "assert 'wandb' not in sys.modules, 'wandb imported'; print(spec.extra)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "wandb"
