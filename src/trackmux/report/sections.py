@@ -154,7 +154,13 @@ def metrics_section(runs: Sequence[RunData]) -> str:
 
 
 def _table_html(event: TableEvent) -> str:
-    head = "".join(f"<th>{escape(c)}</th>" for c in event.columns)
+    def numeric(index: int) -> bool:
+        values = [row[index] for row in event.rows if row[index] is not None]
+        return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                    for v in values)
+
+    head = "".join(f'<th class="num">{escape(c)}</th>' if numeric(i) else f"<th>{escape(c)}</th>"
+                   for i, c in enumerate(event.columns))
     body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>"
                    for row in event.rows[:MAX_TABLE_ROWS])
     more = len(event.rows) - MAX_TABLE_ROWS

@@ -34,7 +34,7 @@ table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { text-align: left; padding: 5px 9px; border-bottom: 1px solid var(--line);
          vertical-align: top; }
 th { background: #f9fafb; font-weight: 600; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.mono, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 tr.diff td { background: #fffbeb; }
 .badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px;
