@@ -9,8 +9,9 @@
 Where: option ``path``, else ``VERL_FILE_LOGGER_PATH``, else
 ``<root>/<project>/<run name>.jsonl`` with ``root`` from option ``root``, else
 ``VERL_FILE_LOGGER_ROOT``, else ``.`` (verl's rules). A new run truncates the file, as
-verl does; a resumed delivery truncates each file to its last acknowledged size, so a
-redelivered batch is written exactly once.
+verl does; a resumed delivery continues the same file (its path is kept with each
+acknowledgement) and truncates each file to its last acknowledged size, so a redelivered
+batch is written exactly once.
 """
 
 from __future__ import annotations
@@ -42,7 +43,12 @@ class FileBackend(Backend):
     capabilities = frozenset({"metrics", "table", "text", "config"})
 
     def open(self, run: RunInfo, resume: ResumeState) -> None:
-        self.path = resolve_path(self.options, run)
+        earlier = (resume.state or {}).get("path")
+        explicit = self.options.get("path") or self.options.get("root") or any(
+            os.environ.get(v) for v in ("VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT"))
+        # A resumed delivery (e.g. `trackmux sync` from another directory) continues the
+        # same file unless told otherwise.
+        self.path = Path(earlier) if earlier and not explicit else resolve_path(self.options, run)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         stem = self.path.with_suffix("")
         self._paths = {
@@ -82,7 +88,8 @@ class FileBackend(Backend):
             handle.flush()
 
     def state(self) -> dict[str, Any]:
-        return {"offsets": {kind: handle.tell() for kind, handle in self._files.items()}}
+        return {"path": str(self.path),
+                "offsets": {kind: handle.tell() for kind, handle in self._files.items()}}
 
     def media_dir(self) -> Path:
         return self._media
