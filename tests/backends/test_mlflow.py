@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +19,14 @@ import pytest
 
 pytest.importorskip("mlflow")
 
-from mlflow import MlflowClient  # noqa: E402
-from PIL import Image  # noqa: E402
+from mlflow import MlflowClient
+from PIL import Image
 
-from trackmux.core.backend import ResumeState, RunInfo  # noqa: E402
-from trackmux.core.events import ConfigEvent, MetricsEvent  # noqa: E402
-from trackmux.plugins.mlflow import MlflowBackend, mlflow_key, verl_key  # noqa: E402
-from trackmux.testing import BackendConformance, Readback, sample_run  # noqa: E402
-from trackmux.testing.mlflow_server import MlflowServer  # noqa: E402
+from trackmux.core.backend import ResumeState, RunInfo
+from trackmux.core.events import ConfigEvent, MetricsEvent
+from trackmux.plugins.mlflow import MlflowBackend, mlflow_key, verl_key
+from trackmux.testing import BackendConformance, Readback, sample_run
+from trackmux.testing.mlflow_server import MlflowServer
 
 # Dead-server writes must give up within this bound (the issue: "a dead server cannot
 # hold a worker for minutes"); mlflow's defaults held one call 246 s.
@@ -33,11 +35,23 @@ _IMAGE_NAME = re.compile(r"^(?P<key>.+?)[+%]step[+%](?P<step>\d+)[+%]timestamp[+
                          r"[0-9a-f-]+\.png$")
 
 
+HTTP_VARIABLES = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+                  "MLFLOW_HTTP_REQUEST_TIMEOUT")
+
+
 @pytest.fixture(autouse=True)
-def _no_ambient_mlflow(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_ambient_mlflow(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_NAME"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    # the backend sets these for the whole process; keep one test's values out of the next
+    saved = {name: os.environ.get(name) for name in HTTP_VARIABLES}
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _walk(client: MlflowClient, run_id: str, path: str | None = None) -> list[str]:
@@ -312,10 +326,12 @@ def test_a_hung_server_does_not_hold_a_write(mlflow_server: MlflowServer,
     assert mlflow_server.is_healthy(timeout=10)
 
 
+@pytest.mark.slow
 def test_server_fixture_leaves_no_process_behind(tmp_path: Path) -> None:
     """With the job runner on (uvicorn/gunicorn + job runner + huey consumers), kill() and
     stop() leave nothing; a restart after kill() serves the same data on the same port."""
-    server = MlflowServer(tmp_path / "srv", jobs=True)
+    # the job runner's start took 52 s on a loaded 2-core machine: allow more than 60 s
+    server = MlflowServer(tmp_path / "srv", jobs=True, start_timeout=180)
     with server:
         port = server.port
         client = MlflowClient(server.url)
@@ -325,6 +341,7 @@ def test_server_fixture_leaves_no_process_behind(tmp_path: Path) -> None:
         assert len(pids) >= 2, "expected the server's process tree"
         server.kill()
         assert not [p for p in pids if _running(p)], "processes left after kill()"
+        server.jobs = False  # the job runner's huey consumers only slow the second start
         server.start()
         assert server.port == port
         assert [(m.step, m.value) for m in client.get_metric_history(run_id, "m")] == [(3, 1.5)]

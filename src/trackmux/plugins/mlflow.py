@@ -193,10 +193,7 @@ class MlflowBackend(Backend):
         self._seq_tag = SEQ_TAG_PREFIX + mlflow_key(run.run_id)
         run_id = (resume.remote_id or self.options.get("run_id")
                   or os.environ.get("MLFLOW_RUN_ID"))
-        if run_id:
-            remote = client.get_run(run_id)
-        else:
-            remote = self._find_or_create(client, run)
+        remote = client.get_run(run_id) if run_id else self._find_or_create(client, run)
         self._run_id = remote.info.run_id
         if remote.info.status != "RUNNING":
             client.update_run(self._run_id, status="RUNNING")
@@ -268,8 +265,9 @@ class MlflowBackend(Backend):
             self._last_time = event.time
             if isinstance(event, MetricsEvent):
                 stamp = int(event.time * 1000)
-                items = [(Metric(self._key(k), float(v), stamp, event.step), None)
-                         for k, v in event.data.items()]
+                items: list[tuple[Any, int | None]] = [
+                    (Metric(self._key(k), float(v), stamp, event.step), None)
+                    for k, v in event.data.items()]
                 if items:
                     items[-1] = (items[-1][0], event.seq)
                 else:
