@@ -1,5 +1,5 @@
 """Shared pieces of the reliability suite: faulty backends registered as a real plugin,
-and helpers to run short child processes (a training loop, ``trackmux sync``) to kill.
+and fixtures; helpers for child processes live in _reliability.py.
 
 Backend names carry a ``rel-`` prefix so they never clash with tests/core's test backends
 in one pytest session (the registry is process-wide).
@@ -7,23 +7,16 @@ in one pytest session (the registry is process-wide).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import types
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 import trackmux
 from trackmux.core.registry import get_registry
 from trackmux.core.run import Run
-
-SRC = Path(trackmux.__file__).resolve().parents[1]
 
 
 class RaisingEverywhere(trackmux.Backend):
@@ -94,32 +87,3 @@ def _fresh_fork_warning() -> Iterator[None]:
     """The fork warning is once per process; each test starts without it."""
     Run._fork_warned = False
     yield
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    """Environment for child processes: this trackmux on the path, no rank, no backends."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "LOCAL_RANK", "TRACKMUX_BACKENDS", "TRACKMUX_DIR")}
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")]).rstrip(
-        os.pathsep)
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
-
-
-def spawn(code: str, *args: str, **env: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=child_env(**env))
-
-
-def trackmux_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run the real ``trackmux`` command (``python -m trackmux``) in a child process."""
-    return subprocess.run([sys.executable, "-m", "trackmux", *args], capture_output=True,
-                          text=True, env=child_env(**env), timeout=120)
-
-
-def file_lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON lines a file backend wrote (empty when the file does not exist)."""
-    if not path.exists():
-        return []
-    return [orjson.loads(line) for line in path.read_bytes().splitlines()]

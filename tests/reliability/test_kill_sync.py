@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import file_lines, spawn
+from _reliability import file_lines, spawn
 
 import trackmux
 from trackmux.core.spool import SpoolReader

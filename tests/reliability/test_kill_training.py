@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import file_lines, spawn, trackmux_cli
+from _reliability import file_lines, spawn, trackmux_cli
 
 from trackmux.core.events import MetricsEvent, TableEvent
 from trackmux.core.runs import summarize

@@ -1,5 +1,8 @@
 """Events to spool rows and back: orjson bodies, a CRC per row, PNGs as content-addressed blobs.
 
+The CRC covers the whole row (seq, kind, step, time and body), so a flipped bit in a
+step or a timestamp is detected like one in the body; a blob is checked against its hash.
+
 JSON has no NaN or infinity, and orjson writes them as ``null``; since a metric value can
 never be ``None``, non-finite metric values are stored as the strings "nan", "inf" and
 "-inf" and turned back into floats on reading. Table cells that are NaN come back as None.
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import struct
 import zlib
 from typing import Any
 
@@ -23,7 +27,8 @@ from trackmux.core.events import (
     TextEvent,
 )
 
-Row = tuple[str, int, float, bytes, int]  # kind, step, time, body, crc
+Row = tuple[str, int, float, bytes]  # kind, step, time, body (the spool adds seq and crc)
+_HEADER = struct.Struct("<qqd")
 
 
 def _nonfinite(value: float) -> str:
@@ -55,11 +60,24 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
         body = orjson.dumps(event.config)
     else:  # pragma: no cover - the Event union is closed
         raise TypeError(f"not an event: {event!r}")
-    return (event.kind, event.step, event.time, body, zlib.crc32(body)), blob
+    return (event.kind, event.step, event.time, body), blob
 
 
-def crc_ok(body: bytes, crc: int) -> bool:
-    return zlib.crc32(body) == crc
+def row_crc(seq: int, kind: str, step: int, time: float, body: bytes) -> int:
+    """CRC-32 of a whole spool row, so damage anywhere in it is detected."""
+    return zlib.crc32(body, zlib.crc32(_HEADER.pack(seq, step, time) + kind.encode()))
+
+
+def crc_ok(seq: int, kind: str, step: int, time: float, body: bytes, crc: int) -> bool:
+    try:
+        return row_crc(seq, kind, step, time, body) == crc
+    except (struct.error, TypeError, AttributeError):  # a damaged column of the wrong type
+        return False
+
+
+def blob_ok(ref: str, blob: bytes) -> bool:
+    """True when ``blob`` still hashes to the reference it is stored under."""
+    return hashlib.sha256(blob).hexdigest() == ref
 
 
 def decode(seq: int, kind: str, step: int, time: float, body: bytes,

@@ -243,11 +243,11 @@ class SpoolWriter:
         seq = self._last_seq
         rows = []
         for event in batch:
-            row, blob = codec.encode(event)
+            (kind, step, ts, body), blob = codec.encode(event)
             if blob is not None:
                 conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
             seq += 1
-            rows.append((seq, *row))
+            rows.append((seq, kind, step, ts, body, codec.row_crc(seq, kind, step, ts, body)))
         conn.executemany("INSERT INTO events(seq, kind, step, time, body, crc) "
                          "VALUES (?, ?, ?, ?, ?, ?)", rows)
         if self.status.dropped:
@@ -281,6 +281,10 @@ class SpoolWriter:
             log.error("trackmux: spool %s cannot take more events: %s. Training continues; "
                       "up to %d events wait in memory, then new events are dropped and counted.",
                       self.path, reason, self.max_buffered)
+
+
+# A damaged file can also fail with a UnicodeDecodeError (of SQLite's error message).
+_READ_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
 
 
 @dataclass(frozen=True)
@@ -320,11 +324,18 @@ class SpoolReader:
         self.path = run_dir / SPOOL_FILE
         if not self.path.exists():
             raise FileNotFoundError(f"no spool at {self.path}")
-        self._conn = connect(self.path)
         self.damage = Damage([], [])
         try:
+            self._conn = connect(self.path)
+        except _READ_ERRORS as exc:  # a damaged header: read what can be read
+            self.damage.errors.append(f"open: {exc}")
+            self._conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False,
+                                         isolation_level=None)
+        # a flipped byte in a TEXT column must not raise UnicodeDecodeError mid-read
+        self._conn.text_factory = lambda data: data.decode("utf-8", "replace")
+        try:
             self._conn.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
+        except _READ_ERRORS as exc:
             self.damage.errors.append(f"schema: {exc}")
 
     def close(self) -> None:
@@ -333,7 +344,7 @@ class SpoolReader:
     def meta(self) -> dict[str, Any]:
         try:
             rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
-        except sqlite3.DatabaseError as exc:
+        except _READ_ERRORS as exc:
             self._note(f"meta: {exc}")
             return {}
         out = {}
@@ -348,7 +359,7 @@ class SpoolReader:
         try:
             return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM events"
                                           ).fetchone()[0])
-        except sqlite3.DatabaseError as exc:
+        except _READ_ERRORS as exc:
             self._note(f"events index: {exc}")
             return self._probe_last_seq()
 
@@ -356,14 +367,14 @@ class SpoolReader:
         try:
             return int(self._conn.execute("SELECT count(*) FROM events WHERE seq > ?",
                                           (after,)).fetchone()[0])
-        except sqlite3.DatabaseError as exc:
+        except _READ_ERRORS as exc:
             self._note(f"count: {exc}")
             return max(0, self.last_seq() - after)
 
     def kind_counts(self) -> dict[str, int]:
         try:
             return dict(self._conn.execute("SELECT kind, count(*) FROM events GROUP BY kind"))
-        except sqlite3.DatabaseError as exc:
+        except _READ_ERRORS as exc:
             self._note(f"kind counts: {exc}")
             return {}
 
@@ -375,7 +386,7 @@ class SpoolReader:
             rows = self._conn.execute(
                 "SELECT seq, kind, step, time, body, crc FROM events WHERE seq > ? "
                 "ORDER BY seq LIMIT ?", (after, limit)).fetchall()
-        except sqlite3.DatabaseError as exc:
+        except _READ_ERRORS as exc:
             self._note(f"events after {after}: {exc}")
             return self._salvage(after, limit)
         upto = rows[-1][0] if rows else after
@@ -393,7 +404,7 @@ class SpoolReader:
     def _decode_rows(self, rows: list[tuple[Any, ...]]) -> list[Event]:
         events: list[Event] = []
         for seq, kind, step, ts, body, crc in rows:
-            if not isinstance(body, bytes) or not codec.crc_ok(body, crc):
+            if not isinstance(body, bytes) or not codec.crc_ok(seq, kind, step, ts, body, crc):
                 self._bad(seq, "checksum mismatch")
                 continue
             try:
@@ -403,6 +414,9 @@ class SpoolReader:
                     found = self._conn.execute("SELECT data FROM blobs WHERE hash = ?",
                                                (ref,)).fetchone()
                     blob = found[0] if found else None
+                    if blob is not None and not codec.blob_ok(ref, blob):
+                        self._bad(seq, f"image data {ref[:12]} fails its hash check")
+                        continue
                 events.append(codec.decode(seq, kind, step, ts, body, blob))
             except Exception as exc:
                 self._bad(seq, f"{type(exc).__name__}: {exc}")
@@ -419,7 +433,7 @@ class SpoolReader:
                 rows = self._conn.execute(
                     "SELECT seq, kind, step, time, body, crc FROM events WHERE seq = ?",
                     (current,)).fetchall()
-            except sqlite3.DatabaseError:
+            except _READ_ERRORS:
                 self._bad(current, "unreadable page")
                 continue
             out.extend(self._decode_rows(rows))
@@ -432,7 +446,7 @@ class SpoolReader:
                 found = self._conn.execute(sql).fetchone()
                 if found and found[0] is not None:
                     return int(found[0])
-            except sqlite3.DatabaseError:
+            except _READ_ERRORS:
                 continue
         return 0
 
@@ -450,18 +464,33 @@ class SpoolReader:
         try:
             rows = self._conn.execute(
                 "SELECT backend, acked_seq, remote_id, state, updated FROM cursors").fetchall()
-        except sqlite3.DatabaseError as exc:
+        except _READ_ERRORS as exc:
             self._note(f"cursors: {exc}")
             return {}
-        return {r[0]: Cursor(r[0], r[1], r[2], orjson.loads(r[3]), r[4]) for r in rows}
+        out = {}
+        for backend, acked, remote_id, state, updated in rows:
+            try:
+                out[backend] = Cursor(backend, int(acked), remote_id, orjson.loads(state),
+                                      float(updated))
+            except (TypeError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
+                self._note(f"cursor {backend!r} is unreadable: {exc}")
+        return out
 
     def cursor(self, backend: str) -> Cursor:
         found = self.cursors().get(backend)
         return found or Cursor(backend, 0, None, {}, 0.0)
 
     def ack(self, backend: str, seq: int, remote_id: str | None, state: dict[str, Any]) -> None:
-        """Record that ``backend`` has every event up to ``seq`` (one atomic row update)."""
-        self._conn.execute(
-            "INSERT OR REPLACE INTO cursors(backend, acked_seq, remote_id, state, updated) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (backend, seq, remote_id, orjson.dumps(state), time.time()))
+        """Record that ``backend`` has every event up to ``seq`` (one atomic row update).
+
+        On a damaged spool the cursor may not be writable: that is noted in ``damage`` and
+        delivery goes on (a later sync redelivers, which backends make harmless)."""
+        try:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO cursors(backend, acked_seq, remote_id, state, updated) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (backend, seq, remote_id, orjson.dumps(state), time.time()))
+        except _READ_ERRORS as exc:
+            if not self.damage:
+                raise  # a healthy spool that cannot take an ack: let the worker retry
+            self._note(f"cursor of {backend!r} not saved: {exc}")
