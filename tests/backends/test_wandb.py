@@ -339,3 +339,34 @@ def test_registered_without_importing_wandb() -> None:
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "wandb"
+
+
+def test_live_run_through_the_public_api(tmp_path: Path) -> None:
+    """trackmux.init(backends=["wandb"]): the issue's sample run, read back from wandb."""
+    import numpy as np
+
+    import trackmux
+
+    secret = "sk-live-wandb-secret-1234"
+    run = trackmux.init(project="live", name="live-run", backends=["wandb"],
+                        config={"trainer": {"api_key": secret, "epochs": 2},
+                                "actor": {"lr": 1e-6}},
+                        dir=tmp_path / "spool", backend_options={"wandb": {"tags": ["t1"]}})
+    for step in range(100):
+        run.log({"loss": 1.0 / (step + 1), "step_sq": float(step * step)}, step=step)
+    run.log_table("val/gen", ["prompt", "response", "score"],
+                  [[f"p{i}", f"r{i}", i] for i in range(10)], step=99)
+    run.log_image("img/hwc", np.zeros((16, 32, 3), dtype=np.uint8), step=99, caption="hwc")
+    run.log_image("img/chw", np.zeros((3, 8, 24), dtype=np.uint8), step=99, caption="chw")
+    summary = run.finish(timeout=120)
+    assert summary is not None
+    readback, _ = read_wandb(tmp_path)
+    assert readback.metrics["loss"] == [(s, 1.0 / (s + 1)) for s in range(100)]
+    assert readback.metrics["step_sq"] == [(s, float(s * s)) for s in range(100)]
+    assert readback.tables["val/gen"] == [(99, [[f"p{i}", f"r{i}", i] for i in range(10)])]
+    assert readback.images["img/hwc"] == [(99, 32, 16)]
+    assert readback.images["img/chw"] == [(99, 24, 8)]
+    assert readback.config is not None and readback.config["actor.lr"] == 1e-6
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path

@@ -171,14 +171,25 @@ class Written:
 
 
 def scan_written(wandb_dir: Path, run_id: str) -> Written:
+    """Read the earlier logs of ``run_id``, decoding only the values a resume needs."""
     found = Written()
     for path in run_files(wandb_dir, run_id):
-        for row in history_rows(path):
-            found.step = max(found.step, int(row.get("_step", -1)))
-            found.seq = max(found.seq, int(row.get(SEQ_KEY, 0)))
-            for key, value in row.items():
-                if isinstance(value, dict) and value.get("_type") == "incremental-table-file":
-                    found.tables[key] = value
+        for record in read_records(path):
+            if record.WhichOneof("record_type") != "history":
+                continue
+            media: dict[str, list[Any]] = {}
+            for item in record.history.item:
+                parts = list(item.nested_key) or [item.key]
+                if len(parts) > 1:
+                    media.setdefault(parts[0], []).append(item)
+                elif parts[0] == "_step":
+                    found.step = max(found.step, int(json.loads(item.value_json)))
+                elif parts[0] == SEQ_KEY:
+                    found.seq = max(found.seq, int(json.loads(item.value_json)))
+            for name, items in media.items():
+                value = nest(items)[name]
+                if value.get("_type") == "incremental-table-file":
+                    found.tables[name] = value
     return found
 
 
