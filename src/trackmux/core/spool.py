@@ -59,8 +59,10 @@ CREATE TABLE IF NOT EXISTS cursors (
 
 def make_private_dir(path: Path) -> None:
     """Create ``path`` (and parents) with mode 0700 for the directories we create."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
+    for created in (*missing, path):  # mkdir gives parents the umask's mode, not ``mode``
+        os.chmod(created, 0o700)
 
 
 def touch_private(path: Path) -> None:
