@@ -26,7 +26,7 @@ split event re-sent in part is an exact duplicate, which mlflow stores once.
 Bounded waits: mlflow retries HTTP requests 7 times with a 120 s timeout by default (a dead
 server held one call for 246 s). Core retries with its own backoff, so this backend sets
 ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` / ``_BACKOFF_FACTOR`` / ``_TIMEOUT`` for the process
-from the options ``http_max_retries`` (2), ``http_backoff_factor`` (1) and ``http_timeout``
+from the options ``http_max_retries`` (1), ``http_backoff_factor`` (1) and ``http_timeout``
 (10 s); a value already in the environment wins over the default, an option over both.
 """
 
@@ -69,7 +69,7 @@ CONFIG_ARTIFACT = "trackmux/config.json"
 STATUS = {"finished": "FINISHED", "crashed": "FAILED"}
 
 HTTP_OPTIONS = {  # option -> (environment variable, default)
-    "http_max_retries": ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", 2),
+    "http_max_retries": ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", 1),
     "http_backoff_factor": ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", 1),
     "http_timeout": ("MLFLOW_HTTP_REQUEST_TIMEOUT", 10),
 }
