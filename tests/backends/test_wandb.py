@@ -370,3 +370,15 @@ def test_live_run_through_the_public_api(tmp_path: Path) -> None:
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_an_event_wandb_cannot_take_is_reported_not_retried(tmp_path: Path) -> None:
+    broken = ImageEvent("bad/img", b"not a png", 4, 4, "RGB", 1, T0 + 1, None)
+    events = [MetricsEvent({"m": 0.0}, 0, T0), broken, MetricsEvent({"m": 2.0}, 2, T0 + 2)]
+    run_dir = spool(tmp_path, events)
+    result = deliver(run_dir, {"wandb": lambda: WandbBackend({})}, timeout=120)
+    assert result.complete
+    assert any(p.kind == "rejected" and "bad/img" in p.message for p in result.problems)
+    readback, _ = read_wandb(tmp_path)
+    assert readback.metrics["m"] == [(0, 0.0), (2, 2.0)]
+    assert "bad/img" not in readback.images

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ConfigEvent,
     Event,
@@ -281,12 +282,25 @@ class WandbBackend(Backend):
             if isinstance(event, ConfigEvent):
                 self._run.config.update(event.config, allow_val_change=True)
             else:
-                row = self._row(event)
+                row = self._checked_row(event)
                 row[STEP_KEY] = event.step
                 row[SEQ_KEY] = event.seq
                 self._run.log(row, step=self._next_step, commit=True)
                 self._next_step += 1
             self._seq = max(self._seq, event.seq)
+
+    def _checked_row(self, event: Event) -> dict[str, Any]:
+        """The history row of ``event``; an event wandb can never take is rejected (core
+        then reports and skips it) instead of being retried forever."""
+        from PIL import UnidentifiedImageError
+
+        try:
+            return self._row(event)
+        except (TypeError, ValueError, UnidentifiedImageError) as exc:
+            if isinstance(event, (TableEvent, TextEvent)):
+                self._tables.pop(event.key, None)  # may hold some of the bad event's rows
+            raise EventRejected(f"wandb cannot take {event.kind} {getattr(event, 'key', '')!r}"
+                                f" at step {event.step}: {exc}") from exc
 
     def _row(self, event: Event) -> dict[str, Any]:
         import wandb
