@@ -2,7 +2,8 @@
 
 Accepted (documented in docs/values.md):
 - numpy arrays (and torch tensors, via ``.detach().cpu().numpy()``) shaped HW, HWC or CHW
-  with 1, 3 or 4 channels. A leading axis of 1, 3 or 4 with a larger last axis is CHW.
+  with 1, 3 or 4 channels. A leading axis of 1, 3 or 4 is CHW when the last axis is not
+  1, 3 or 4 (so (4, 5, 2) is a 4-channel 5x2 image).
 - dtypes: bool (0/255); unsigned/signed ints clipped to 0..255; floats in [0, 1] scaled
   by 255, floats with a maximum above 1 read as 0..255; NaN becomes 0, values clipped.
 - ``PIL.Image.Image`` objects; a path (str or ``os.PathLike``) to an image file.
@@ -91,7 +92,10 @@ def encode_image(image: object) -> EncodedImage:
     if module == "PIL":
         return _from_pil(image)
     if module == "torch":
-        image = image.detach().cpu().numpy()  # type: ignore[attr-defined]
+        tensor = image.detach().cpu()  # type: ignore[attr-defined]
+        if tensor.is_floating_point():  # numpy has no bfloat16
+            tensor = tensor.float()
+        image = tensor.numpy()
     if hasattr(image, "__array_interface__") or hasattr(image, "__array__"):
         import numpy as np
 

@@ -18,6 +18,7 @@ The rules (documented in docs/values.md):
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -46,6 +47,11 @@ def check_key(key: object, argument: str = "key") -> str:
         raise ValueError(f"{argument} is {len(key)} characters long; the limit is {MAX_KEY_LENGTH}")
     if _CONTROL.search(key):
         raise ValueError(f"{argument} {key!r:.80} contains control characters")
+    if not key.isascii():
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: no backend (nor JSON) can store them
+            raise ValueError(f"{argument} {key!r:.80} is not valid unicode") from None
     if len(_known_keys) < _KNOWN_KEYS_LIMIT:
         _known_keys.add(key)
     return key
@@ -79,6 +85,8 @@ def to_scalar(value: object, key: str) -> Scalar:
             raise TypeError(f"metric {key!r}: converting {kind.__name__} failed: {exc}") from exc
         if isinstance(converted, (bool, int, float)):
             return to_scalar(converted, key)
+        if isinstance(converted, numbers.Real):  # np.longdouble.item() is a longdouble
+            return float(converted)
         raise TypeError(f"metric {key!r}: {kind.__name__} holds {type(converted).__name__}, "
                         "not a real number")
     if isinstance(value, int):  # int subclasses (IntEnum, ...)
@@ -148,7 +156,10 @@ def normalize_step(step: object) -> int:
 
 
 def to_cell(value: object) -> Cell:
-    """A table cell: str/int/float/bool/None kept, numpy/torch scalars unwrapped, others str()."""
+    """A table cell: str/int/float/bool/None kept, numpy/torch scalars unwrapped, others str().
+    Ints beyond 64 bits become str (exact; JSON stores cannot hold them as numbers)."""
+    if type(value) is int and not -MAX_INT - 1 <= value <= MAX_INT:
+        return str(value)
     if value is None or type(value) in (str, int, float, bool):
         return value  # type: ignore[return-value]
     item = getattr(value, "item", None)
@@ -198,7 +209,10 @@ def normalize_table(
 
 
 def to_json_value(value: object, path: str = "config") -> Any:
-    """Config values become JSON-compatible: containers recurse, scalars unwrap, the rest str()."""
+    """Config values become JSON-compatible: containers recurse, scalars unwrap, the rest str().
+    Ints beyond 64 bits become str (exact; JSON stores cannot hold them as numbers)."""
+    if type(value) is int and not -MAX_INT - 1 <= value <= MAX_INT:
+        return str(value)
     if value is None or type(value) in (str, bool, int):
         return value
     if type(value) is float:

@@ -43,6 +43,12 @@ RUN_LOCK = "run.lock"
 COMMIT_INTERVAL = 0.05
 DURABILITY_WINDOW = 0.5
 COMMIT_BATCH = 5000
+# Backpressure: above HIGH_WATER queued events (~7 KB each for 100 floats) a caller waits
+# for a healthy writer to drain to LOW_WATER, at most BACKPRESSURE_WAIT per stall, so a
+# caller faster than the disk costs bounded memory instead of gigabytes (benchmark B3).
+HIGH_WATER = 4000
+LOW_WATER = 2000
+BACKPRESSURE_WAIT = 0.5
 DISK_RETRY_INTERVAL = 1.0
 
 _SCHEMA = """
@@ -128,6 +134,8 @@ class SpoolWriter:
         self._wake = threading.Event()
         self._closing = False
         self._full_reported = False
+        self._unstorable_reported = False
+        self._pressure = True  # backpressure on; off after a stalled wait, on at a commit
         self._meta_pending: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="trackmux-spool-writer",
                                         daemon=True)
@@ -149,8 +157,24 @@ class SpoolWriter:
             with self._committed_cond:
                 while self._written < ticket and self._thread.is_alive():
                     self._committed_cond.wait(0.5)
-        elif len(self._queue) >= COMMIT_BATCH:
+        elif len(self._queue) >= LOW_WATER:
             self._wake.set()
+            if len(self._queue) >= HIGH_WATER and self._pressure:
+                self._backpressure()
+
+    def _backpressure(self) -> None:
+        """Wait until the writer drained the queue to LOW_WATER. Not while the spool cannot
+        be written (events then wait in memory, then drop); a writer that commits nothing
+        within BACKPRESSURE_WAIT turns the wait off until its next commit."""
+        deadline = time.monotonic() + BACKPRESSURE_WAIT
+        with self._committed_cond:
+            while (len(self._queue) > LOW_WATER and self.status.full is None
+                   and self._pressure and self._thread.is_alive()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._pressure = False
+                    return
+                self._committed_cond.wait(remaining)
 
     def set_meta(self, **values: Any) -> None:
         """Record run metadata in the next commit (state, finished_at, ...)."""
@@ -193,6 +217,8 @@ class SpoolWriter:
                 self._commit_pending()
             except Exception:  # never let the writer die silently
                 log.exception("trackmux: spool writer failed")
+                with contextlib.suppress(sqlite3.Error):  # leave no transaction open
+                    self._conn.execute("ROLLBACK")
                 time.sleep(DISK_RETRY_INTERVAL)
             if closing and not self._queue:
                 break
@@ -234,6 +260,7 @@ class SpoolWriter:
             self._full_reported = False
         with self._committed_cond:
             self._written += len(batch)
+            self._pressure = True
             self._committed_cond.notify_all()
         self.status.committed += len(batch)
         if batch and self._on_commit is not None:
@@ -241,11 +268,21 @@ class SpoolWriter:
 
     def _write(self, batch: list[Event], meta: dict[str, Any]) -> None:
         conn = self._conn
+        encoded = []
+        for event in batch:  # before BEGIN: one event that cannot be stored must not poison
+            try:             # the batch or the writer; it is dropped, counted and reported
+                encoded.append(codec.encode(event))
+            except Exception as exc:
+                self.status.dropped += 1
+                if not self._unstorable_reported:
+                    self._unstorable_reported = True
+                    log.error("trackmux: a %s event could not be stored and is dropped "
+                              "(reported once, counted in dropped_events): %s: %s",
+                              event.kind, type(exc).__name__, exc)
         conn.execute("BEGIN")
         seq = self._last_seq
         rows = []
-        for event in batch:
-            (kind, step, ts, body), blob = codec.encode(event)
+        for (kind, step, ts, body), blob in encoded:
             if blob is not None:
                 conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
             seq += 1
