@@ -92,6 +92,19 @@ class MlflowReadback:
         return sorted(((m.step, m.value, m.timestamp) for m in points),
                       key=lambda p: (p[2], p[0]))
 
+    @staticmethod
+    def stored_rows(db_path: Path, run_id: str) -> list[tuple[Any, ...]]:
+        """Every metric row in the server's own SQLite store for ``run_id`` (one query; the
+        REST API needs one request per key)."""
+        import sqlite3
+
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
+        try:
+            return sorted(conn.execute("SELECT key, step, timestamp, value FROM metrics "
+                                       "WHERE run_uuid = ?", (run_id,)).fetchall())
+        finally:
+            conn.close()
+
     def all_history(self, run_id: str) -> dict[str, list[tuple[int, float]]]:
         run = self.client.get_run(run_id)
         return {key: [(s, v) for s, v, _ in self.history(run_id, key)]

@@ -125,12 +125,14 @@ def test_sync_after_server_starts_delivers_each_metric_exactly_once(
         client = server_view.client
         tables = client.list_artifacts(remote.info.run_id, "tables/samples")
         assert len(tables) == STEPS // TABLE_EVERY
+        rows = server_view.stored_rows(server.db_path, remote.info.run_id)
+        assert len(rows) == len(KEYS) * STEPS
 
         second = cli("sync", str(run_dir), "--to", "mlflow")
         assert second.returncode == 0, second.stdout + second.stderr
         assert "up to date" in second.stdout
         assert len(server_view.runs("must-show")) == 1
-        assert server_view.all_history(remote.info.run_id) == history
+        assert server_view.stored_rows(server.db_path, remote.info.run_id) == rows
         assert len(client.list_artifacts(remote.info.run_id, "tables/samples")) == len(tables)
 
 
