@@ -135,6 +135,8 @@ class SpoolWriter:
         self._closing = False
         self._full_reported = False
         self._unstorable_reported = False
+        self._dropped_recorded = 0
+        self._retry = threading.Event()  # cuts a disk-full retry wait short on close
         self._pressure = True  # backpressure on; off after a stalled wait, on at a commit
         self._meta_pending: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="trackmux-spool-writer",
@@ -203,6 +205,13 @@ class SpoolWriter:
         """Commit what is queued (within ``timeout``) and stop the writer thread."""
         done = self.flush(timeout)
         self._closing = True
+        if not done and self.status.full is not None:
+            # The spool cannot take them and the process is about to go: count them now
+            # (the writer counts a batch it holds) so dropped_events and finish() say so.
+            with self._lock:
+                self.status.dropped += len(self._queue)
+                self._queue.clear()
+        self._retry.set()
         self._wake.set()
         self._thread.join(timeout if timeout is not None else None)
         return done and not self._thread.is_alive()
@@ -236,12 +245,13 @@ class SpoolWriter:
         with self._lock:
             meta, self._meta_pending = self._meta_pending, {}
         batch = self._take()
-        if not batch and not meta:
+        if not batch and not meta and self.status.dropped == self._dropped_recorded:
             return
         if self._over_cap():
             self._report_full(f"size cap of {self.max_bytes} bytes reached")
-            self._requeue(batch, meta)
-            time.sleep(DISK_RETRY_INTERVAL)
+            self._requeue(batch, {})
+            self._write_meta_only(meta)
+            self._retry.wait(DISK_RETRY_INTERVAL)
             return
         try:
             self._write(batch, meta)
@@ -251,8 +261,9 @@ class SpoolWriter:
             if not is_disk_full(exc):
                 raise
             self._report_full(f"disk full ({exc})")
-            self._requeue(batch, meta)
-            time.sleep(DISK_RETRY_INTERVAL)
+            self._requeue(batch, {})
+            self._write_meta_only(meta)
+            self._retry.wait(DISK_RETRY_INTERVAL)
             return
         if self.status.full is not None:
             log.warning("trackmux: spool %s is writable again", self.path)
@@ -289,16 +300,31 @@ class SpoolWriter:
             rows.append((seq, kind, step, ts, body, codec.row_crc(seq, kind, step, ts, body)))
         conn.executemany("INSERT INTO events(seq, kind, step, time, body, crc) "
                          "VALUES (?, ?, ?, ?, ?, ?)", rows)
-        if self.status.dropped:
-            meta = {**meta, "dropped_events": self.status.dropped}
+        dropped = self.status.dropped
+        if dropped:
+            meta = {**meta, "dropped_events": dropped}
         for key, value in meta.items():
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                          (key, orjson.dumps(value)))
         conn.execute("COMMIT")
         self._last_seq = seq
+        self._dropped_recorded = dropped
+
+    def _write_meta_only(self, meta: dict[str, Any]) -> None:
+        """While events cannot be stored, still record state and the drop count: a meta
+        row is tiny (the cap does not apply to it; on a full disk it may still fit)."""
+        try:
+            self._write([], meta)
+        except sqlite3.Error:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            self._requeue([], meta)
 
     def _requeue(self, batch: list[Event], meta: dict[str, Any]) -> None:
         with self._lock:
+            if self._closing and self.status.full is not None:
+                self.status.dropped += len(batch)  # close() gave up on them
+                batch = []
             self._queue.extendleft(reversed(batch))
             for key, value in meta.items():
                 self._meta_pending.setdefault(key, value)

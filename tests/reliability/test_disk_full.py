@@ -1,0 +1,106 @@
+"""A full disk (a 2 MB tmpfs) or the configured cap (``max_spool_bytes`` /
+TRACKMUX_MAX_SPOOL_BYTES): training continues, the condition is reported once, events
+wait in memory up to ``max_buffered`` and are then dropped and counted; the count is in
+the run's meta (``dropped_events``), in ``trackmux runs`` and in FinishSummary.dropped."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _reliability import trackmux_cli
+
+import trackmux
+from trackmux.core import run as run_module
+from trackmux.core.spool import SpoolReader, SpoolWriter
+
+BUFFERED = 300
+
+
+@pytest.fixture
+def small_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """init() has no max_buffered argument; a small one keeps the test light."""
+    monkeypatch.setattr(run_module, "SpoolWriter",
+                        functools.partial(SpoolWriter, max_buffered=BUFFERED))
+    monkeypatch.setattr("trackmux.core.spool.DISK_RETRY_INTERVAL", 0.1)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a 2 MB tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(run: Any, steps: int) -> None:
+    for step in range(steps):
+        run.log({"loss": 1.0 / (step + 1)}, step=step)
+        run.log_text("sample", f"{step} " + "lorem ipsum " * 1500, step=step)  # ~18 KB
+        if step % 10 == 9:
+            time.sleep(0.06)  # let the writer commit in between (the cap is checked per commit)
+
+
+def _check(run: Any, summary: Any, caplog: pytest.LogCaptureFixture, memory: Any,
+           runs_dir: Path, exact_meta: bool = True) -> None:
+    full = [r for r in caplog.records if "cannot take more events" in r.getMessage()]
+    assert len(full) == 1, [r.getMessage() for r in full]
+    assert summary.dropped > 0 and not summary.complete
+    reader = SpoolReader(run.dir)
+    meta = reader.meta()
+    spooled = reader.count()
+    reader.close()
+    if exact_meta:
+        assert meta["dropped_events"] == summary.dropped
+    else:  # a full disk may refuse even the last meta update: best effort, never more
+        assert 0 < meta["dropped_events"] <= summary.dropped
+    assert meta["state"] == "finished"
+    assert spooled > 0
+    assert len(memory[run.id].metrics()["loss"]) + len(memory[run.id].of_kind("text")) == spooled
+    listed = trackmux_cli("runs", str(runs_dir))
+    shown = f"{meta['dropped_events']} events dropped (spool full)"
+    assert shown in listed.stdout, listed.stdout + listed.stderr
+
+
+def test_size_cap_keeps_training_going_and_counts_drops(
+        tmp_path: Path, small_buffer: None, memory_backend: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="trackmux")
+    run = trackmux.init(project="cap", backends=["memory"], dir=tmp_path,
+                        max_spool_bytes=600_000)
+    _fill(run, 200)  # ~3.6 MB of text against a 0.6 MB cap
+    summary = run.finish(timeout=5)
+    _check(run, summary, caplog, memory_backend, tmp_path)
+
+
+def test_cap_from_the_environment(tmp_path: Path, small_buffer: None, memory_backend: Any,
+                                  monkeypatch: pytest.MonkeyPatch,
+                                  caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="trackmux")
+    monkeypatch.setenv("TRACKMUX_MAX_SPOOL_BYTES", "400000")
+    run = trackmux.init(project="cap", backends=["memory"], dir=tmp_path)
+    _fill(run, 120)
+    summary = run.finish(timeout=5)
+    _check(run, summary, caplog, memory_backend, tmp_path)
+
+
+def test_full_disk_keeps_training_going_and_counts_drops(
+        tiny_disk: Path, small_buffer: None, memory_backend: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="trackmux")
+    run = trackmux.init(project="full", backends=["memory"], dir=tiny_disk)
+    _fill(run, 250)  # ~4.5 MB of text on a 2 MB filesystem
+    summary = run.finish(timeout=5)
+    _check(run, summary, caplog, memory_backend, tiny_disk, exact_meta=False)
