@@ -131,3 +131,23 @@ def test_second_sync_of_same_run_and_backend_is_refused(
     assert first.returncode == 0, out + rest
     runs, rows = server_rows(mlflow_server, "two-syncs")
     assert len(runs) == 1 and len(rows) == STEPS * KEYS
+
+
+def test_sync_options_are_typed_and_a_bad_option_fails_fast(tmp_path: Path) -> None:
+    """``-o mlflow.http_timeout=5`` reaches the backend as a number (it used to arrive as
+    "5" and be rejected), and a bad option is a usage error (exit 2) at once instead of an
+    ``open`` retried with backoff until ``--timeout`` (or forever without one)."""
+    run_dir = tmp_path / "spool"
+    run = trackmux.init(project="options", backends=[], dir=run_dir)
+    assert isinstance(run, trackmux.Run)
+    run.log({"x": 1.5}, step=3)
+    run.finish(timeout=5)
+    store = f"mlflow.tracking_uri=sqlite:///{tmp_path / 'store.db'}"
+    good = cli("sync", str(run.dir), "--to", "mlflow", "-o", store,
+               "-o", "mlflow.http_timeout=5", "--timeout", "120")
+    assert good.returncode == 0, good.stdout + good.stderr
+    started = time.monotonic()
+    bad = cli("sync", str(run.dir), "--to", "mlflow", "-o", store, "-o", "mlflow.colour=red")
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "colour" in bad.stderr and "mlflow" in bad.stderr
+    assert time.monotonic() - started < 60  # no retry loop (bounded so a hang fails)

@@ -8,15 +8,33 @@ a sync of the same run and backend already in progress.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
 import click
+import orjson
 
 from trackmux.core.errors import SpoolLockedError, UnknownBackendError
 from trackmux.core.redact import REDACTED
+from trackmux.core.registry import get_registry
 from trackmux.core.runs import resolve_run, summarize
 from trackmux.core.sync import deliver_by_name
+
+
+def option_value(text: str) -> Any:
+    """A number, true/false or null given on the command line as the typed value (so
+    ``-o mlflow.http_timeout=5`` passes 5, as ``backend_options`` would); anything else
+    stays a string."""
+    if _SCALAR.fullmatch(text):
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:  # "007": not a JSON number, keep the text
+            return text
+    return text
+
+
+_SCALAR = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null")
 
 
 def parse_options(pairs: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -27,8 +45,21 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, dict[str, Any]]:
         key, eq, value = rest.partition("=")
         if not (dot and eq and name and key):
             raise click.BadParameter(f"{pair!r} is not BACKEND.KEY=VALUE", param_hint="--option")
-        out.setdefault(name, {})[key] = value
+        out.setdefault(name, {})[key] = option_value(value)
     return out
+
+
+def check_options(names: list[str], options: dict[str, dict[str, Any]]) -> None:
+    """Build each backend once so a bad option is a usage error now, not an ``open`` that
+    the delivery worker would retry (with backoff) until ``--timeout``, or forever."""
+    registry = get_registry()
+    for name in names:
+        try:
+            registry.backend(name).factory(options.get(name, {}))
+        except UnknownBackendError as exc:
+            raise click.UsageError(str(exc)) from None
+        except (ValueError, TypeError) as exc:
+            raise click.UsageError(f"backend {name!r}: {exc}") from None
 
 
 def stored_options(meta: dict[str, Any], name: str) -> dict[str, Any]:
@@ -66,6 +97,7 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             continue
         merged = {n: {**stored_options(summary.meta, n), **cli_options.get(n, {})}
                   for n in names}
+        check_options(names, merged)
         bars: dict[str, Any] = {}
 
         def on_progress(p: Any, bars: dict[str, Any] = bars, total: int = summary.last_seq
