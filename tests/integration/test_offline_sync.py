@@ -99,6 +99,7 @@ def test_offline_run_never_blocks_training_and_finish_keeps_its_deadline(
     assert [p.backend for p in summary.problems] == ["mlflow"]
 
 
+@pytest.mark.slow  # 100,000 points over HTTP: 40-130 s on a busy 2-core machine
 def test_sync_after_server_starts_delivers_each_metric_exactly_once(
         offline_run: OfflineRun, tmp_path: Path) -> None:
     from trackmux.testing.mlflow_server import MlflowServer
