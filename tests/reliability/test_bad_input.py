@@ -151,6 +151,7 @@ def test_data_that_is_not_a_mapping(run: trackmux.Run) -> None:
 def test_steps_negative_float_bool_are_rejected_naming_step(run: trackmux.Run) -> None:
     for step, error in ((-1, ValueError), (1.5, ValueError), (float("nan"), ValueError),
                         (True, TypeError), ("3", TypeError), ([1], TypeError),
+                        (2**64, ValueError), (1e30, ValueError), (float("inf"), ValueError),
                         (np.int64(-2), ValueError), (torch.tensor(-1), ValueError)):
         with pytest.raises(error, match="step"):
             run.log({"x": 1.0}, step=step)

@@ -140,6 +140,8 @@ def normalize_step(step: object) -> int:
     if type(step) is int:
         if step < 0:
             raise ValueError(f"step must be >= 0, got {step}")
+        if step > MAX_INT:
+            raise ValueError(f"step must fit in 64 bits, got {step}")
         return step
     if isinstance(step, bool):
         raise TypeError("step must be an int, got bool")

@@ -122,7 +122,7 @@ class Run:
         metrics = normalize.normalize_metrics(data)
         if step is None:
             step = self._step + 1
-        elif type(step) is not int or step < 0:
+        elif type(step) is not int or step < 0 or step > normalize.MAX_INT:
             step = normalize.normalize_step(step)
         self._step = step
         if metrics and self._pid == os.getpid():

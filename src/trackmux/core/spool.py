@@ -282,7 +282,9 @@ class SpoolWriter:
         encoded = []
         for event in batch:  # before BEGIN: one event that cannot be stored must not poison
             try:             # the batch or the writer; it is dropped, counted and reported
-                encoded.append(codec.encode(event))
+                row, blob = codec.encode(event)
+                codec.row_crc(0, *row)  # fails here, not mid-transaction, on a bad step
+                encoded.append((row, blob))
             except Exception as exc:
                 self.status.dropped += 1
                 if not self._unstorable_reported:
