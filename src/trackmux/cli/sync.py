@@ -2,7 +2,8 @@
 
 The same delivery worker as a live run; a backend the run never used gets everything,
 and its remote identity is kept so a later sync continues the same remote run. Exit
-status: 0 when everything is delivered, 1 while anything is left, 2 for a usage error or
+status: 0 when everything is delivered, 1 while anything is left or when part of the spool
+was damaged (what was intact is delivered; the damage is printed), 2 for a usage error or
 a sync of the same run and backend already in progress.
 """
 
@@ -85,6 +86,7 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
     cli_options = parse_options(options)
     show = sys.stderr.isatty() if progress is None else progress
     left = 0
+    damaged = False
     for arg in run_args:
         try:
             run_dir = resolve_run(arg, root)
@@ -131,6 +133,7 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
         for problem in result.problems:
             click.echo(f"  {problem.backend}: {problem.kind}: {problem.message}", err=True)
         if result.damage:
+            damaged = True
             click.echo(f"  spool damage ({len(result.damage)}): "
                        + "; ".join(result.damage[:5]), err=True)
-    sys.exit(1 if left else 0)
+    sys.exit(1 if left or damaged else 0)

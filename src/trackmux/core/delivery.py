@@ -29,7 +29,7 @@ from trackmux.core.spool import SpoolReader
 log = logging.getLogger("trackmux")
 
 BACKOFF_INITIAL = 0.5
-BACKOFF_MAX = 30.0
+BACKOFF_MAX = 10.0  # a backend that comes back is probed again within ~10 s
 DEFAULT_BATCH = 1000
 
 

@@ -67,6 +67,7 @@ class Run:
                  config: Mapping[str, Any] | None, root: Path, durability: str,
                  backend_options: Mapping[str, Mapping[str, Any]] | None,
                  finish_timeout: float, tags: Sequence[str], max_spool_bytes: int | None,
+                 max_buffered: int = 1_000_000,
                  run_id: str | None = None) -> None:
         registry = get_registry()
         specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
@@ -88,6 +89,7 @@ class Run:
         self._pid = os.getpid()
         self._reporter = Reporter()
         self._spool = SpoolWriter(self.dir, durability=durability, max_bytes=max_spool_bytes,
+                                  max_buffered=max_buffered,
                                   on_commit=self._committed)
         self._run_lock = filelock.FileLock(str(self.dir / RUN_LOCK), thread_local=False,
                                            mode=0o600)
@@ -113,6 +115,8 @@ class Run:
             self._workers.append(worker)
             worker.start()
         _live_runs.add(self)
+        threading.Thread(target=_warm_image_imports, name="trackmux-warm-imports",
+                         daemon=True).start()
 
     # -- the training loop's API ---------------------------------------------------
     def log(self, data: Mapping[str, Any], step: int | None = None) -> None:
@@ -310,7 +314,8 @@ def init(project: str | None = None, name: str | None = None,
          *, dir: str | os.PathLike[str] | None = None, durability: str = "default",
          backend_options: Mapping[str, Mapping[str, Any]] | None = None,
          timeout: float | None = None, tags: Sequence[str] = (),
-         max_spool_bytes: int | None = None, all_ranks: bool = False) -> Run | DisabledRun:
+         max_spool_bytes: int | None = None, max_buffered: int | None = None,
+         all_ranks: bool = False) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
     ``backends``: names (or a comma string); None reads ``TRACKMUX_BACKENDS``, then uses
@@ -338,7 +343,20 @@ def init(project: str | None = None, name: str | None = None,
                root=settings.spool_root(dir), durability=durability,
                backend_options=backend_options,
                finish_timeout=settings.finish_timeout(timeout), tags=list(tags),
-               max_spool_bytes=max_bytes)
+               max_spool_bytes=max_bytes,
+               max_buffered=settings.positive_int("max_buffered", max_buffered,
+                                                  "TRACKMUX_MAX_BUFFERED", 1_000_000))
+
+
+def _warm_image_imports() -> None:
+    """Import Pillow off the trainer's thread, so the first log_image() does not pay for it."""
+    try:
+        import PIL.Image
+        import PIL.PngImagePlugin  # noqa: F401
+
+        PIL.Image.init()
+    except Exception:  # images are optional; log_image reports its own errors
+        pass
 
 
 def _version() -> str:

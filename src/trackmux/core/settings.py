@@ -65,3 +65,18 @@ def rank() -> int:
         if value is not None and value.strip().lstrip("-").isdigit():
             return int(value)
     return 0
+
+
+def positive_int(argument: str, value: int | None, env: str, default: int) -> int:
+    """``value``, else the environment variable ``env``, else ``default``; must be > 0."""
+    if value is None:
+        raw = os.environ.get(env)
+        if not raw:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"{env} must be an int, got {raw!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{argument} must be a positive int, got {value!r}")
+    return value
