@@ -352,7 +352,7 @@ def _warm_image_imports() -> None:
     """Import Pillow off the trainer's thread, so the first log_image() does not pay for it."""
     try:
         import PIL.Image
-        import PIL.PngImagePlugin  # noqa: F401
+        import PIL.PngImagePlugin
 
         PIL.Image.init()
     except Exception:  # images are optional; log_image reports its own errors
