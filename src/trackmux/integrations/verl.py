@@ -253,7 +253,7 @@ def install() -> None:
     """Put the trackmux classes into ``verl.utils.tracking`` (and trainers imported early)."""
     import verl.utils.tracking as tracking_module
 
-    if tracking_module.Tracking is Tracking:
+    if getattr(tracking_module, "Tracking", None) is Tracking:
         return
     _originals["Tracking"] = tracking_module.Tracking
     _originals["ValidationGenerationsLogger"] = tracking_module.ValidationGenerationsLogger

@@ -1,0 +1,310 @@
+"""The verl drop-in, against the installed verl 0.9.1 and real backends.
+
+The SFT tests run verl's own trainer loop (``verl.trainer.sft_trainer``) for 3 steps on CPU
+with a tiny Qwen2 built in the test, once through trackmux and once with trackmux switched
+off through verl's own ``VERL_USE_EXTERNAL_PLUGINS=none``.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import trackmux
+from conftest import sft_command, sft_env
+from trackmux.core.spool import SpoolReader
+
+pytest.importorskip("verl")
+
+BACKENDS = ["console", "file", "tensorboard", "mlflow"]
+SFT_BUDGET_S = 150  # the issue allows about 2 minutes for the run itself
+
+
+def spool_dirs(root: Path, project: str) -> list[Path]:
+    return sorted(p for p in (root / project).iterdir() if (p / "spool.db").exists())
+
+
+def spool_metrics(run_dir: Path) -> dict[str, dict[int, Any]]:
+    reader = SpoolReader(run_dir)
+    try:
+        out: dict[str, dict[int, Any]] = {}
+        for event in reader.iter_events():
+            if isinstance(event, trackmux.MetricsEvent):
+                for key, value in event.data.items():
+                    out.setdefault(key, {})[event.step] = value
+        return out
+    finally:
+        reader.close()
+
+
+def spool_meta(run_dir: Path) -> dict[str, Any]:
+    reader = SpoolReader(run_dir)
+    try:
+        return reader.meta()
+    finally:
+        reader.close()
+
+
+def file_metrics(path: Path) -> dict[str, dict[int, Any]]:
+    out: dict[str, dict[int, Any]] = {}
+    for line in path.read_bytes().splitlines():
+        record = orjson.loads(line)
+        for key, value in record["data"].items():
+            out.setdefault(key, {})[record["step"]] = value
+    return out
+
+
+def tensorboard_scalars(log_dir: Path) -> dict[str, dict[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    return {tag: {e.step: e.value for e in acc.Scalars(tag)} for tag in acc.Tags()["scalars"]}
+
+
+def mlflow_metrics(db: Path, experiment: str) -> tuple[str, dict[str, dict[int, float]]]:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None, f"no mlflow experiment {experiment!r}"
+    (run,) = client.search_runs([exp.experiment_id])
+    metrics = {key: {m.step: m.value for m in client.get_metric_history(run.info.run_id, key)}
+               for key in run.data.metrics}
+    return run.info.status, metrics
+
+
+# -- activation ------------------------------------------------------------------------------
+def test_import_verl_activates_trackmux() -> None:
+    import verl.utils.tracking as vt
+
+    import verl  # noqa: F401 - importing verl loads its plugins
+    from trackmux.integrations import verl as tv
+
+    assert vt.Tracking is tv.Tracking
+    assert vt.ValidationGenerationsLogger is tv.ValidationGenerationsLogger
+    # verl's other names in the module are untouched
+    assert vt.RLInsightLogger.__module__ == "verl.utils.tracking"
+    assert tv._originals["Tracking"].__module__ == "verl.utils.tracking"
+
+
+def test_sft_and_ppo_trainer_modules_see_the_replacements() -> None:
+    from verl.trainer import sft_trainer
+    from verl.trainer.ppo import ray_trainer
+
+    from trackmux.integrations import verl as tv
+
+    assert sft_trainer.Tracking is tv.Tracking
+    assert ray_trainer.ValidationGenerationsLogger is tv.ValidationGenerationsLogger
+    # ray_trainer imports Tracking inside fit(): what that import finds
+    from verl.utils.tracking import Tracking
+
+    assert Tracking is tv.Tracking
+
+
+def test_none_policy_keeps_verls_own_classes(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    code = ("import verl, verl.utils.tracking as t; "
+            "print(t.Tracking.__module__, t.ValidationGenerationsLogger.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "none"},
+                         cwd=tmp_path, timeout=120, check=True)
+    assert out.stdout.split() == ["verl.utils.tracking", "verl.utils.tracking"]
+
+
+# -- call shapes against real backends ---------------------------------------------------------
+def verl_config(**trackmux_options: Any) -> Any:
+    from omegaconf import OmegaConf
+
+    trainer: dict[str, Any] = {"project_name": "shapes", "experiment_name": "exp",
+                               "logger": BACKENDS, "total_epochs": 1, "lr": "${data.lr}"}
+    if trackmux_options:
+        trainer["trackmux"] = trackmux_options
+    return OmegaConf.create({"trainer": trainer, "data": {"lr": 0.5}})
+
+
+def test_tracking_call_shapes_reach_every_backend(tracker_env: dict[str, Path],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import verl.utils.tracking as vt
+
+    config = verl_config(durability="strict", timeout=60,
+                         backend_options={"console": {"interval": 0}})
+    tracking = vt.Tracking(project_name="shapes", experiment_name="exp",
+                           default_backend=BACKENDS, config=config)
+    run_dir = tracking.run.dir
+    assert run_dir.parent == tracker_env["spool"] / "shapes"
+    for step in (1, 2):
+        tracking.log(data={"train/loss": 1.0 / step, "val-core/acc/mean@5": 0.25 * step,
+                           "timing_s/gen": 3, "train/total_tokens(B)": 1e-7}, step=step)
+    tracking.log(data={"val/loss": 0.5}, step=2, backend=None)
+    vt.ValidationGenerationsLogger(project_name="shapes", experiment_name="exp").log(
+        BACKENDS, [("2+2?", "4", 1.0), ("capital of France?", "Lyon", 0.0)], 2)
+    summary = tracking.finish(exit_code=0)
+    assert summary.complete, summary
+    assert tracking.finish(exit_code=0) is None  # idempotent
+    del tracking
+    gc.collect()
+
+    # spool: the run ended as finished with every metric as verl named it
+    assert spool_meta(run_dir)["state"] == "finished"
+    metrics = spool_metrics(run_dir)
+    assert metrics["val-core/acc/mean@5"] == {1: 0.25, 2: 0.5}
+    # file: verl's path rule and line format
+    lines = (tracker_env["file_root"] / "shapes" / "exp.jsonl").read_bytes().splitlines()
+    assert orjson.loads(lines[0]) == {"step": 1, "data": {
+        "train/loss": 1.0, "val-core/acc/mean@5": 0.25, "timing_s/gen": 3,
+        "train/total_tokens(B)": 1e-7}}
+    tables = [orjson.loads(x) for x in
+              (tracker_env["file_root"] / "shapes" / "exp.tables.jsonl").read_bytes().splitlines()]
+    assert tables == [{"step": 2, "key": "val/generations",
+                       "columns": ["step", "input", "output", "score"],
+                       "rows": [[2, "2+2?", "4", 1.0], [2, "capital of France?", "Lyon", 0.0]]}]
+    config_json = orjson.loads((tracker_env["file_root"] / "shapes" / "exp.config.json")
+                               .read_bytes())
+    assert config_json["trainer"]["lr"] == 0.5  # the DictConfig arrived resolved
+    # tensorboard: TENSORBOARD_DIR, names as verl's writer names them
+    scalars = tensorboard_scalars(tracker_env["tensorboard"])
+    assert scalars["val-core/acc/mean@5"] == {1: 0.25, 2: 0.5}
+    assert scalars["train/total_tokens(B)"] == {1: pytest.approx(1e-7), 2: pytest.approx(1e-7)}
+    # mlflow: MLFLOW_TRACKING_URI, experiment = project, keys sanitised as verl does
+    status, ml = mlflow_metrics(tracker_env["mlflow_db"], "shapes")
+    assert status == "FINISHED"
+    assert ml["val-core/acc/mean_at_5"] == {1: 0.25, 2: 0.5}
+    assert ml["train/total_tokens_B_"] == {1: pytest.approx(1e-7), 2: pytest.approx(1e-7)}
+    assert ml["val/loss"] == {2: 0.5}
+    # console: verl's "step:N - key:value" lines
+    out = capsys.readouterr()
+    assert "step:1 - train/loss:1" in out.out
+    assert (f"trackmux {trackmux.__version__} is tracking this verl run: backends "
+            f"console,file,tensorboard,mlflow; spool {run_dir}") in out.err + out.out
+
+
+def test_del_finishes_the_run(tracker_env: dict[str, Path]) -> None:
+    import verl.utils.tracking as vt
+
+    tracking = vt.Tracking(project_name="gone", experiment_name="e1",
+                           default_backend="file", config={"trainer": {}})
+    run_dir = tracking.run.dir
+    tracking.log(data={"train/loss": 2.0}, step=1)
+    del tracking  # what every trainer but main_ppo relies on
+    gc.collect()
+    assert spool_meta(run_dir)["state"] == "finished"
+    assert file_metrics(tracker_env["file_root"] / "gone" / "e1.jsonl") == {
+        "train/loss": {1: 2.0}}
+
+
+def test_unknown_backend_is_trackmuxs_error(tracker_env: dict[str, Path]) -> None:
+    import verl.utils.tracking as vt
+
+    with pytest.raises(trackmux.UnknownBackendError, match=r"'nosuch'.*Installed backends"):
+        vt.Tracking(project_name="p", experiment_name="e", default_backend=["console", "nosuch"],
+                    config={})
+    assert not (tracker_env["spool"] / "p").exists()  # nothing was created
+
+
+def test_verl_names_trackmux_lacks_go_to_verls_tracking_and_alias_warns() -> None:
+    from trackmux.integrations.verl import split_backends
+
+    assert split_backends(["console", "clearml", "rl_insight"]) == (
+        ["console"], ["clearml", "rl_insight"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert split_backends(["tracking", "wandb"]) == (["wandb"], [])
+    assert any("deprecated" in str(w.message) for w in caught)
+
+
+def test_other_installed_trackmux_backend_works(tracker_env: dict[str, Path],
+                                                memory_backend: Any) -> None:
+    """A name verl never heard of (trackmux's test backend ``memory``) works in the logger."""
+    import verl.utils.tracking as vt
+
+    tracking = vt.Tracking(project_name="third", experiment_name="e",
+                           default_backend=["memory", "console"], config={})
+    tracking.log(data={"train/loss": 1.5}, step=4)
+    assert tracking.finish().complete
+    (received,) = memory_backend.runs.values()
+    assert received.metrics()["train/loss"] == [(4, 1.5)]
+
+
+def test_bad_trackmux_option_names_it(tracker_env: dict[str, Path]) -> None:
+    import verl.utils.tracking as vt
+
+    with pytest.raises(ValueError, match=r"trainer\.trackmux\.spool_dir"):
+        vt.Tracking(project_name="p", experiment_name="e", default_backend="console",
+                    config={"trainer": {"trackmux": {"spool_dir": "/x"}}})
+
+
+def test_trackmux_dir_option_and_wandb_proxy(tmp_path: Path, tracker_env: dict[str, Path]) -> None:
+    import verl.utils.tracking as vt
+
+    tracking = vt.Tracking(
+        project_name="opts", experiment_name="e", default_backend="console",
+        config={"trainer": {"wandb_proxy": "http://127.0.0.1:9",
+                            "trackmux": {"dir": str(tmp_path / "elsewhere")}}})
+    try:
+        assert tracking.run.dir.parent == tmp_path / "elsewhere" / "opts"
+    finally:
+        tracking.finish()
+
+
+# -- a real verl SFT run ---------------------------------------------------------------------
+def run_sft(tiny_assets: dict[str, Path], tmp_path: Path, paths: dict[str, Path],
+            **env: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    start = time.monotonic()
+    proc = subprocess.run(sft_command(tiny_assets, tmp_path), env=sft_env(paths, **env),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=SFT_BUDGET_S)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return proc, elapsed
+
+
+@pytest.mark.slow
+def test_sft_run_through_trackmux(tiny_assets: dict[str, Path], tmp_path: Path,
+                                  tracker_env: dict[str, Path]) -> None:
+    proc, elapsed = run_sft(tiny_assets, tmp_path, tracker_env)
+    print(f"verl SFT run through trackmux: {elapsed:.1f} s")
+    output = proc.stdout + proc.stderr
+    assert "is tracking this verl run: backends console,file,tensorboard,mlflow" in output
+    (run_dir,) = spool_dirs(tracker_env["spool"], "tiny-sft")
+    assert spool_meta(run_dir)["state"] == "finished"
+
+    def check(metrics: dict[str, dict[int, Any]], where: str) -> None:
+        assert sorted(metrics["train/loss"]) == [1, 2, 3], where
+        assert list(metrics["val/loss"]) == [3], where
+        assert all(v > 0 for v in metrics["train/loss"].values()), where
+
+    spooled = spool_metrics(run_dir)
+    check(spooled, "spool")
+    filed = file_metrics(tracker_env["file_root"] / "tiny-sft" / "run1.jsonl")
+    check(filed, "file")
+    assert filed == spooled
+    check(tensorboard_scalars(tracker_env["tensorboard"]), "tensorboard")
+    status, ml = mlflow_metrics(tracker_env["mlflow_db"], "tiny-sft")
+    assert status == "FINISHED"
+    check(ml, "mlflow")
+    assert ml["train/loss"] == pytest.approx(spooled["train/loss"])
+    assert "step:3 - " in proc.stdout and "val/loss:" in proc.stdout  # console
+
+
+@pytest.mark.slow
+def test_sft_run_with_plugins_off_is_verls_own_tracking(
+        tiny_assets: dict[str, Path], tmp_path: Path, tracker_env: dict[str, Path]) -> None:
+    proc, _ = run_sft(tiny_assets, tmp_path, tracker_env, VERL_USE_EXTERNAL_PLUGINS="none")
+    output = proc.stdout + proc.stderr
+    assert "is tracking this verl run" not in output
+    assert not tracker_env["spool"].exists()  # no trackmux spool
+    log_path = tracker_env["file_root"] / "tiny-sft" / "run1.jsonl"
+    assert f"Creating file logger at {log_path}" in output  # verl's FileLogger
+    metrics = file_metrics(log_path)
+    assert sorted(metrics["train/loss"]) == [1, 2, 3]
+    assert list(metrics["val/loss"]) == [3]
+    assert not log_path.with_name("run1.config.json").exists()  # a trackmux-only file
