@@ -13,7 +13,7 @@ from trackmux.plugins.console import ConsoleBackend, format_step
 
 def test_line_format_matches_verl_console() -> None:
     line = format_step(10, {"reward/mean": 0.41, "kl/divergence": 0.013, "steps": 3})
-    assert line == "step:10 - reward/mean:0.410 - kl/divergence:0.013 - steps:3"
+    assert line == "step:10 - reward/mean:0.41 - kl/divergence:0.013 - steps:3"
 
 
 def test_fast_loop_is_rate_limited_but_last_step_printed(tmp_path: Path,
@@ -29,7 +29,7 @@ def test_fast_loop_is_rate_limited_but_last_step_printed(tmp_path: Path,
     out = capsys.readouterr().out
     step_lines = [line for line in out.splitlines() if line.startswith("step:")]
     assert 2 <= len(step_lines) <= 4, step_lines
-    assert step_lines[0].startswith("step:0 - loss:0")
+    assert step_lines[0].startswith("step:0 - loss:0.0")
     assert any(line.startswith("step:499 - loss:0.499") for line in step_lines)
     assert "| input | output | score |" in out
     assert "| a\\|b | c | 0.0 |" in out

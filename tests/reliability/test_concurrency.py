@@ -116,6 +116,7 @@ def test_all_ranks_gives_each_rank_its_own_run(
         runs.append(run)
     for run in runs:
         assert run.finish(timeout=5).complete
-    assert [r.name for r in runs] == ["exp", "exp-rank1", "exp-rank2"]
+    assert [r.name for r in runs] == ["exp", "exp", "exp"]
+    assert len({r.id for r in runs}) == 3 and len({r.dir for r in runs}) == 3
     assert len({r.dir for r in runs}) == 3
     assert [memory_backend[r.id].metrics()["rank"][0][1] for r in runs] == [0.0, 1.0, 2.0]

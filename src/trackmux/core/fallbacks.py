@@ -28,6 +28,14 @@ def safe_filename(key: str, max_length: int = 120) -> str:
     return name
 
 
+def path_component(name: str) -> str:
+    """``name`` as one directory level: kept as written (verl does) unless it could leave
+    its directory (empty, ``.``, ``..``, a separator or NUL), then made safe."""
+    if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        return safe_filename(name)
+    return name
+
+
 def contained(directory: Path, name: str) -> Path:
     """``directory / name``, refusing any result outside ``directory``."""
     target = (directory / name).resolve()

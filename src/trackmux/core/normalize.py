@@ -27,7 +27,7 @@ from trackmux.core.events import Cell, Scalar
 
 MAX_KEY_LENGTH = 1000
 MAX_INT = 2**63 - 1
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0 and C1 control characters
 _FAST_TYPES = (float, int)
 _FAST_SET = frozenset(_FAST_TYPES)
 _FLOAT_ONLY = frozenset({float})

@@ -320,7 +320,9 @@ def init(project: str | None = None, name: str | None = None,
 
     ``backends``: names (or a comma string); None reads ``TRACKMUX_BACKENDS``, then uses
     ``["console"]``. Only rank 0 (``RANK``/``LOCAL_RANK``) creates a run unless
-    ``all_ranks=True``; other ranks get a :class:`DisabledRun`.
+    ``all_ranks=True``; other ranks get a :class:`DisabledRun`. With ``all_ranks=True``
+    each rank gets its own run (its own run id; put the rank in ``name`` if you want it
+    shown) -- frameworks that already pick the logging process pass it too.
     """
     project = project or os.environ.get("TRACKMUX_PROJECT") or "default"
     if not isinstance(project, str):
@@ -333,8 +335,6 @@ def init(project: str | None = None, name: str | None = None,
     rank = settings.rank()
     if rank != 0 and not all_ranks:
         return DisabledRun(project, name, f"rank {rank}: only rank 0 creates a run")
-    if rank != 0 and name is not None:
-        name = f"{name}-rank{rank}"
     max_bytes = max_spool_bytes
     env_cap = os.environ.get("TRACKMUX_MAX_SPOOL_BYTES")
     if max_bytes is None and env_cap:

@@ -1,6 +1,6 @@
 """Console backend: one readable line per step, as verl's console logger prints it.
 
-``step:10 - reward/mean:0.410 - kl/divergence:0.013``. Lines are rate-limited (at most
+``step:10 - reward/mean:0.41 - kl/divergence:0.013``. Lines are rate-limited (at most
 one per ``interval`` seconds, default 1.0; the last step is always printed at close) so a
 fast loop does not flood the terminal; tables arrive as markdown text through core's
 fallback and are printed as such.
@@ -22,11 +22,8 @@ from trackmux.hookspecs import RegisterBackend, hookimpl
 
 
 def format_value(value: float | int) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if not math.isfinite(value):
-        return str(value)
-    return f"{value:.3f}" if 1e-3 <= abs(value) < 1e6 or value == 0 else f"{value:.3e}"
+    """As verl's console logger prints numbers (``pprint.pformat``): the shortest repr."""
+    return repr(value)
 
 
 def format_step(step: int, data: dict[str, Any]) -> str:

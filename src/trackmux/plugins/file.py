@@ -25,7 +25,7 @@ import orjson
 
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.events import ConfigEvent, Event, MetricsEvent, TableEvent, TextEvent
-from trackmux.core.fallbacks import safe_filename
+from trackmux.core.fallbacks import path_component
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
 
@@ -34,8 +34,8 @@ def resolve_path(options: dict[str, Any], run: RunInfo) -> Path:
     if explicit:
         return Path(explicit).expanduser().absolute()
     root = options.get("root") or os.environ.get("VERL_FILE_LOGGER_ROOT") or "."
-    return (Path(root).expanduser().absolute() / safe_filename(run.project)
-            / f"{safe_filename(run.name)}.jsonl")
+    return (Path(root).expanduser().absolute() / path_component(run.project)
+            / f"{path_component(run.name)}.jsonl")
 
 
 class FileBackend(Backend):

@@ -31,7 +31,7 @@ from typing import IO, Any
 
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.events import ConfigEvent, Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
-from trackmux.core.fallbacks import safe_filename, table_to_markdown
+from trackmux.core.fallbacks import path_component, safe_filename, table_to_markdown
 from trackmux.core.normalize import flatten
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
@@ -43,19 +43,12 @@ FILE_VERSION = "brain.Event:2"
 _COLORSPACE = {"L": 1, "1": 1, "I;16": 1, "LA": 2, "RGB": 3, "P": 3, "RGBA": 4}
 
 
-def _component(name: str) -> str:
-    """``name`` as one path component: verl's raw name unless it could leave the directory."""
-    if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
-        return safe_filename(name)
-    return name
-
-
 def resolve_log_dir(options: dict[str, Any], run: RunInfo) -> Path:
     explicit = options.get("log_dir") or os.environ.get("TENSORBOARD_DIR")
     if explicit:
         return Path(explicit).expanduser().absolute()
     root = Path(options.get("root") or "tensorboard_log").expanduser().absolute()
-    return root / _component(run.project) / _component(run.name)
+    return root / path_component(run.project) / path_component(run.name)
 
 
 def event_file_name(run: RunInfo) -> str:
