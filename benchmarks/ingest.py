@@ -42,7 +42,12 @@ def main() -> None:
     for i in range(200):  # warm up: key cache, writer thread
         run.log(dicts[i % 64], step=i)
     run._spool.flush(30)
-    time.sleep(1.0)  # let the mlflow worker import mlflow and start failing
+    # Baseline after the mlflow worker imported mlflow and failed to open (importing
+    # mlflow alone adds ~100 MB of RSS; that is start-up, not ingest).
+    deadline = time.monotonic() + 120
+    while run._workers[0].state == "opening" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
     base_rss, _ = rss_kb()
     peak_sampled = [base_rss]
     stop = threading.Event()

@@ -89,6 +89,27 @@ def trackmux_sync(run_dir: Path, copy_to: Path, backend: str, options: dict[str,
     return elapsed
 
 
+def profile_sync(run_dir: Path, copy_to: Path, backend: str, options: dict[str, Any]
+                 ) -> list[str]:
+    """cProfile of a second sync of the same run (to a fresh remote run): top functions by
+    cumulative time, as text lines."""
+    import cProfile
+    import io
+    import pstats
+
+    if backend == "mlflow":  # another experiment: the first sync's run would be resumed
+        options = {**options, "experiment_name": "bench-profile"}
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        trackmux_sync(run_dir, copy_to, backend, options)
+    finally:
+        prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(25)
+    return [line for line in buf.getvalue().splitlines() if line.strip()][-27:]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", required=True)
@@ -123,6 +144,10 @@ def main() -> None:
              lambda: tensorboard_ceiling(root / "tb-ceiling", ceil_points),
              {"log_dir": str(root / "tb-trackmux")}),
         ]
+        from mlflow import MlflowClient
+
+        for uri in (f"sqlite:///{root / 'ceiling.db'}", f"sqlite:///{root / 'trackmux.db'}"):
+            MlflowClient(uri).search_experiments()  # create the schema outside the timings
         for label, backend, src, n, n_ceil, ceiling, options in targets:
             c = ceiling()
             t = trackmux_sync(src, root / f"copy-{label}", backend, options)
@@ -132,6 +157,9 @@ def main() -> None:
                           "trackmux_points_per_s": t_rate, "fraction_of_ceiling": t_rate / c_rate}
             print(f"b4: {label}: ceiling {c_rate:,.0f} pts/s, trackmux {t_rate:,.0f} pts/s",
                   flush=True)
+            if t_rate < 0.8 * c_rate:  # target missed: where does trackmux's side spend it?
+                out[label]["profile"] = profile_sync(src, root / f"prof-{label}", backend,
+                                                     options)
     finally:
         server.stop()
     Path(args.out).write_text(json.dumps({"B4": out}, indent=1))

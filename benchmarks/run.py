@@ -119,7 +119,8 @@ def table(res: dict[str, Any]) -> list[list[str]]:
     if b6:
         h = b6.get("healthy")
         if h:
-            rows.append(["B6", f"finish(), healthy, {h['steps']} steps",
+            rows.append(["B6", f"finish(), healthy, after {h['steps']} steps delivered "
+                         f"(drain of the burst before it: {h['trackmux']['drain_before_s']:.1f} s)",
                          f"{h['trackmux']['seconds']:.2f} s"
                          + ("" if h["trackmux"]["complete"] else " (incomplete)"),
                          f"verl finish() {h['verl']['seconds']:.2f} s",

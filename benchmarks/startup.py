@@ -38,9 +38,12 @@ run.log(data, step=0)
 t2 = time.perf_counter()
 ok = wait_delivered(run, 120)
 t3 = time.perf_counter()
+state = {{w.name: [w.state, w.acked] for w in run._workers}}
+problems = [f"{{p.backend}}/{{p.kind}}: {{p.message}}"[:300] for p in run.problems()]
 run.finish(timeout=30)
 print(json.dumps({{"init": t1 - t0, "first_log": t2 - t1, "init_to_log": t2 - t0,
-                  "first_delivered": t3 - t0, "delivered": ok}}))
+                  "first_delivered": t3 - t0, "delivered": ok, "workers": state,
+                  "problems": problems}}))
 """
 
 VERL = r"""
@@ -101,6 +104,7 @@ def main() -> None:
                 res[name] = {k: statistics.median(r[k] for r in reps)
                              for k in ("init", "first_log", "init_to_log", "first_delivered")}
                 res[name]["delivered"] = all(r["delivered"] for r in reps)
+                res[name]["reps"] = reps
             out[label] = res
         verl = _run(VERL.format(cwd=cwd, uri=server.url), env_on)
         out["verl"] = verl
