@@ -99,12 +99,19 @@ def profile_sync(run_dir: Path, copy_to: Path, backend: str, options: dict[str, 
 
     if backend == "mlflow":  # another experiment: the first sync's run would be resumed
         options = {**options, "experiment_name": "bench-profile"}
+    from trackmux.core.delivery import DeliveryWorker
+
+    # cProfile sees only its own thread: run the delivery worker's loop on this thread.
+    start, join = DeliveryWorker.start, DeliveryWorker.join
+    DeliveryWorker.start = lambda self: self._main()  # type: ignore[method-assign]
+    DeliveryWorker.join = lambda self, timeout: True  # type: ignore[method-assign]
     prof = cProfile.Profile()
     prof.enable()
     try:
         trackmux_sync(run_dir, copy_to, backend, options)
     finally:
         prof.disable()
+        DeliveryWorker.start, DeliveryWorker.join = start, join  # type: ignore[method-assign]
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(25)
     return [line for line in buf.getvalue().splitlines() if line.strip()][-27:]
