@@ -32,7 +32,8 @@ def test_slow_backend_does_not_slow_log_or_the_healthy_backend(
 def test_raising_backend_is_reported_once_and_training_continues(
         test_backends: Any, spool_dir: Path, caplog: Any) -> None:
     caplog.set_level(logging.WARNING, logger="trackmux")
-    run = trackmux.init(project="fanout", backends=["raising", "memory"], dir=spool_dir)
+    run = trackmux.init(project="fanout", backends=["raising", "memory"], dir=spool_dir,
+                        backend_options={"raising": {"where": "write"}})
     for step in range(200):
         run.log({"x": step}, step=step)
     run.log_table("t", ["a"], [[1]], step=5)
