@@ -24,7 +24,13 @@ from PIL import Image
 
 from trackmux.core.backend import ResumeState, RunInfo
 from trackmux.core.events import ConfigEvent, MetricsEvent
-from trackmux.plugins.mlflow import MlflowBackend, mlflow_key, verl_key
+from trackmux.plugins.mlflow import (
+    MlflowBackend,
+    _log_image_uses_hash,
+    image_key,
+    mlflow_key,
+    verl_key,
+)
 from trackmux.testing import BackendConformance, Readback, sample_run
 from trackmux.testing.mlflow_server import MlflowServer
 
@@ -32,7 +38,7 @@ from trackmux.testing.mlflow_server import MlflowServer
 # hold a worker for minutes"); mlflow's defaults held one call 246 s.
 DEAD_SERVER_BOUND_S = 15.0
 _IMAGE_NAME = re.compile(r"^(?P<key>.+?)[+%]step[+%](?P<step>\d+)[+%]timestamp[+%]\d+[+%]"
-                         r"[0-9a-f-]+\.png$")
+                         r"[^+%/]+\.png$")
 
 
 HTTP_VARIABLES = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
@@ -61,7 +67,17 @@ def _walk(client: MlflowClient, run_id: str, path: str | None = None) -> list[st
     return out
 
 
-def read_mlflow(uri: str, experiment: str, tmp_path: Path) -> Readback:
+def _local_artifacts(artifact_uri: str, server_root: Path | None) -> Path:
+    """Where a run's artifacts are on this machine. Images are read from there: mlflow 2
+    names them ``...%step%50...`` and its own download URL-decodes ``%50`` (mlflow#21085)."""
+    if artifact_uri.startswith("mlflow-artifacts:"):
+        assert server_root is not None
+        return server_root / artifact_uri.split(":", 1)[1].lstrip("/")
+    return Path(artifact_uri.removeprefix("file://"))
+
+
+def read_mlflow(uri: str, experiment: str, tmp_path: Path,
+                server_root: Path | None = None) -> Readback:
     """What the store holds for the (single) run of ``experiment``, via MlflowClient."""
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
@@ -75,6 +91,7 @@ def read_mlflow(uri: str, experiment: str, tmp_path: Path) -> Readback:
         out.metrics[key] = sorted((m.step, m.value) for m in history)
     out.config = dict(runs[0].data.params) or None
     download = tmp_path / "download"
+    download.mkdir(exist_ok=True)  # mlflow 2 refuses a missing destination
     for path in _walk(client, run_id):
         match = re.fullmatch(r"tables/(.+)/step_(\d+)\.json", path)
         if match:
@@ -84,7 +101,7 @@ def read_mlflow(uri: str, experiment: str, tmp_path: Path) -> Readback:
         name = path.rpartition("/")[2]
         image = _IMAGE_NAME.match(name) if path.startswith("images/") else None
         if image:
-            local = client.download_artifacts(run_id, path, str(download))
+            local = _local_artifacts(runs[0].info.artifact_uri, server_root) / path
             with Image.open(local) as png:
                 key = image["key"].replace("~", "/").replace("#", "/")
                 out.images.setdefault(key, []).append((int(image["step"]), png.width,
@@ -117,6 +134,8 @@ class TestMlflowSqlite(BackendConformance):
         return read_mlflow(self.uri(tmp_path), _experiment(tmp_path), tmp_path)
 
     def expected_key(self, key: str) -> str:
+        if key.startswith("kl/heatmap"):  # the suite's image keys
+            return image_key(key, slash_ok=not _log_image_uses_hash())
         return mlflow_key(key)
 
     def test_params_named_as_verl_and_config_artifact(self, tmp_path: Path) -> None:
@@ -134,6 +153,7 @@ class TestMlflowSqlite(BackendConformance):
         assert params["trainer/logger/0"] == "console"
         assert remote.info.run_name == "conformance-run"
         assert remote.info.status == "FINISHED"
+        (tmp_path / "dl").mkdir()
         local = client.download_artifacts(remote.info.run_id, "trackmux/config.json",
                                           str(tmp_path / "dl"))
         assert json.loads(Path(local).read_text())["actor"]["ppo_mini_batch_size"] == 64
@@ -148,6 +168,10 @@ class TestMlflowServer(TestMlflowSqlite):
 
     def uri(self, tmp_path: Path) -> str:
         return self.server.url
+
+    def read_back(self, tmp_path: Path) -> Readback:
+        return read_mlflow(self.uri(tmp_path), _experiment(tmp_path), tmp_path,
+                           self.server.artifacts_dir)
 
     def make_backend(self, tmp_path: Path) -> MlflowBackend:
         return MlflowBackend({"tracking_uri": self.server.url,

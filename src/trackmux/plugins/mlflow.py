@@ -111,6 +111,26 @@ def artifact_key(key: str) -> str:
     return _INVALID_ARTIFACT.sub("_", mlflow_key(key)).strip("/") or "_"
 
 
+def _log_image_uses_hash() -> bool:
+    """mlflow 2.x names stepped images ``images/<key with / as #>...``, and then refuses to
+    download any path containing ``#`` (so neither its UI nor a client can read them);
+    mlflow 3 uses ``~``. Read from the installed mlflow's source, the only reliable sign."""
+    import inspect
+
+    from mlflow import MlflowClient
+
+    try:
+        return '"#", key' in inspect.getsource(MlflowClient.log_image)
+    except (OSError, TypeError):  # no source available: assume a current mlflow
+        return False
+
+
+def image_key(key: str, slash_ok: bool = True) -> str:
+    """The key for ``log_image``; ``/`` becomes ``_`` where mlflow would name it ``#``."""
+    name = artifact_key(key)
+    return name if slash_ok else name.replace("/", "_")
+
+
 def verl_params(config: Mapping[str, Any]) -> dict[str, str]:
     """Flat params named as verl's ``_compute_mlflow_params_from_objects`` names them:
     nested keys joined with ``/``, a list as ``<key>/list_len`` plus one key per index."""
@@ -199,6 +219,7 @@ class MlflowBackend(Backend):
             client.update_run(self._run_id, status="RUNNING")
         self._done_seq = int(remote.data.tags.get(self._seq_tag, 0) or 0)
         self._params: dict[str, str] = dict(remote.data.params)
+        self._image_slash_ok = not _log_image_uses_hash()
 
     def _find_or_create(self, client: MlflowClient, run: RunInfo) -> Any:
         """The run created for this trackmux run earlier (its remote id may have been
@@ -348,7 +369,8 @@ class MlflowBackend(Backend):
 
             with Image.open(io.BytesIO(event.png)) as image:
                 image.load()
-                client.log_image(run_id, image, key=artifact_key(event.key), step=event.step,
+                client.log_image(run_id, image, key=image_key(event.key, self._image_slash_ok),
+                                 step=event.step,
                                  timestamp=int(event.time * 1000), synchronous=True)
         elif isinstance(event, TextEvent):
             client.log_text(run_id, event.text,
