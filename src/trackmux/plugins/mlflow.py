@@ -111,10 +111,11 @@ def artifact_key(key: str) -> str:
     return _INVALID_ARTIFACT.sub("_", mlflow_key(key)).strip("/") or "_"
 
 
-def _log_image_uses_hash() -> bool:
-    """mlflow 2.x names stepped images ``images/<key with / as #>...``, and then refuses to
-    download any path containing ``#`` (so neither its UI nor a client can read them);
-    mlflow 3 uses ``~``. Read from the installed mlflow's source, the only reliable sign."""
+def _old_stepped_image_names() -> bool:
+    """True for mlflow 2.x's stepped-image file names (``<key with / as #>%step%<N>%...``):
+    mlflow 2 refuses to serve paths with ``#``, and its server URL-decodes ``%50`` on upload
+    (step 50 is stored as ``P``; mlflow#21085). mlflow 3 uses ``~`` and ``+``. Read from the
+    installed mlflow's source, the only reliable sign."""
     import inspect
 
     from mlflow import MlflowClient
@@ -123,12 +124,6 @@ def _log_image_uses_hash() -> bool:
         return '"#", key' in inspect.getsource(MlflowClient.log_image)
     except (OSError, TypeError):  # no source available: assume a current mlflow
         return False
-
-
-def image_key(key: str, slash_ok: bool = True) -> str:
-    """The key for ``log_image``; ``/`` becomes ``_`` where mlflow would name it ``#``."""
-    name = artifact_key(key)
-    return name if slash_ok else name.replace("/", "_")
 
 
 def verl_params(config: Mapping[str, Any]) -> dict[str, str]:
@@ -210,6 +205,7 @@ class MlflowBackend(Backend):
             self._param_limit = DEFAULT_PARAM_VALUE_LIMIT
         client = MlflowClient(tracking_uri=self.tracking_uri)
         self._client = client
+        self._mlflow2_artifacts_need_global_uri()
         self._seq_tag = SEQ_TAG_PREFIX + mlflow_key(run.run_id)
         run_id = (resume.remote_id or self.options.get("run_id")
                   or os.environ.get("MLFLOW_RUN_ID"))
@@ -219,7 +215,23 @@ class MlflowBackend(Backend):
             client.update_run(self._run_id, status="RUNNING")
         self._done_seq = int(remote.data.tags.get(self._seq_tag, 0) or 0)
         self._params: dict[str, str] = dict(remote.data.params)
-        self._image_slash_ok = not _log_image_uses_hash()
+        self._stepped_images = not _old_stepped_image_names()
+
+    def _mlflow2_artifacts_need_global_uri(self) -> None:
+        """mlflow 2.x resolves ``mlflow-artifacts:`` URIs (artifacts proxied by the server)
+        with the process-wide tracking URI, not the client's, and fails unless that is an
+        http(s) URI. There, set it as verl's own logger does; mlflow 3 needs nothing."""
+        import mlflow
+
+        uri = self.tracking_uri
+        if int(mlflow.__version__.split(".")[0]) >= 3 or not uri.startswith(("http:", "https:")):
+            return
+        current = mlflow.get_tracking_uri()
+        if current != uri:
+            if current.startswith(("http:", "https:")):
+                log.warning("mlflow 2.x: the process-wide tracking URI %s is replaced by %s "
+                            "so that artifacts can be uploaded", current, uri)
+            mlflow.set_tracking_uri(uri)
 
     def _find_or_create(self, client: MlflowClient, run: RunInfo) -> Any:
         """The run created for this trackmux run earlier (its remote id may have been
@@ -369,9 +381,13 @@ class MlflowBackend(Backend):
 
             with Image.open(io.BytesIO(event.png)) as image:
                 image.load()
-                client.log_image(run_id, image, key=image_key(event.key, self._image_slash_ok),
-                                 step=event.step,
-                                 timestamp=int(event.time * 1000), synchronous=True)
+                if self._stepped_images:
+                    client.log_image(run_id, image, key=artifact_key(event.key),
+                                     step=event.step, timestamp=int(event.time * 1000),
+                                     synchronous=True)
+                else:
+                    client.log_image(run_id, image, artifact_file=(
+                        f"images/{artifact_key(event.key)}/step_{event.step}.png"))
         elif isinstance(event, TextEvent):
             client.log_text(run_id, event.text,
                             f"text/{artifact_key(event.key)}/step_{event.step}.md")
