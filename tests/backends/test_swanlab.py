@@ -137,7 +137,7 @@ class TestSwanLabBackend(BackendConformance):
 
     def test_redelivery_keeps_one_remote_run(self, tmp_path: Path) -> None:
         """A rewound cursor without the backend's state still delivers exactly once."""
-        from trackmux.core.spool import SpoolReader
+        from trackmux.core.spool_reader import SpoolReader
         from trackmux.testing.conformance import sample_run
 
         run = sample_run(tmp_path, steps=60)

@@ -22,7 +22,7 @@ from tensorboard.util import tensor_util
 
 from trackmux.core.backend import ResumeState, RunInfo
 from trackmux.core.events import MetricsEvent
-from trackmux.core.spool import SpoolReader
+from trackmux.core.spool_reader import SpoolReader
 from trackmux.core.sync import deliver
 from trackmux.plugins.tensorboard import Framer, TensorBoardBackend, resolve_log_dir
 from trackmux.testing import BackendConformance, Readback

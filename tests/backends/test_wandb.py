@@ -20,7 +20,8 @@ pytest.importorskip("wandb")
 
 from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
 from trackmux.core.media import encode_image
-from trackmux.core.spool import SpoolReader, SpoolWriter
+from trackmux.core.spool import SpoolWriter
+from trackmux.core.spool_reader import SpoolReader
 from trackmux.core.sync import deliver
 from trackmux.plugins.wandb import WandbBackend, history_rows, run_files
 from trackmux.testing import BackendConformance, Readback

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import trackmux
 from trackmux.core.normalize import MAX_KEY_LENGTH
 from trackmux.core.registry import get_registry
-from trackmux.core.spool import SpoolReader
+from trackmux.core.spool_reader import SpoolReader
 from trackmux.testing import memory
 
 HYPO = settings(max_examples=100, deadline=None,

@@ -18,7 +18,8 @@ from _reliability import trackmux_cli
 
 import trackmux
 from trackmux.core import run as run_module
-from trackmux.core.spool import SpoolReader, SpoolWriter
+from trackmux.core.spool import SpoolWriter
+from trackmux.core.spool_reader import SpoolReader
 
 BUFFERED = 300
 

@@ -20,7 +20,8 @@ from _reliability import file_lines, spawn, trackmux_cli
 
 from trackmux.core.events import MetricsEvent, TableEvent
 from trackmux.core.runs import summarize
-from trackmux.core.spool import DURABILITY_WINDOW, SpoolReader
+from trackmux.core.spool import DURABILITY_WINDOW
+from trackmux.core.spool_reader import SpoolReader
 from trackmux.core.sync import deliver
 from trackmux.plugins.file import FileBackend
 

@@ -20,7 +20,7 @@ from _reliability import file_lines, trackmux_cli
 
 import trackmux
 from trackmux.core.events import Event, MetricsEvent
-from trackmux.core.spool import SpoolReader
+from trackmux.core.spool_reader import SpoolReader
 from trackmux.core.sync import deliver
 from trackmux.plugins.file import FileBackend
 

@@ -10,7 +10,7 @@ import orjson
 
 from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
 from trackmux.core.runs import resolve_run, summarize
-from trackmux.core.spool import SpoolReader
+from trackmux.core.spool_reader import SpoolReader
 
 
 @dataclass

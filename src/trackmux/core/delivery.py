@@ -24,7 +24,7 @@ from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.errors import EventRejected, SpoolLockedError
 from trackmux.core.events import Event
 from trackmux.core.reporting import Reporter
-from trackmux.core.spool import SpoolReader
+from trackmux.core.spool_reader import SpoolReader
 
 log = logging.getLogger("trackmux")
 

@@ -14,7 +14,8 @@ from typing import Any
 import filelock
 
 from trackmux.core import settings
-from trackmux.core.spool import RUN_LOCK, SPOOL_FILE, SpoolReader
+from trackmux.core.spool import RUN_LOCK, SPOOL_FILE
+from trackmux.core.spool_reader import SpoolReader
 
 
 @dataclass

@@ -18,7 +18,7 @@ from trackmux.core.backend import Backend, RunInfo
 from trackmux.core.delivery import DeliveryWorker, Progress, acquire_delivery_lock
 from trackmux.core.registry import get_registry
 from trackmux.core.reporting import Problem, Reporter
-from trackmux.core.spool import SpoolReader
+from trackmux.core.spool_reader import SpoolReader
 
 
 @dataclass

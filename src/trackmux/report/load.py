@@ -16,7 +16,8 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.spool import SPOOL_FILE, SpoolReader
+from trackmux.core.spool import SPOOL_FILE
+from trackmux.core.spool_reader import SpoolReader
 
 
 class RunNotFound(LookupError):

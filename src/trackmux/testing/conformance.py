@@ -19,7 +19,8 @@ from trackmux.core.backend import Backend
 from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
 from trackmux.core.normalize import to_json_value
 from trackmux.core.redact import redact
-from trackmux.core.spool import SpoolReader, SpoolWriter
+from trackmux.core.spool import SpoolWriter
+from trackmux.core.spool_reader import SpoolReader
 from trackmux.core.sync import SyncResult, deliver
 
 SECRET = "sk-CONFORMANCE-SECRET-8f3a9c"

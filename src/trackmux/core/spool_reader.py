@@ -1,0 +1,233 @@
+"""Reading a spool: events in order, meta, per-backend cursors, and damage reported
+instead of crashing. Also the one place acknowledgements (cursor rows) are written.
+
+Every row carries a CRC over its seq, kind, step, time and body; images are checked
+against their content hash. A damaged page falls back to row-by-row reads, so a reader
+always moves past damage and records it in :attr:`SpoolReader.damage`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from trackmux.core import codec
+from trackmux.core.events import Event
+from trackmux.core.spool import SCHEMA, SPOOL_FILE, connect
+
+# A damaged file can also fail with a UnicodeDecodeError (of SQLite's error message).
+_READ_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
+
+@dataclass(frozen=True)
+class Cursor:
+    backend: str
+    acked_seq: int
+    remote_id: str | None
+    state: dict[str, Any]
+    updated: float
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Events read from the spool; ``upto`` is the highest seq examined (damaged rows
+    included), so a reader moves past damage instead of stalling on it."""
+
+    events: list[Event]
+    upto: int
+
+
+@dataclass
+class Damage:
+    """What a reader could not recover, reported instead of crashing."""
+
+    bad_rows: list[int]
+    errors: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.bad_rows or self.errors)
+
+
+class SpoolReader:
+    """Reads events, meta and cursors; writes cursors (acknowledgements) only."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / SPOOL_FILE
+        if not self.path.exists():
+            raise FileNotFoundError(f"no spool at {self.path}")
+        self.damage = Damage([], [])
+        try:
+            self._conn = connect(self.path)
+        except _READ_ERRORS as exc:  # a damaged header: read what can be read
+            self.damage.errors.append(f"open: {exc}")
+            self._conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False,
+                                         isolation_level=None)
+        # a flipped byte in a TEXT column must not raise UnicodeDecodeError mid-read
+        self._conn.text_factory = lambda data: data.decode("utf-8", "replace")
+        try:
+            self._conn.executescript(SCHEMA)
+        except _READ_ERRORS as exc:
+            self.damage.errors.append(f"schema: {exc}")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def meta(self) -> dict[str, Any]:
+        try:
+            rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
+        except _READ_ERRORS as exc:
+            self._note(f"meta: {exc}")
+            return {}
+        out = {}
+        for key, value in rows:
+            try:
+                out[key] = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                self._note(f"meta {key!r} is unreadable")
+        return out
+
+    def last_seq(self) -> int:
+        try:
+            return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM events"
+                                          ).fetchone()[0])
+        except _READ_ERRORS as exc:
+            self._note(f"events index: {exc}")
+            return self._probe_last_seq()
+
+    def count(self, after: int = 0) -> int:
+        try:
+            return int(self._conn.execute("SELECT count(*) FROM events WHERE seq > ?",
+                                          (after,)).fetchone()[0])
+        except _READ_ERRORS as exc:
+            self._note(f"count: {exc}")
+            return max(0, self.last_seq() - after)
+
+    def kind_counts(self) -> dict[str, int]:
+        try:
+            return dict(self._conn.execute("SELECT kind, count(*) FROM events GROUP BY kind"))
+        except _READ_ERRORS as exc:
+            self._note(f"kind counts: {exc}")
+            return {}
+
+    def read(self, after: int, limit: int = 1000) -> Batch:
+        """Up to ``limit`` intact events with seq > ``after``, in order, and the highest seq
+        examined. Damaged rows are skipped and recorded in ``damage``; a damaged page falls
+        back to row-by-row reads."""
+        try:
+            rows = self._conn.execute(
+                "SELECT seq, kind, step, time, body, crc FROM events WHERE seq > ? "
+                "ORDER BY seq LIMIT ?", (after, limit)).fetchall()
+        except _READ_ERRORS as exc:
+            self._note(f"events after {after}: {exc}")
+            return self._salvage(after, limit)
+        upto = rows[-1][0] if rows else after
+        return Batch(self._decode_rows(rows), upto)
+
+    def iter_events(self, after: int = 0, page: int = 2000) -> Iterator[Event]:
+        """Every intact event after ``after`` (for show, report and export)."""
+        while True:
+            batch = self.read(after, page)
+            yield from batch.events
+            if batch.upto <= after:
+                return
+            after = batch.upto
+
+    def _decode_rows(self, rows: list[tuple[Any, ...]]) -> list[Event]:
+        events: list[Event] = []
+        for seq, kind, step, ts, body, crc in rows:
+            if not isinstance(body, bytes) or not codec.crc_ok(seq, kind, step, ts, body, crc):
+                self._bad(seq, "checksum mismatch")
+                continue
+            try:
+                blob = None
+                ref = codec.blob_ref(kind, body)
+                if ref is not None:
+                    found = self._conn.execute("SELECT data FROM blobs WHERE hash = ?",
+                                               (ref,)).fetchone()
+                    blob = found[0] if found else None
+                    if blob is not None and not codec.blob_ok(ref, blob):
+                        self._bad(seq, f"image data {ref[:12]} fails its hash check")
+                        continue
+                events.append(codec.decode(seq, kind, step, ts, body, blob))
+            except Exception as exc:
+                self._bad(seq, f"{type(exc).__name__}: {exc}")
+        return events
+
+    def _salvage(self, seq: int, limit: int) -> Batch:
+        """Read row by row past a damaged page; give up at the last readable seq."""
+        last = self._probe_last_seq()
+        out: list[Event] = []
+        current = seq
+        while current - seq < limit and current < last:
+            current += 1
+            try:
+                rows = self._conn.execute(
+                    "SELECT seq, kind, step, time, body, crc FROM events WHERE seq = ?",
+                    (current,)).fetchall()
+            except _READ_ERRORS:
+                self._bad(current, "unreadable page")
+                continue
+            out.extend(self._decode_rows(rows))
+        return Batch(out, current)
+
+    def _probe_last_seq(self) -> int:
+        for sql in ("SELECT max(seq) FROM events",
+                    "SELECT seq FROM events ORDER BY rowid DESC LIMIT 1"):
+            try:
+                found = self._conn.execute(sql).fetchone()
+                if found and found[0] is not None:
+                    return int(found[0])
+            except _READ_ERRORS:
+                continue
+        return 0
+
+    def _bad(self, seq: int, why: str) -> None:
+        if seq not in self.damage.bad_rows:
+            self.damage.bad_rows.append(seq)
+            self.damage.errors.append(f"event {seq}: {why}")
+
+    def _note(self, error: str) -> None:
+        if error not in self.damage.errors:
+            self.damage.errors.append(error)
+
+    # -- cursors ---------------------------------------------------------------------
+    def cursors(self) -> dict[str, Cursor]:
+        try:
+            rows = self._conn.execute(
+                "SELECT backend, acked_seq, remote_id, state, updated FROM cursors").fetchall()
+        except _READ_ERRORS as exc:
+            self._note(f"cursors: {exc}")
+            return {}
+        out = {}
+        for backend, acked, remote_id, state, updated in rows:
+            try:
+                out[backend] = Cursor(backend, int(acked), remote_id, orjson.loads(state),
+                                      float(updated))
+            except (TypeError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
+                self._note(f"cursor {backend!r} is unreadable: {exc}")
+        return out
+
+    def cursor(self, backend: str) -> Cursor:
+        found = self.cursors().get(backend)
+        return found or Cursor(backend, 0, None, {}, 0.0)
+
+    def ack(self, backend: str, seq: int, remote_id: str | None, state: dict[str, Any]) -> None:
+        """Record that ``backend`` has every event up to ``seq`` (one atomic row update).
+
+        On a damaged spool the cursor may not be writable: that is noted in ``damage`` and
+        delivery goes on (a later sync redelivers, which backends make harmless)."""
+        try:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO cursors(backend, acked_seq, remote_id, state, updated) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (backend, seq, remote_id, orjson.dumps(state), time.time()))
+        except _READ_ERRORS as exc:
+            if not self.damage:
+                raise  # a healthy spool that cannot take an ack: let the worker retry
+            self._note(f"cursor of {backend!r} not saved: {exc}")
