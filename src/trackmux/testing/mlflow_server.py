@@ -20,6 +20,9 @@ and are served through the server (``--artifacts-destination``), so clients uplo
 download over HTTP exactly as against a remote server. The server's output is appended
 to ``<root>/server.log``; a failed start raises with the tail of that log.
 
+Caveat: the server is in its own session, so if the process that started it is itself
+SIGKILLed (no fixture teardown), the server outlives it; ``kill -- -<pid>`` ends it.
+
 Only the standard library is used here; mlflow must be importable by ``python``
 (default: the running interpreter).
 """
