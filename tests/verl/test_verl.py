@@ -202,6 +202,21 @@ def test_del_finishes_the_run(tracker_env: dict[str, Path]) -> None:
         "train/loss": {1: 2.0}}
 
 
+def test_a_bad_metric_value_is_dropped_not_fatal_to_the_trainer(
+        tracker_env: dict[str, Path], caplog: pytest.LogCaptureFixture) -> None:
+    import verl.utils.tracking as vt
+
+    tracking = vt.Tracking(project_name="bad", experiment_name="e1",
+                           default_backend="file", config={"trainer": {}})
+    for step in (1, 2):
+        tracking.log(data={"train/loss": 1.0 / step, "note": "text", "none": None}, step=step)
+    tracking.finish()
+    assert file_metrics(tracker_env["file_root"] / "bad" / "e1.jsonl") == {
+        "train/loss": {1: 1.0, 2: 0.5}}
+    dropped = [r.getMessage() for r in caplog.records if "verl metric dropped" in r.getMessage()]
+    assert len(dropped) == 2 and any("'note'" in m for m in dropped)
+
+
 def test_unknown_backend_is_trackmuxs_error(tracker_env: dict[str, Path]) -> None:
     import verl.utils.tracking as vt
 

@@ -176,7 +176,12 @@ class Tracking:
         """Log ``data`` at ``step``. ``backend`` (verl's filter) selects the run if it names
         any of its backends; trackmux cannot send one call to only some of them."""
         if backend is None or any(name in backend for name in self.backends):
-            self.run.log(data, step=step)
+            try:
+                self.run.log(data, step=step)
+            except (TypeError, ValueError):
+                # verl's trainer must never die of a metric; keep the good ones, say which
+                # keys were dropped (once each).
+                self.run.log(_loggable(data), step=step)
         if self._verl is not None:
             self._verl.log(data=data, step=step, backend=backend)
 
@@ -239,6 +244,21 @@ class ValidationGenerationsLogger:
     def __repr__(self) -> str:
         return (f"ValidationGenerationsLogger(project_name={self.project_name!r}, "
                 f"experiment_name={self.experiment_name!r})")
+
+
+def _loggable(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``data`` trackmux accepts; each rejected key is reported once."""
+    from trackmux.core.normalize import normalize_metrics
+
+    kept: dict[str, Any] = {}
+    for key, value in data.items():
+        try:
+            kept.update(normalize_metrics({key: value}))
+        except (TypeError, ValueError) as exc:
+            if f"key:{key!r}" not in _warned:
+                _warned.add(f"key:{key!r}")
+                log.warning("trackmux: verl metric dropped: %s", exc)
+    return kept
 
 
 def _sample(sample: Sequence[Any]) -> list[Any]:
