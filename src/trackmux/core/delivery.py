@@ -157,7 +157,7 @@ class DeliveryWorker:
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
             self.reporter.resolve(self.name, "open", "opened after earlier failures")
-            reader.ack(self.name, self.acked, backend.remote_id, backend.state())
+            self._ack(reader, backend)  # keeps the remote identity before the first batch
             return backend
         return None
 
@@ -169,10 +169,12 @@ class DeliveryWorker:
             return
         self.backend = backend
         backoff = BACKOFF_INITIAL
+
         def skipped(kind: str, message: str) -> None:
             self.reporter.note(self.name, kind, message)
 
         while not self._stop.is_set():
+            self._wake.clear()  # before reading, so a commit notified meanwhile is not lost
             batch = reader.read(self.acked, self.batch_size)
             if batch.upto <= self.acked:
                 if self._target is not None and self.acked >= self._target:
@@ -180,7 +182,6 @@ class DeliveryWorker:
                 if self._target is not None and reader.last_seq() <= self.acked:
                     break  # damaged tail: nothing more can be read
                 self._wake.wait(0.25)
-                self._wake.clear()
                 continue
             try:
                 events = fallbacks.adapt(batch.events, backend, skipped)
