@@ -147,13 +147,16 @@ class SpoolWriter:
     def append(self, event: Event) -> None:
         """Queue one event; in strict mode wait until it is committed."""
         with self._lock:
-            if len(self._queue) >= self.max_buffered:
+            overflow = len(self._queue) >= self.max_buffered
+            if overflow:
                 self.status.dropped += 1
-                self._report_full("in-memory buffer is full")
-                return
-            self._queue.append(event)
-            self._appended += 1
-            ticket = self._appended
+            else:
+                self._queue.append(event)
+                self._appended += 1
+                ticket = self._appended
+        if overflow:  # reported outside the lock: no I/O while holding it
+            self._report_full("in-memory buffer is full")
+            return
         if self.strict:
             self._wake.set()
             with self._committed_cond:
