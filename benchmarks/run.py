@@ -1,6 +1,6 @@
 """Run B1-B6, print the table, write the JSON (default benchmarks/results/latest.json).
 
-    python -m benchmarks                 # everything (about 8 minutes on 2 cores)
+    python -m benchmarks                 # everything (6-10 minutes on 2 cores)
     python -m benchmarks --only B3,B4    # a subset; --quick for a smoke run
 
 Each session is its own process with the offline environment of ``common.offline_env``;
@@ -30,18 +30,18 @@ SESSIONS = {  # session -> (module, benchmarks it produces)
 }
 
 
-def _session_args(name: str, quick: bool, b3_seconds: float, mlflow_points: int
+def _session_args(name: str, quick: bool, b3_seconds: float, ceiling_points: int
                   ) -> list[str]:
     if name == "live":
-        return ["--rounds", "40" if quick else "300"]
+        return ["--rounds", "40", "--b2-rounds", "20"] if quick else []
     if name == "ingest":
         return ["--seconds", str(3.0 if quick else b3_seconds)]
     if name == "resync":
         return (["--points", "50000", "--mlflow-points", "20000"] if quick
-                else ["--points", "1000000", "--mlflow-points", str(mlflow_points),
-                      "--ceiling-points", str(max(100_000, mlflow_points // 2))])
+                else ["--points", "1000000"]) + (
+                    ["--ceiling-points", str(ceiling_points)] if ceiling_points else [])
     if name == "startup":
-        return ["--repeat", "2" if quick else "5"]
+        return ["--repeat", "2" if quick else "3"]
     return []
 
 
@@ -146,8 +146,9 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma list of B1..B6 (sessions run whole)")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     ap.add_argument("--b3-seconds", type=float, default=30.0)
-    ap.add_argument("--mlflow-points", type=int, default=200_000,
-                    help="B4 run size for mlflow (1000000 for the full run: ~15 more minutes)")
+    ap.add_argument("--ceiling-points", type=int, default=0,
+                    help="B4: points for mlflow's ceiling (default: a quarter of the run; "
+                         "1000000 for the full size, ~4 more minutes)")
     ap.add_argument("--out", default=str(HERE / "results" / "latest.json"))
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
@@ -167,7 +168,8 @@ def main() -> None:
                 continue
             out = root / f"{name}.json"
             cmd = [sys.executable, "-m", module, "--root", str(root), "--out", str(out),
-                   *_session_args(name, args.quick, args.b3_seconds, args.mlflow_points)]
+                   *_session_args(name, args.quick, args.b3_seconds,
+                                 args.ceiling_points)]
             print(f"== {name} ({', '.join(produces)})", flush=True)
             t0 = time.perf_counter()
             proc = subprocess.run(cmd, env=env, cwd=root, timeout=900)
