@@ -11,8 +11,8 @@ Schedule: ceiling, trackmux, ceiling (an A-B-A design, so drift in the machine's
 hits both sides alike). In each phase the three targets run at the same time, one
 process each, which keeps both cores busy: mlflow's store takes 4-10k points/s on a
 2-core machine, and one after the other the mlflow passes alone would not fit the
-10-minute budget. For the same reason mlflow's ceiling logs a quarter of the points
-(two halves of 125,000 by default) and is reported as a rate; it writes into a smaller
+10-minute budget. For the same reason mlflow's ceiling logs a fifth of the points
+(two halves of 100,000 by default) and is reported as a rate; it writes into a smaller
 table than trackmux's 1M rows, which makes it, if anything, faster (a conservative
 ceiling). ``--ceiling-points 1000000`` runs it at the full size.
 """
@@ -123,7 +123,7 @@ def main() -> None:
     ap.add_argument("--mlflow-points", type=int, default=0,
                     help="a smaller run for mlflow (smoke runs; default: --points)")
     ap.add_argument("--ceiling-points", type=int, default=0,
-                    help="mlflow's ceiling, in two halves (default: a quarter of the run)")
+                    help="mlflow's ceiling, in two halves (default: a fifth of the run)")
     args = ap.parse_args()
     root = Path(args.root) / "b4"
     root.mkdir(parents=True, exist_ok=True)
@@ -146,7 +146,7 @@ def main() -> None:
             MlflowClient(uri).search_experiments()  # create the schema outside the timings
         # label -> backend, source run, points, ceiling points, ceiling argv (less the
         # per-phase part), trackmux's backend options
-        ml_ceil = min(args.ceiling_points or ml_points // 4, ml_points)
+        ml_ceil = min(args.ceiling_points or ml_points // 5, ml_points)
         targets: dict[str, tuple[str, Path, int, int, list[str], dict[str, Any]]] = {
             "tensorboard": ("tensorboard", run_dir, points, points, ["tensorboard"],
                             {"log_dir": str(root / "tb-trackmux")}),

@@ -147,7 +147,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     ap.add_argument("--b3-seconds", type=float, default=30.0)
     ap.add_argument("--ceiling-points", type=int, default=0,
-                    help="B4: points for mlflow's ceiling (default: a quarter of the run; "
+                    help="B4: points for mlflow's ceiling (default: a fifth of the run; "
                          "1000000 for the full size, ~4 more minutes)")
     ap.add_argument("--out", default=str(HERE / "results" / "latest.json"))
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
