@@ -37,9 +37,9 @@ def _session_args(name: str, quick: bool, b3_seconds: float, ceiling_points: int
     if name == "ingest":
         return ["--seconds", str(3.0 if quick else b3_seconds)]
     if name == "resync":
-        return (["--points", "50000", "--mlflow-points", "20000"] if quick
-                else ["--points", "1000000"]) + (
-                    ["--ceiling-points", str(ceiling_points)] if ceiling_points else [])
+        sizes = (["--points", "50000", "--mlflow-points", "20000", "--ceiling-points", "20000"]
+                 if quick else ["--points", "1000000"])
+        return sizes + (["--ceiling-points", str(ceiling_points)] if ceiling_points else [])
     if name == "startup":
         return ["--repeat", "2" if quick else "5"]
     return []
@@ -190,6 +190,9 @@ def main() -> None:
         report["total_seconds"] = round(time.perf_counter() - t_all, 1)
         report["machine"]["load_after"] = __import__("os").getloadavg()
         rows = table(report["results"])
+        if args.quick:  # smoke sizes: start-up costs dominate, the verdicts mean nothing
+            rows = [[*r[:-1], "- (quick)" if r[-1] in ("met", "MISSED") else r[-1]]
+                    for r in rows]
         report["table_markdown"] = render(rows)
         dest = Path(args.out)
         dest.parent.mkdir(parents=True, exist_ok=True)
