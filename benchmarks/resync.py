@@ -48,6 +48,11 @@ def make_run(root: Path, points: int) -> Path:
     return run.dir
 
 
+def half(points: int) -> int:
+    """Points in one half of a ceiling: whole steps of N_METRICS values."""
+    return points // 2 // N_METRICS * N_METRICS
+
+
 def fresh_copy(run_dir: Path, dest: Path) -> Path:
     """A copy of the run with no cursor and no lock: every target starts from zero."""
     shutil.copytree(run_dir, dest)
@@ -169,7 +174,7 @@ def main() -> None:
                     where = (["--log-dir", str(root / f"tb-{phase}")] if backend == "tensorboard"
                              else ["--name", phase])
                     sides[f"{label}/{phase}"] = [*ceiling_argv, *where,
-                                                 "--points", str(n_ceil // 2)]
+                                                 "--points", str(half(n_ceil))]
             t0 = time.perf_counter()
             spent.update(run_together(sides))
             out.setdefault("phase_wall_s", {})[phase] = time.perf_counter() - t0
@@ -177,8 +182,8 @@ def main() -> None:
         for label, (backend, src, n, n_ceil, _, options) in targets.items():
             c = spent[f"{label}/ceiling-a"] + spent[f"{label}/ceiling-b"]
             t = spent[f"{label}/trackmux"]
-            c_rate, t_rate = (n_ceil // 2 * 2) / c, n / t
-            out[label] = {"points": n, "ceiling_points": n_ceil // 2 * 2, "ceiling_s": c,
+            c_rate, t_rate = 2 * half(n_ceil) / c, n / t
+            out[label] = {"points": n, "ceiling_points": 2 * half(n_ceil), "ceiling_s": c,
                           "trackmux_s": t, "ceiling_points_per_s": c_rate,
                           "trackmux_points_per_s": t_rate, "fraction_of_ceiling": t_rate / c_rate}
             print(f"b4: {label}: ceiling {c_rate:,.0f} pts/s ({c:.1f} s), trackmux "
