@@ -112,10 +112,11 @@ def artifact_key(key: str) -> str:
 
 
 def _old_stepped_image_names() -> bool:
-    """True for mlflow 2.x's stepped-image file names (``<key with / as #>%step%<N>%...``):
-    mlflow 2 refuses to serve paths with ``#``, and its server URL-decodes ``%50`` on upload
-    (step 50 is stored as ``P``; mlflow#21085). mlflow 3 uses ``~`` and ``+``. Read from the
-    installed mlflow's source, the only reliable sign."""
+    """True where mlflow names stepped images the old way (``<key with / as #>%step%<N>%...``;
+    mlflow 2.x and 3.x until early 2026, e.g. 3.10, mlflow#22165): such paths with ``#``
+    are not served, and the server URL-decodes ``%50`` on upload (step 50 is stored as
+    ``P``; mlflow#21085). Current mlflow uses ``~`` and ``+``. The version number does not
+    tell (the change came within 3.x), so this reads the installed mlflow's source."""
     import inspect
 
     from mlflow import MlflowClient
