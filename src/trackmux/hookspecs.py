@@ -38,6 +38,7 @@ class RegisterBackend(Protocol):
         requires: tuple[str, ...] = (),
         extra: str | None = None,
         description: str = "",
+        in_trainer: bool = False,
     ) -> None: ...
 
 
@@ -48,7 +49,10 @@ def trackmux_register_backends(register: RegisterBackend) -> None:
 
     ``requires`` names the modules the backend imports (checked lazily, so a missing
     library shows as "library not installed" instead of breaking the plugin); ``extra``
-    is the pip extra that installs them (``trackmux[extra]``). Returns nothing.
+    is the pip extra that installs them (``trackmux[extra]``). ``in_trainer=True`` asks
+    for delivery on a thread of the training process instead of the delivery process: for
+    a backend whose output belongs to the trainer itself (the console backend writes to the
+    trainer's terminal). Returns nothing.
     """
 
 

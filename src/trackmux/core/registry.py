@@ -43,6 +43,15 @@ class BackendSpec:
     requires: tuple[str, ...] = ()
     extra: str | None = None
     description: str = ""
+    in_trainer: bool = False
+    from_entry_point: bool = False
+
+    @property
+    def portable(self) -> bool:
+        """Can a fresh interpreter (the delivery process) build this backend? Only plugins
+        found through entry points are found there too; an object registered at run time
+        with ``register_plugin`` exists only in this process."""
+        return self.from_entry_point and not self.in_trainer
 
     def missing_modules(self) -> list[str]:
         """Required modules that cannot be found (checked without importing them)."""
@@ -99,7 +108,7 @@ class Registry:
         return spec
 
     def register_plugin(self, plugin: object, name: str, distribution: str = "",
-                        version: str = "") -> None:
+                        version: str = "", *, from_entry_point: bool = False) -> None:
         """Register a plugin object (module or instance) and collect its backends."""
         collected: list[BackendSpec] = []
 
@@ -110,11 +119,13 @@ class Registry:
             requires: tuple[str, ...] = (),
             extra: str | None = None,
             description: str = "",
+            in_trainer: bool = False,
         ) -> None:
             if not isinstance(backend_name, str) or not backend_name:
                 raise ValueError(f"backend name must be a non-empty str, got {backend_name!r}")
             collected.append(BackendSpec(backend_name, factory, name, distribution, version,
-                                         tuple(requires), extra, description))
+                                         tuple(requires), extra, description,
+                                         bool(in_trainer), from_entry_point))
 
         try:
             self.manager.register(plugin, name=name)
@@ -187,7 +198,7 @@ def load_registry() -> Registry:
         except Exception as exc:
             registry._failed(ep.name, dist, version, exc)
             continue
-        registry.register_plugin(plugin, ep.name, dist, version)
+        registry.register_plugin(plugin, ep.name, dist, version, from_entry_point=True)
     return registry
 
 

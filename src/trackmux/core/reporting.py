@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 log = logging.getLogger("trackmux")
@@ -24,13 +25,30 @@ class Problem:
 class Reporter:
     """Thread-safe, deduplicating problem log shared by a run's delivery workers."""
 
-    def __init__(self) -> None:
+    def __init__(self, listener: Callable[[str, str, str, str], None] | None = None) -> None:
         self._lock = threading.Lock()
         self._problems: dict[tuple[str, str], Problem] = {}
+        # The delivery process forwards every call (op, backend, kind, message) to the
+        # trainer, whose own Reporter replays it: problems reach run.problems() there.
+        self._listener = listener
+
+    def _forward(self, op: str, backend: str, kind: str, message: str) -> None:
+        if self._listener is not None:
+            self._listener(op, backend, kind, message)
+
+    def replay(self, op: str, backend: str, kind: str, message: str) -> None:
+        """Apply a call forwarded from another process's Reporter."""
+        if op == "report":
+            self.report(backend, kind, message)
+        elif op == "note":
+            self.note(backend, kind, message)
+        elif op == "resolve":
+            self.resolve(backend, kind, message)
 
     def report(self, backend: str, kind: str, message: str) -> bool:
         """Record a problem; log it only the first time (backend, kind) is seen.
         Returns True when this call logged."""
+        self._forward("report", backend, kind, message)
         with self._lock:
             known = self._problems.get((backend, kind))
             if known is not None:
@@ -43,6 +61,7 @@ class Reporter:
 
     def note(self, backend: str, kind: str, message: str) -> None:
         """Like ``report`` but for expected limits (a kind a backend cannot show): INFO level."""
+        self._forward("note", backend, kind, message)
         with self._lock:
             known = self._problems.get((backend, kind))
             if known is not None:
@@ -53,6 +72,7 @@ class Reporter:
 
     def resolve(self, backend: str, kind: str, message: str) -> None:
         """Forget a problem that went away (a backend that came back), saying so once."""
+        self._forward("resolve", backend, kind, message)
         with self._lock:
             gone = self._problems.pop((backend, kind), None)
         if gone is not None:

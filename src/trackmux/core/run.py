@@ -27,10 +27,10 @@ import filelock
 
 from trackmux.core import normalize, redact, settings
 from trackmux.core.backend import RunInfo
-from trackmux.core.delivery import DeliveryWorker, acquire_delivery_lock
+from trackmux.core.delivery_host import ProcessDelivery, ThreadDelivery
 from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import ConfigEvent, Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
-from trackmux.core.registry import get_registry
+from trackmux.core.registry import BackendSpec, get_registry
 from trackmux.core.reporting import Problem, Reporter
 from trackmux.core.spool import RUN_LOCK, SpoolWriter
 
@@ -68,7 +68,8 @@ class Run:
                  backend_options: Mapping[str, Mapping[str, Any]] | None,
                  finish_timeout: float, tags: Sequence[str], max_spool_bytes: int | None,
                  max_buffered: int = 1_000_000,
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None, delivery: str = "process",
+                 orphan_timeout: float = settings.DEFAULT_ORPHAN_TIMEOUT) -> None:
         registry = get_registry()
         specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
         options = dict(backend_options or {})
@@ -88,6 +89,7 @@ class Run:
         self._finish_lock = threading.Lock()
         self._pid = os.getpid()
         self._reporter = Reporter()
+        self._deliveries: list[ThreadDelivery | ProcessDelivery] = []
         self._spool = SpoolWriter(self.dir, durability=durability, max_bytes=max_spool_bytes,
                                   max_buffered=max_buffered,
                                   on_commit=self._committed)
@@ -106,14 +108,7 @@ class Run:
         )
         if config is not None:
             self.log_config(config)
-        self._workers: list[DeliveryWorker] = []
-        for spec in specs:
-            opts = dict(options.get(spec.name, {}))
-            worker = DeliveryWorker(
-                spec.name, functools.partial(spec.factory, opts), self._info, self._reporter,
-                lock=acquire_delivery_lock(self.dir, spec.name))
-            self._workers.append(worker)
-            worker.start()
+        self._deliveries = self._start_delivery(specs, options, delivery, orphan_timeout)
         _live_runs.add(self)
         threading.Thread(target=_warm_image_imports, name="trackmux-warm-imports",
                          daemon=True).start()
@@ -179,7 +174,15 @@ class Run:
     def delivery(self) -> dict[str, tuple[int, int]]:
         """Per backend: (acknowledged seq, last committed seq)."""
         last = self._spool.last_seq
-        return {w.name: (w.acked, last) for w in self._workers}
+        return {name: (acked, last) for name, acked in self._acked().items()}
+
+    @property
+    def delivery_pid(self) -> int | None:
+        """The pid of this run's delivery process (None in thread mode)."""
+        for host in self._deliveries:
+            if isinstance(host, ProcessDelivery):
+                return host.pid
+        return None
 
     # -- lifecycle -----------------------------------------------------------------
     def finish(self, timeout: float | None = None, exit_code: int = 0) -> FinishSummary:
@@ -201,25 +204,24 @@ class Run:
             self._spool.set_meta(state=status, finished_at=time.time(), exit_code=exit_code)
             self._spool.flush(budget)
             target = self._spool.last_seq
-            for worker in self._workers:
-                worker.finish(target, status, deadline)
-            for worker in self._workers:
-                worker.join(max(0.0, deadline - time.monotonic()))
-            pending = {w.name: target - w.acked for w in self._workers if w.acked < target}
-            for worker in self._workers:
-                if worker.thread.is_alive():
-                    worker.stop()
+            for host in self._deliveries:
+                host.request_finish(target, status, deadline)
+            for host in self._deliveries:
+                host.wait(target, deadline)
+            acked = self._acked()
+            pending = {name: target - n for name, n in acked.items() if n < target}
+            later = [note for note in (host.abandon() for host in self._deliveries) if note]
             self._spool.close(max(0.5, deadline - time.monotonic()))
             self._run_lock.release()
             _live_runs.discard(self)
-            summary = FinishSummary(status, target, {w.name: w.acked for w in self._workers},
-                                    pending, self._reporter.problems(),
+            summary = FinishSummary(status, target, acked, pending, self._reporter.problems(),
                                     self._spool.status.dropped)
             if pending:
                 names = ",".join(pending)
                 log.warning("trackmux: run %s finished with undelivered events %s; they are "
-                            "kept in the spool. Deliver them with: trackmux sync %s --to %s",
-                            self.id, pending, self.dir, names)
+                            "kept in the spool%s. Deliver them with: trackmux sync %s --to %s",
+                            self.id, pending, "".join(f"; {n}" for n in later), self.dir,
+                            names)
             if summary.dropped:
                 log.error("trackmux: run %s dropped %d events because the spool was full",
                           self.id, summary.dropped)
@@ -249,8 +251,41 @@ class Run:
         self._spool.append(event)
 
     def _committed(self, last_seq: int) -> None:
-        for worker in self._workers:
-            worker.notify()
+        for host in self._deliveries:
+            host.notify()
+
+    def _acked(self) -> dict[str, int]:
+        acked: dict[str, int] = {}
+        for host in self._deliveries:
+            acked.update(host.acked())
+        return {name: acked.get(name, 0) for name in self.backends}
+
+    def _start_delivery(self, specs: list[BackendSpec], options: Mapping[str, Any],
+                        mode: str, orphan_timeout: float
+                        ) -> list[ThreadDelivery | ProcessDelivery]:
+        """Backends a fresh interpreter can build go to the delivery process (unless
+        ``mode`` is "thread"); the others (registered at run time, or ``in_trainer``)
+        are delivered on threads here."""
+        remote = {s.name: dict(options.get(s.name, {})) for s in specs
+                  if mode == "process" and s.portable}
+        local = {s.name: functools.partial(s.factory, dict(options.get(s.name, {})))
+                 for s in specs if s.name not in remote}
+        hosts: list[ThreadDelivery | ProcessDelivery] = []
+        if remote:
+            try:
+                hosts.append(ProcessDelivery(self.dir, self._info, remote, self._reporter,
+                                             orphan_timeout=orphan_timeout))
+            except OSError as exc:
+                log.warning("trackmux: cannot start a delivery process (%s); delivering on "
+                            "threads of this process instead", exc)
+                by_name = {s.name: s for s in specs}
+                local.update({name: functools.partial(by_name[name].factory, opts)
+                              for name, opts in remote.items()})
+        if local:
+            hosts.insert(0, ThreadDelivery(self.dir, self._info, local, self._reporter))
+        self._spool.set_meta(delivery=mode, delivery_pid=next(
+            (h.pid for h in hosts if isinstance(h, ProcessDelivery)), None))
+        return hosts
 
     _fork_warned = False
 
@@ -315,7 +350,8 @@ def init(project: str | None = None, name: str | None = None,
          backend_options: Mapping[str, Mapping[str, Any]] | None = None,
          timeout: float | None = None, tags: Sequence[str] = (),
          max_spool_bytes: int | None = None, max_buffered: int | None = None,
-         all_ranks: bool = False) -> Run | DisabledRun:
+         all_ranks: bool = False, delivery: str | None = None,
+         orphan_timeout: float | None = None) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
     ``backends``: names (or a comma string); None reads ``TRACKMUX_BACKENDS``, then uses
@@ -323,6 +359,12 @@ def init(project: str | None = None, name: str | None = None,
     ``all_ranks=True``; other ranks get a :class:`DisabledRun`. With ``all_ranks=True``
     each rank gets its own run (its own run id; put the rank in ``name`` if you want it
     shown) -- frameworks that already pick the logging process pass it too.
+
+    ``delivery``: "process" (default; ``TRACKMUX_DELIVERY``) runs the backends in a
+    delivery process beside this one, so their libraries never share the training loop's
+    interpreter; "thread" keeps them on threads here, for places that cannot spawn a
+    process. ``orphan_timeout`` (``TRACKMUX_ORPHAN_TIMEOUT``, 600 s): how long that
+    process keeps delivering after this one finished or died.
     """
     project = project or os.environ.get("TRACKMUX_PROJECT") or "default"
     if not isinstance(project, str):
@@ -332,6 +374,8 @@ def init(project: str | None = None, name: str | None = None,
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping, got {type(config).__name__}")
     names = settings.backends_from(backends)
+    mode = settings.delivery_mode(delivery)
+    orphan = settings.orphan_timeout(orphan_timeout)
     rank = settings.rank()
     if rank != 0 and not all_ranks:
         return DisabledRun(project, name, f"rank {rank}: only rank 0 creates a run")
@@ -345,7 +389,8 @@ def init(project: str | None = None, name: str | None = None,
                finish_timeout=settings.finish_timeout(timeout), tags=list(tags),
                max_spool_bytes=max_bytes,
                max_buffered=settings.positive_int("max_buffered", max_buffered,
-                                                  "TRACKMUX_MAX_BUFFERED", 1_000_000))
+                                                  "TRACKMUX_MAX_BUFFERED", 1_000_000),
+               delivery=mode, orphan_timeout=orphan)
 
 
 def _warm_image_imports() -> None:

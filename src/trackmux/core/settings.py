@@ -80,3 +80,32 @@ def positive_int(argument: str, value: int | None, env: str, default: int) -> in
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{argument} must be a positive int, got {value!r}")
     return value
+
+
+DELIVERY_MODES = ("process", "thread")
+DEFAULT_ORPHAN_TIMEOUT = 600.0
+
+
+def delivery_mode(value: str | None) -> str:
+    """``delivery`` argument, then ``TRACKMUX_DELIVERY``, then ``"process"``."""
+    if value is None:
+        value = os.environ.get("TRACKMUX_DELIVERY") or "process"
+    if not isinstance(value, str) or value.strip().lower() not in DELIVERY_MODES:
+        raise ValueError(f"delivery must be one of {', '.join(DELIVERY_MODES)}, got {value!r}")
+    return value.strip().lower()
+
+
+def orphan_timeout(value: float | None) -> float:
+    """How long the delivery process keeps delivering after its trainer finished or died:
+    ``orphan_timeout`` argument, then ``TRACKMUX_ORPHAN_TIMEOUT``, then 600 s."""
+    if value is None:
+        raw = os.environ.get("TRACKMUX_ORPHAN_TIMEOUT")
+        if not raw:
+            return DEFAULT_ORPHAN_TIMEOUT
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"TRACKMUX_ORPHAN_TIMEOUT must be a number, got {raw!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"orphan_timeout must be a number >= 0, got {value!r}")
+    return float(value)

@@ -92,6 +92,20 @@ class SpoolReader:
                 self._note(f"meta {key!r} is unreadable")
         return out
 
+    def mark_crashed(self) -> bool:
+        """Record that the process that wrote this run is gone without finishing (used by
+        the delivery process when its trainer dies). Only a "running" run changes."""
+        now = orjson.dumps(time.time())
+        with self._conn:
+            cursor = self._conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'state' AND value = ?",
+                (orjson.dumps("crashed"), orjson.dumps("running")))
+            changed = cursor.rowcount > 0
+            if changed:
+                self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES "
+                                   "('crashed_at', ?)", (now,))
+        return changed
+
     def last_seq(self) -> int:
         try:
             return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM events"

@@ -90,4 +90,5 @@ class ConsoleBackend(Backend):
 
 @hookimpl
 def trackmux_register_backends(register: RegisterBackend) -> None:
-    register("console", ConsoleBackend, description="one line per step on the terminal")
+    register("console", ConsoleBackend, description="one line per step on the terminal",
+             in_trainer=True)  # its output is the trainer's own terminal

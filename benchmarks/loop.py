@@ -1,0 +1,247 @@
+"""B7: what tracking costs a CPU-bound training loop, not one call.
+
+    python -m benchmarks.loop [--steps 400] [--rounds 3] [--json out.json]
+
+The loop stands in for an RL trainer's Python-heavy step (about 9 ms here): it scores
+256 generated strings in Python and runs a few matrix products on one BLAS thread. Every
+step logs 100 floats; every 10th step also logs a 16-row table of samples. The loop
+runs, each time in a fresh process, with:
+
+- ``none``: no tracking;
+- ``trackmux``: delivery process (the default), backends wandb (offline), mlflow
+  (SQLite) and tensorboard;
+- ``trackmux-thread``: the same with ``delivery="thread"`` (backends on threads here);
+- ``verl``: verl's own ``Tracking`` with the same three backends, when verl is installed.
+
+Modes alternate within each round, so machine load hits all of them alike; the figure
+is each mode's median loop time over the rounds, as overhead in % over ``none``. Each
+process also reports its peak RSS at the end of the loop, and trackmux's processes the
+time from ``log()`` until each backend acknowledged the event (50 probes after the loop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import offline_env, payload, rss_kb
+
+BACKENDS = ["wandb", "mlflow", "tensorboard"]
+TABLE_EVERY = 10
+PROBES = 50
+
+
+class Workload:
+    """A trainer-like step: Python string work plus small matmuls on one thread."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        self.np = np
+        self.a = rng.standard_normal((192, 192))
+        self.b = rng.standard_normal((192, 192))
+        self.texts = [" ".join(f"tok{(i * 7 + j) % 101}" for j in range(60))
+                      for i in range(256)]
+
+    def step(self, step: int) -> tuple[list[float], float]:
+        scores = []
+        for i, text in enumerate(self.texts):
+            words = text.split()
+            hits = sum(1 for w in words if w.endswith(str((step + i) % 10)))
+            scores.append(hits / len(words) + len(set(words)) * 1e-3)
+        c = self.a
+        for _ in range(4):
+            c = self.np.tanh(c @ self.b * 0.01)
+        return scores, float(c.mean())
+
+
+def _table(step: int, scores: list[float]) -> tuple[list[str], list[list[Any]]]:
+    rows = [[f"prompt {step}-{i}", f"response {step}-{i} " * 8, scores[i], i % 3 == 0]
+            for i in range(16)]
+    return ["prompt", "response", "reward", "correct"], rows
+
+
+def _trackmux(mode: str, root: Path) -> Any:
+    import trackmux
+
+    run = trackmux.init(
+        project="b7", name=mode, backends=BACKENDS, dir=root / "spool",
+        delivery="thread" if mode == "trackmux-thread" else "process",
+        config={"trainer": {"total_steps": 400}, "actor": {"lr": 1e-6}},
+        backend_options={"wandb": {"mode": "offline", "dir": str(root / "wandb")},
+                         "mlflow": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}"},
+                         "tensorboard": {"root": str(root / "tensorboard")}})
+    return run
+
+
+def _verl(root: Path) -> Any:
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{root / 'mlflow-verl.db'}"
+    from verl.utils.tracking import Tracking
+
+    return Tracking(project_name="b7", experiment_name="verl", default_backend=BACKENDS,
+                    config={"trainer": {"total_steps": 400}, "actor": {"lr": 1e-6}})
+
+
+def one(mode: str, steps: int, root: Path) -> dict[str, Any]:
+    """Run the loop once in this process with ``mode``; return its figures."""
+    work = Workload()
+    work.step(0)  # warm numpy
+    tracker: Any = None
+    if mode.startswith("trackmux"):
+        tracker = _trackmux(mode, root)
+    elif mode == "verl":
+        tracker = _verl(root)
+    rss_start = rss_kb()[0]
+    start = time.perf_counter()
+    for step in range(steps):
+        scores, loss = work.step(step)
+        metrics = payload(step)
+        metrics["train/loss"] = loss
+        if tracker is not None:
+            if mode == "verl":
+                tracker.log(data=metrics, step=step)
+            else:
+                tracker.log(metrics, step=step)
+            if step % TABLE_EVERY == 0 and mode != "verl":
+                columns, rows = _table(step, scores)
+                tracker.log_table("val/generations", columns, rows, step=step)
+            elif step % TABLE_EVERY == 0:  # verl's table path: ValidationGenerationsLogger
+                from verl.utils.tracking import ValidationGenerationsLogger
+
+                samples = [(r[0], r[1], r[2]) for r in _table(step, scores)[1]]
+                ValidationGenerationsLogger("b7", "verl").log(BACKENDS, samples, step)
+    loop = time.perf_counter() - start
+    out: dict[str, Any] = {"mode": mode, "loop_s": loop, "rss_start_kb": rss_start,
+                           "rss_end_kb": rss_kb()[0], "rss_peak_kb": rss_kb()[1]}
+    out["modules"] = sorted(m for m in ("wandb", "mlflow", "tensorboard", "torch")
+                            if m in sys.modules)
+    if mode.startswith("trackmux"):
+        out["latency_ms"] = _latency(tracker)
+        t0 = time.perf_counter()
+        summary = tracker.finish(timeout=300)
+        out["finish_s"] = time.perf_counter() - t0
+        out["pending"] = summary.pending
+    elif mode == "verl":
+        t0 = time.perf_counter()
+        tracker.finish()
+        out["finish_s"] = time.perf_counter() - t0
+    return out
+
+
+def _latency(run: Any) -> dict[str, float]:
+    """Median ms from log() until each backend acknowledged that event."""
+    from benchmarks.common import wait_delivered
+
+    wait_delivered(run, 300)
+    samples: dict[str, list[float]] = {b: [] for b in BACKENDS}
+    for i in range(PROBES):
+        t0 = time.perf_counter()
+        run.log({"probe": float(i)}, step=100_000 + i)
+        run._spool.flush(10)
+        seq = run._spool.last_seq
+        waiting = set(BACKENDS)
+        deadline = t0 + 30
+        while waiting and time.perf_counter() < deadline:
+            state = run.delivery()
+            for name in list(waiting):
+                if state[name][0] >= seq:
+                    samples[name].append((time.perf_counter() - t0) * 1000)
+                    waiting.discard(name)
+            time.sleep(0.002)
+        time.sleep(0.05)  # a step's worth of spacing, so probes do not queue up
+    return {b: statistics.median(v) for b, v in samples.items() if v}
+
+
+def _has_verl() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("verl") is not None
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--modes", default="none,trackmux,trackmux-thread,verl")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:
+        result = one(args.one, args.steps, args.root)
+        print("B7RESULT " + json.dumps(result), flush=True)
+        return result
+    modes = [m for m in args.modes.split(",") if m != "verl" or _has_verl()]
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    with tempfile.TemporaryDirectory(prefix="trackmux-b7-") as tmp:
+        for r in range(args.rounds):
+            for mode in modes:
+                root = Path(tmp) / f"{mode}-{r}"
+                root.mkdir()
+                env = offline_env(root)
+                env.update({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                            "MKL_NUM_THREADS": "1", "TRACKMUX_DIR": str(root / "spool")})
+                done = subprocess.run(
+                    [sys.executable, "-m", "benchmarks.loop", "--one", mode, "--steps",
+                     str(args.steps), "--root", str(root)],
+                    env=env, capture_output=True, text=True, timeout=1800, check=False)
+                line = next((x for x in done.stdout.splitlines()
+                             if x.startswith("B7RESULT ")), None)
+                if line is None:
+                    raise RuntimeError(f"B7 {mode} failed:\n{done.stdout[-2000:]}\n"
+                                       f"{done.stderr[-4000:]}")
+                result = json.loads(line[len("B7RESULT "):])
+                runs[mode].append(result)
+                print(f"B7 round {r + 1} {mode:16s} loop {result['loop_s']:6.2f} s  "
+                      f"peak RSS {result['rss_peak_kb'] / 1024:7.1f} MB", flush=True)
+    summary = _summarize(runs)
+    for line in _lines(summary):
+        print(line)
+    if args.json:
+        args.json.write_text(json.dumps({"B7": summary, "runs": runs}, indent=2))
+    return summary
+
+
+def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    base = statistics.median(r["loop_s"] for r in runs["none"])
+    base_rss = statistics.median(r["rss_peak_kb"] for r in runs["none"]) / 1024
+    out: dict[str, Any] = {"none_loop_s": base, "none_rss_mb": base_rss, "modes": {}}
+    for mode, results in runs.items():
+        loop = statistics.median(r["loop_s"] for r in results)
+        rss = statistics.median(r["rss_peak_kb"] for r in results) / 1024
+        entry: dict[str, Any] = {"loop_s": loop, "overhead_pct": (loop / base - 1) * 100,
+                                 "rss_mb": rss, "rss_over_untracked_mb": rss - base_rss,
+                                 "modules_in_trainer": results[-1]["modules"]}
+        lat = [r["latency_ms"] for r in results if r.get("latency_ms")]
+        if lat:
+            entry["latency_ms"] = {b: statistics.median(x[b] for x in lat if b in x)
+                                   for b in BACKENDS}
+        if results[0].get("finish_s") is not None:
+            entry["finish_s"] = statistics.median(r["finish_s"] for r in results)
+        out["modes"][mode] = entry
+    return out
+
+
+def _lines(summary: dict[str, Any]) -> list[str]:
+    lines = [f"B7 loop overhead (median of rounds; untracked {summary['none_loop_s']:.2f} s, "
+             f"{summary['none_rss_mb']:.0f} MB peak RSS)"]
+    for mode, e in summary["modes"].items():
+        lat = e.get("latency_ms")
+        lat_txt = ("  log->backend " + ", ".join(f"{b} {v:.0f} ms" for b, v in lat.items())
+                   if lat else "")
+        lines.append(f"  {mode:16s} {e['loop_s']:6.2f} s  {e['overhead_pct']:+7.1f}%  "
+                     f"RSS {e['rss_over_untracked_mb']:+6.1f} MB{lat_txt}")
+    return lines
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""Where a live run's delivery workers run: a delivery process (the default) or threads here.
+
+Both hosts run the same :class:`~trackmux.core.delivery.DeliveryWorker` that ``trackmux
+sync`` runs, reading the spool. The difference is whose interpreter pays for the backend
+libraries:
+
+- :class:`ProcessDelivery` starts ``python -m trackmux.core.delivery_proc`` beside the
+  trainer. wandb, mlflow, swanlab and tensorboard are imported and run there, so their
+  CPU time, GIL holds, memory and crashes stay out of the training loop. The trainer
+  talks to it over two pipes: commits wake it (one byte, non-blocking), ``finish``
+  sends a target; it answers with progress and problems. A closed pipe tells it the
+  trainer is gone: it then delivers what was committed, marks the run crashed and exits.
+- :class:`ThreadDelivery` keeps the workers on threads of this process: for places that
+  cannot spawn a process, and for backends that exist only here (a plugin registered at
+  run time, or one registered with ``in_trainer=True`` such as the console).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from trackmux.core.backend import Backend, RunInfo
+from trackmux.core.delivery import DeliveryWorker, acquire_delivery_lock
+from trackmux.core.reporting import Reporter
+
+log = logging.getLogger("trackmux")
+
+DELIVERY_LOG = "delivery.log"
+MAX_RESTARTS = 3
+# Worker states after which a backend takes no more events from this host.
+TERMINAL = frozenset({"done", "failed", "stopped"})
+
+
+class ThreadDelivery:
+    """One worker thread per backend in this process (``delivery="thread"``)."""
+
+    mode = "thread"
+
+    def __init__(self, run_dir: Path, info: RunInfo,
+                 factories: Mapping[str, Callable[[], Backend]], reporter: Reporter) -> None:
+        locks = {name: acquire_delivery_lock(run_dir, name) for name in factories}
+        self.workers = [DeliveryWorker(name, factory, info, reporter, lock=locks[name])
+                        for name, factory in factories.items()]
+        for worker in self.workers:
+            worker.start()
+
+    @property
+    def names(self) -> list[str]:
+        return [w.name for w in self.workers]
+
+    def notify(self) -> None:
+        for worker in self.workers:
+            worker.notify()
+
+    def acked(self) -> dict[str, int]:
+        return {w.name: w.acked for w in self.workers}
+
+    def request_finish(self, target: int, status: str, deadline: float) -> None:
+        for worker in self.workers:
+            worker.finish(target, status, deadline)
+
+    def wait(self, target: int, deadline: float) -> None:
+        for worker in self.workers:
+            worker.join(max(0.0, deadline - time.monotonic()))
+
+    def abandon(self) -> str:
+        """Deadline passed: stop what is still running; the rest stays in the spool."""
+        for worker in self.workers:
+            if worker.thread.is_alive():
+                worker.stop()
+        return ""
+
+
+class ProcessDelivery:
+    """The run's delivery process, seen from the trainer."""
+
+    mode = "process"
+
+    def __init__(self, run_dir: Path, info: RunInfo, options: Mapping[str, Mapping[str, Any]],
+                 reporter: Reporter, *, orphan_timeout: float) -> None:
+        self.run_dir = run_dir
+        self._names = list(options)
+        self._reporter = reporter
+        self._config = {
+            "info": {"project": info.project, "name": info.name, "run_id": info.run_id,
+                     "run_dir": str(info.run_dir), "started_at": info.started_at,
+                     "tags": list(info.tags)},
+            "backends": {name: dict(opts) for name, opts in options.items()},
+            "parent": os.getpid(),
+            "orphan_timeout": orphan_timeout,
+        }
+        self._cond = threading.Condition()
+        self._send_lock = threading.Lock()
+        self._acked = {name: 0 for name in self._names}
+        self._states = {name: "starting" for name in self._names}
+        self._finish: dict[str, Any] | None = None
+        self._done = False      # the process said it finished its work
+        self._gone = False      # no process, and none will be started again
+        self._restarts = 0
+        self._control = -1
+        self.proc: subprocess.Popen[bytes] = self._spawn()
+        _live_hosts.add(self)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._names)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    # -- the trainer's side ------------------------------------------------------------
+    def notify(self) -> None:
+        """New events were committed: one byte down the pipe. Never blocks; a full pipe
+        already holds a wake-up, and a dead process is the monitor's business."""
+        if not self._send_lock.acquire(blocking=False):
+            return  # a message is being sent; it wakes the process too
+        try:
+            os.write(self._control, b"\n")
+        except (BlockingIOError, OSError):
+            pass
+        finally:
+            self._send_lock.release()
+
+    def acked(self) -> dict[str, int]:
+        with self._cond:
+            return dict(self._acked)
+
+    def request_finish(self, target: int, status: str, deadline: float) -> None:
+        with self._cond:
+            self._finish = {"target": target, "status": status,
+                            "wait": max(0.0, deadline - time.monotonic())}
+        self._send({"finish": self._finish}, deadline)
+
+    def wait(self, target: int, deadline: float) -> None:
+        with self._cond:
+            while not self._gone and not self._settled(target):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._cond.wait(min(remaining, 0.5))
+
+    def abandon(self) -> str:
+        """The trainer stops waiting. The process keeps delivering on its own, up to its
+        orphan deadline; say so, so the pending count is not mistaken for a loss."""
+        with self._cond:
+            still_running = not self._gone and not self._done
+        if still_running:
+            return (f"the delivery process (pid {self.proc.pid}) goes on delivering them for "
+                    f"up to {self._config['orphan_timeout']:.0f} s; log: "
+                    f"{self.run_dir / DELIVERY_LOG}")
+        return ""
+
+    def _settled(self, target: int) -> bool:
+        return all(self._acked[n] >= target or self._states[n] in TERMINAL
+                   for n in self._names)
+
+    def _send(self, message: dict[str, Any], deadline: float | None = None) -> bool:
+        data = orjson.dumps(message) + b"\n"
+        with self._send_lock:
+            while data:
+                try:
+                    written = os.write(self._control, data)
+                except BlockingIOError:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return False
+                    time.sleep(0.005)
+                    continue
+                except OSError:
+                    return False  # the process is gone; the monitor restarts it
+                data = data[written:]
+        return True
+
+    # -- starting and watching the process ----------------------------------------------
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        control_read, control_write = os.pipe()
+        status_read, status_write = os.pipe()
+        env = dict(os.environ)
+        # The child must import the same trackmux and plugins as this interpreter, even
+        # when they were put on sys.path by hand (a source checkout, a test runner).
+        paths = [p for p in sys.path if p and os.path.isabs(p)]
+        if env.get("PYTHONPATH"):
+            paths.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        logfile = open(self.run_dir / DELIVERY_LOG, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "trackmux.core.delivery_proc",
+                 str(control_read), str(status_write)],
+                stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile,
+                pass_fds=(control_read, status_write), env=env,
+                # its own session: Ctrl-C and the job's process-group signals reach the
+                # trainer, not the drain of what the trainer already logged
+                start_new_session=True)
+        finally:
+            logfile.close()
+            os.close(control_read)
+            os.close(status_write)
+        with contextlib.suppress(OSError):
+            os.chmod(self.run_dir / DELIVERY_LOG, 0o600)
+        with self._send_lock:
+            self._control = control_write
+            os.write(control_write, orjson.dumps(self._config) + b"\n")  # < pipe buffer
+        os.set_blocking(control_write, False)
+        if self._finish is not None:  # a restart after finish() began
+            self._send({"finish": self._finish})
+        threading.Thread(target=self._monitor, args=(proc, status_read),
+                         name=f"trackmux-delivery-monitor-{proc.pid}", daemon=True).start()
+        return proc
+
+    def _monitor(self, proc: subprocess.Popen[bytes], status_read: int) -> None:
+        """Read the process's reports until it exits, then reap it (no zombie) and start
+        another if it died before its work was done."""
+        with os.fdopen(status_read, "rb") as status:
+            for line in status:
+                try:
+                    message = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                self._handle(message)
+        code = proc.wait()
+        with self._send_lock:  # never write to a reused fd number
+            control, self._control = self._control, -1
+            with contextlib.suppress(OSError):
+                os.close(control)
+        with self._cond:
+            if self._done:
+                self._gone = True
+                self._cond.notify_all()
+                return
+            restart = self._restarts < MAX_RESTARTS
+            self._restarts += 1
+        if restart:
+            self._reporter.report("delivery", "process",
+                                  f"delivery process (pid {proc.pid}) exited with code {code} "
+                                  f"before its work was done; starting another "
+                                  f"(log: {self.run_dir / DELIVERY_LOG})")
+            time.sleep(min(2.0, 0.25 * self._restarts))
+            try:
+                self.proc = self._spawn()
+                return
+            except OSError as exc:
+                self._reporter.report("delivery", "spawn", f"cannot start: {exc}")
+        self._reporter.report(
+            "delivery", "gave-up",
+            f"the delivery process died {self._restarts} times; events stay in the spool. "
+            f"Deliver them with: trackmux sync {self.run_dir}")
+        with self._cond:
+            self._gone = True
+            self._cond.notify_all()
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        if "problem" in message:
+            self._reporter.replay(*message["problem"])
+            return
+        with self._cond:
+            if "acked" in message:
+                self._acked.update(message["acked"])
+            if "state" in message:
+                self._states.update(message["state"])
+            if message.get("done"):
+                self._done = True
+            self._cond.notify_all()
+
+
+_live_hosts: weakref.WeakSet[ProcessDelivery] = weakref.WeakSet()
+
+
+def _close_in_forked_child() -> None:
+    """A process forked from the trainer (a DataLoader worker) must not keep the control
+    pipe open, or the delivery process would not see the trainer's death until it exits."""
+    for host in list(_live_hosts):
+        control, host._control = host._control, -1
+        with contextlib.suppress(OSError):
+            os.close(control)
+
+
+os.register_at_fork(after_in_child=_close_in_forked_child)

@@ -1,0 +1,199 @@
+"""The delivery process: ``python -m trackmux.core.delivery_proc CONTROL_FD STATUS_FD``.
+
+Started by :class:`~trackmux.core.delivery_host.ProcessDelivery` for one live run. It
+reads its set-up (run, backends and their options, which never touch the disk) as the
+first line of the control pipe, then runs one ``DeliveryWorker`` per backend, the same
+worker ``trackmux sync`` runs, so backend libraries load in this interpreter only.
+
+Control pipe (trainer -> here): an empty line is a wake-up after a commit; a JSON line
+``{"finish": {"target": N, "status": S}}`` says the trainer finished. End of file
+without ``finish`` means the trainer is gone (SIGKILL, OOM, ``os._exit``, segfault); so
+does a changed parent pid, checked every second (a forked child of the trainer may hold
+the pipe open). Either way this process delivers every committed event, marks the run
+crashed, and exits at the latest at the orphan deadline.
+
+Status pipe (here -> trainer): JSON lines with progress and forwarded problems.
+stdout and stderr are ``delivery.log`` in the run directory, never the trainer's.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from trackmux.core.backend import RunInfo
+from trackmux.core.delivery import DeliveryWorker, Progress, acquire_delivery_lock
+from trackmux.core.errors import SpoolLockedError
+from trackmux.core.registry import get_registry
+from trackmux.core.reporting import Reporter
+from trackmux.core.spool_reader import SpoolReader
+
+log = logging.getLogger("trackmux")
+
+# After SIGTERM, keep draining this long before exiting; the rest stays in the spool.
+DEFAULT_GRACE = 10.0
+PARENT_CHECK = 1.0
+
+
+class DeliveryProcess:
+    """The run's workers plus the two pipes, inside the delivery process."""
+
+    def __init__(self, config: dict[str, Any], status: BinaryIO) -> None:
+        info = config["info"]
+        self.info = RunInfo(info["project"], info["name"], info["run_id"],
+                            Path(info["run_dir"]), float(info["started_at"]),
+                            tuple(info["tags"]))
+        self.parent = int(config["parent"])
+        self.orphan_timeout = float(config["orphan_timeout"])
+        self.deadline: float | None = None
+        self._status = status
+        self._status_lock = threading.Lock()
+        self._event = threading.Event()  # wakes the main loop: finish, EOF, signal
+        self._finish: dict[str, Any] | None = None
+        self._orphaned: str | None = None
+        self.reporter = Reporter(listener=self._forward)
+        self.workers: list[DeliveryWorker] = []
+        registry = get_registry()
+        for name, options in config["backends"].items():
+            try:
+                spec = registry.backend(name)
+                lock = acquire_delivery_lock(self.info.run_dir, name)
+            except (SpoolLockedError, Exception) as exc:
+                self.reporter.report(name, "start", f"{type(exc).__name__}: {exc}")
+                self._send({"state": {name: "failed"}})
+                continue
+            self.workers.append(DeliveryWorker(
+                name, functools.partial(spec.factory, dict(options)), self.info,
+                self.reporter, lock=lock, on_progress=self._progress))
+
+    # -- messages to the trainer ---------------------------------------------------------
+    def _send(self, message: dict[str, Any]) -> None:
+        data = orjson.dumps(message) + b"\n"
+        with self._status_lock:
+            try:
+                self._status.write(data)
+                self._status.flush()
+            except OSError:
+                pass  # the trainer is gone; nobody to tell
+
+    def _forward(self, op: str, backend: str, kind: str, message: str) -> None:
+        self._send({"problem": [op, backend, kind, message]})
+
+    def _progress(self, progress: Progress) -> None:
+        self._send({"acked": {progress.backend: progress.acked},
+                    "state": {progress.backend: progress.state}})
+        if progress.state in ("done", "failed", "stopped"):
+            self._event.set()
+
+    # -- control ------------------------------------------------------------------------
+    def read_control(self, control: BinaryIO) -> None:
+        """Thread: wake-ups and finish from the trainer; EOF without finish = trainer gone."""
+        for line in control:
+            line = line.strip()
+            if not line:
+                for worker in self.workers:
+                    worker.notify()
+                continue
+            try:
+                message = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                log.warning("trackmux delivery: unreadable control line %r", line[:100])
+                continue
+            if "finish" in message:
+                self._finish = message["finish"]
+                self._event.set()
+        if self._finish is None:
+            self._orphaned = "the trainer closed its pipe without finish()"
+            self._event.set()
+
+    def on_sigterm(self, signum: int, frame: object) -> None:
+        grace = float(os.environ.get("TRACKMUX_DELIVERY_GRACE") or DEFAULT_GRACE)
+        log.warning("trackmux delivery: SIGTERM; draining for at most %.1f s more", grace)
+        self._set_deadline(time.monotonic() + grace)
+        self._event.set()
+
+    def _set_deadline(self, deadline: float) -> None:
+        self.deadline = deadline if self.deadline is None else min(self.deadline, deadline)
+
+    def run(self) -> int:
+        for worker in self.workers:
+            worker.start()
+        self._send({"ready": os.getpid()})
+        started_finish = False
+        while True:
+            self._event.wait(PARENT_CHECK)
+            self._event.clear()
+            if self._orphaned is None and self._finish is None and \
+                    os.getppid() != self.parent:
+                self._orphaned = f"the trainer (pid {self.parent}) is gone"
+            if not started_finish and (self._finish is not None or self._orphaned):
+                started_finish = True
+                self._start_finish()
+            if not any(w.thread.is_alive() for w in self.workers):
+                break
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                log.warning("trackmux delivery: deadline reached; what is left stays in the "
+                            "spool for trackmux sync")
+                for worker in self.workers:
+                    worker.stop()
+                for worker in self.workers:
+                    worker.join(5.0)
+                break
+        self._send({"done": True, "acked": {w.name: w.acked for w in self.workers}})
+        return 0
+
+    def _start_finish(self) -> None:
+        # at least as long as the trainer waits, then the orphan deadline
+        waits = float((self._finish or {}).get("wait", 0.0))
+        self._set_deadline(time.monotonic() + max(self.orphan_timeout, waits))
+        assert self.deadline is not None
+        if self._finish is not None:
+            target, status = int(self._finish["target"]), str(self._finish["status"])
+        else:
+            log.warning("trackmux delivery: %s; delivering what it committed", self._orphaned)
+            target, status = self._mark_crashed()
+        log.info("trackmux delivery: finishing at seq %d (%s)", target, status)
+        for worker in self.workers:
+            worker.finish(target, status, self.deadline)
+
+    def _mark_crashed(self) -> tuple[int, str]:
+        reader = SpoolReader(self.info.run_dir)
+        try:
+            reader.mark_crashed()
+            return reader.last_seq(), "crashed"
+        finally:
+            reader.close()
+
+
+def main(argv: list[str]) -> int:
+    control_fd, status_fd = int(argv[1]), int(argv[2])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's; we drain
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s %(process)d %(threadName)s %(levelname)s "
+                               "%(name)s: %(message)s")
+    control = os.fdopen(control_fd, "rb")
+    status = os.fdopen(status_fd, "wb")
+    config = orjson.loads(control.readline())
+    log.info("trackmux delivery: run %s, backends %s", config["info"]["run_id"],
+             ", ".join(config["backends"]))
+    host = DeliveryProcess(config, status)
+    signal.signal(signal.SIGTERM, host.on_sigterm)
+    threading.Thread(target=host.read_control, args=(control,), name="trackmux-control",
+                     daemon=True).start()
+    code = host.run()
+    log.info("trackmux delivery: exiting, acknowledged %s",
+             {w.name: w.acked for w in host.workers})
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
