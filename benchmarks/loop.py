@@ -1,6 +1,7 @@
 """B7: what tracking costs a CPU-bound training loop, not one call.
 
-    python -m benchmarks.loop [--steps 400] [--rounds 3] [--json out.json]
+    python -m benchmarks.loop [--steps 400] [--rounds 3] [--out out.json]
+    python -m benchmarks --only B7            # as one session of the benchmark run
 
 The loop stands in for an RL trainer's Python-heavy step (about 9 ms here): it scores
 256 generated strings in Python and runs a few matrix products on one BLAS thread. Every
@@ -172,9 +173,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="none,trackmux,trackmux-thread,verl")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--out", type=Path, help="write {'B7': ...} here as JSON")
+    parser.add_argument("--root", type=Path, help="where the runs' files go (default: tmp)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
-    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         result = one(args.one, args.steps, args.root)
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return result
     modes = [m for m in args.modes.split(",") if m != "verl" or _has_verl()]
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
-    with tempfile.TemporaryDirectory(prefix="trackmux-b7-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trackmux-b7-", dir=args.root) as tmp:
         for r in range(args.rounds):
             for mode in modes:
                 root = Path(tmp) / f"{mode}-{r}"
@@ -206,8 +207,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary = _summarize(runs)
     for line in _lines(summary):
         print(line)
-    if args.json:
-        args.json.write_text(json.dumps({"B7": summary, "runs": runs}, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps({"B7": {**summary, "runs": runs}}, indent=2))
     return summary
 
 

@@ -27,6 +27,7 @@ SESSIONS = {  # session -> (module, benchmarks it produces)
     "live": ("benchmarks.live", ["B1", "B6", "B2"]),
     "ingest": ("benchmarks.ingest", ["B3"]),
     "resync": ("benchmarks.resync", ["B4"]),
+    "loop": ("benchmarks.loop", ["B7"]),
 }
 
 
@@ -42,6 +43,8 @@ def _session_args(name: str, quick: bool, b3_seconds: float, ceiling_points: int
         return sizes + (["--ceiling-points", str(ceiling_points)] if ceiling_points else [])
     if name == "startup":
         return ["--repeat", "2" if quick else "5"]
+    if name == "loop":
+        return ["--steps", "100", "--rounds", "1"] if quick else []
     return []
 
 
@@ -138,6 +141,27 @@ def table(res: dict[str, Any]) -> list[list[str]]:
                          f"{g['seconds']:.2f} s", f"deadline {g['deadline_s']:.1f} s",
                          f"pending {sum(g['pending'].values())} events kept",
                          "returns by the deadline", _check(g["respected"])])
+    b7 = res.get("B7")
+    if b7:
+        base = b7["none_loop_s"]
+        tm = b7["modes"].get("trackmux")
+        others = ", ".join(f"{m} {e['overhead_pct']:+.0f}%" for m, e in b7["modes"].items()
+                           if m not in ("none", "trackmux"))
+        if tm:
+            rows.append(["B7", f"CPU-bound loop overhead, wandb+mlflow+tensorboard "
+                         f"(untracked {base:.2f} s)", f"{tm['overhead_pct']:+.1f}%", others,
+                         "-", "<= 5%", _check(tm["overhead_pct"] <= 5)])
+            rows.append(["B7", "trainer peak RSS over the untracked loop",
+                         f"{tm['rss_over_untracked_mb']:+.1f} MB",
+                         ", ".join(f"{m} {e['rss_over_untracked_mb']:+.0f} MB"
+                                   for m, e in b7["modes"].items()
+                                   if m not in ("none", "trackmux")),
+                         "-", "<= 30 MB", _check(tm["rss_over_untracked_mb"] <= 30)])
+            lat = tm.get("latency_ms", {})
+            if lat:
+                rows.append(["B7", "log() -> backend acknowledged, median",
+                             ", ".join(f"{b} {v:.0f} ms" for b, v in lat.items()), "-", "-",
+                             "<= 200 ms", _check(max(lat.values()) <= 200)])
     return rows
 
 
@@ -150,7 +174,7 @@ def render(rows: list[list[str]]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m benchmarks")
-    ap.add_argument("--only", default="", help="comma list of B1..B6 (sessions run whole)")
+    ap.add_argument("--only", default="", help="comma list of B1..B7 (sessions run whole)")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     ap.add_argument("--b3-seconds", type=float, default=30.0)
     ap.add_argument("--ceiling-points", type=int, default=0,

@@ -111,6 +111,15 @@ class MlflowReadback:
                 for key in run.data.metrics}
 
 
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def wait_until(predicate: Any, timeout: float, interval: float = 0.2) -> bool:
     """Poll ``predicate`` until true or ``timeout`` seconds pass (bounded, never forever)."""
     deadline = time.monotonic() + timeout

@@ -18,20 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import HERE, child_env, cursor, spooled, wait_until
+from _support import HERE, child_env, cursor, process_alive, spooled, wait_until
 
 pytest.importorskip("mlflow")
 
 STEPS = 300
 
 
-def _alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+_alive = process_alive
 
 
 def _start(tmp_path: Path, end: str, steps: int = STEPS, **env: str) -> subprocess.Popen[str]:

@@ -42,6 +42,8 @@ OPTIONS = {
     "finish_timeout": "timeout",
     "tags": "tags",
     "max_spool_bytes": "max_spool_bytes",
+    "delivery": "delivery",
+    "orphan_timeout": "orphan_timeout",
 }
 GENERATIONS_KEY = "val/generations"
 GENERATIONS_COLUMNS = ("step", "input", "output", "score")
@@ -165,7 +167,9 @@ class Tracking:
         message = (f"trackmux {trackmux.__version__} is tracking this verl run: backends "
                    f"{','.join(ours) or 'none'}"
                    + (f" (verl's own: {','.join(theirs)})" if theirs else "")
-                   + f"; spool {self.run.dir}")
+                   + f"; spool {self.run.dir}"
+                   + (f"; delivery process pid {pid}, log {self.run.dir}/delivery.log"
+                      if (pid := getattr(self.run, "delivery_pid", None)) else ""))
         if log.isEnabledFor(logging.INFO):
             log.info(message)
         else:  # verl sets the root logger to WARNING; the line must still be seen
