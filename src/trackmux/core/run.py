@@ -25,7 +25,7 @@ from typing import Any
 
 import filelock
 
-from trackmux.core import normalize, redact, settings
+from trackmux.core import normalize, redact, settings, signals
 from trackmux.core.backend import RunInfo
 from trackmux.core.delivery_host import ProcessDelivery, ThreadDelivery
 from trackmux.core.errors import RunFinishedError
@@ -87,6 +87,7 @@ class Run:
         self._finished = False
         self._summary: FinishSummary | None = None
         self._finish_lock = threading.Lock()
+        self._finishing_thread: int | None = None
         self._pid = os.getpid()
         self._reporter = Reporter()
         self._deliveries: list[ThreadDelivery | ProcessDelivery] = []
@@ -110,6 +111,7 @@ class Run:
             self.log_config(config)
         self._deliveries = self._start_delivery(specs, options, delivery, orphan_timeout)
         _live_runs.add(self)
+        signals.install(lambda: list(_live_runs))
         threading.Thread(target=_warm_image_imports, name="trackmux-warm-imports",
                          daemon=True).start()
 
@@ -189,44 +191,83 @@ class Run:
         """Deliver what can be delivered within ``timeout`` seconds, then close. Idempotent.
 
         What is not delivered by then stays in the spool and is reported with the
-        ``trackmux sync`` command that delivers it."""
+        ``trackmux sync`` command that delivers it. Called again from a signal handler
+        while this thread is already inside ``finish()``, it returns at once with the
+        progress so far (status "finishing") instead of deadlocking."""
+        if self._summary is not None:
+            return self._summary
+        if self._finishing_thread == threading.get_ident():
+            return self._progress_summary("finishing")
         with self._finish_lock:
             if self._summary is not None:
                 return self._summary
-            self._finished = True
-            if self._pid != os.getpid():
-                self._summary = FinishSummary("forked", 0)
-                return self._summary
-            budget = settings.finish_timeout(timeout if timeout is not None
-                                             else self.finish_timeout)
-            deadline = time.monotonic() + budget
-            status = "finished" if exit_code == 0 else "failed"
-            self._spool.set_meta(state=status, finished_at=time.time(), exit_code=exit_code)
-            self._spool.flush(budget)
-            target = self._spool.last_seq
-            for host in self._deliveries:
-                host.request_finish(target, status, deadline)
-            for host in self._deliveries:
-                host.wait(target, deadline)
-            acked = self._acked()
-            pending = {name: target - n for name, n in acked.items() if n < target}
-            later = [note for note in (host.abandon() for host in self._deliveries) if note]
-            self._spool.close(max(0.5, deadline - time.monotonic()))
-            self._run_lock.release()
-            _live_runs.discard(self)
-            summary = FinishSummary(status, target, acked, pending, self._reporter.problems(),
-                                    self._spool.status.dropped)
-            if pending:
-                names = ",".join(pending)
-                log.warning("trackmux: run %s finished with undelivered events %s; they are "
-                            "kept in the spool%s. Deliver them with: trackmux sync %s --to %s",
-                            self.id, pending, "".join(f"; {n}" for n in later), self.dir,
-                            names)
-            if summary.dropped:
-                log.error("trackmux: run %s dropped %d events because the spool was full",
-                          self.id, summary.dropped)
-            self._summary = summary
-            return summary
+            self._finishing_thread = threading.get_ident()
+            try:
+                self._summary = self._finish(timeout, exit_code)
+            finally:
+                self._finishing_thread = None
+            return self._summary
+
+    def _finish(self, timeout: float | None, exit_code: int) -> FinishSummary:
+        self._finished = True
+        if self._pid != os.getpid():
+            return FinishSummary("forked", 0)
+        budget = settings.finish_timeout(timeout if timeout is not None
+                                         else self.finish_timeout)
+        deadline = time.monotonic() + budget
+        status = "finished" if exit_code == 0 else "failed"
+        self._spool.set_meta(state=status, finished_at=time.time(), exit_code=exit_code)
+        self._spool.flush(budget)
+        target = self._spool.last_seq
+        for host in self._deliveries:
+            host.request_finish(target, status, deadline)
+        for host in self._deliveries:
+            host.wait(target, deadline)
+        acked = self._acked()
+        later = [note for note in (host.abandon() for host in self._deliveries) if note]
+        # Events still queued when the deadline came (a burst right before a short
+        # timeout) are committed now, after delivery stopped: they count as pending.
+        self._spool.close(max(0.5, deadline - time.monotonic()))
+        total = self._spool.last_seq + self._spool.queued
+        pending = {name: total - n for name, n in acked.items() if n < total}
+        self._run_lock.release()
+        _live_runs.discard(self)
+        summary = FinishSummary(status, total, acked, pending, self._reporter.problems(),
+                                self._spool.status.dropped)
+        if pending:
+            names = ",".join(pending)
+            log.warning("trackmux: run %s finished with undelivered events %s; they are "
+                        "kept in the spool%s. Deliver them with: trackmux sync %s --to %s",
+                        self.id, pending, "".join(f"; {n}" for n in later), self.dir, names)
+        if summary.dropped:
+            log.error("trackmux: run %s dropped %d events because the spool was full",
+                      self.id, summary.dropped)
+        return summary
+
+    def _terminated(self) -> None:
+        """SIGTERM with its default action is about to end this process: commit what is
+        queued and mark the run failed; the delivery process delivers the rest."""
+        if self._finished or self._pid != os.getpid():
+            return
+        self._finished = True
+
+        def commit() -> None:
+            self._spool.set_meta(state="failed", finished_at=time.time(),
+                                 exit_code=signals.SIGTERM_EXIT_CODE)
+            self._spool.close(signals.FLUSH_SECONDS)
+
+        # On another thread: the signal may have interrupted this thread inside append()
+        # while it held the spool's lock; then the wait below ends at its bound.
+        worker = threading.Thread(target=commit, name="trackmux-sigterm", daemon=True)
+        worker.start()
+        worker.join(signals.FLUSH_SECONDS + 0.5)
+
+    def _progress_summary(self, status: str) -> FinishSummary:
+        total = self._spool.last_seq + self._spool.queued
+        acked = self._acked()
+        return FinishSummary(status, total, acked,
+                             {name: total - n for name, n in acked.items() if n < total},
+                             self._reporter.problems(), self._spool.status.dropped)
 
     def __enter__(self) -> Run:
         return self
@@ -413,8 +454,9 @@ def _version() -> str:
 @atexit.register
 def _finish_at_exit() -> None:
     failed = hasattr(sys, "last_value") and sys.last_value is not None
+    code = signals.SIGTERM_EXIT_CODE if signals.received else 1 if failed else 0
     for run in list(_live_runs):
         try:
-            run.finish(exit_code=1 if failed else 0)
+            run.finish(exit_code=code)
         except Exception:  # never turn interpreter exit into a traceback storm
             log.exception("trackmux: finishing run %s at exit failed", run.id)

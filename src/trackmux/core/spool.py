@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 
 from trackmux.core import codec
+from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import Event
 
 log = logging.getLogger("trackmux")
@@ -145,8 +146,11 @@ class SpoolWriter:
 
     # -- caller side -------------------------------------------------------------------
     def append(self, event: Event) -> None:
-        """Queue one event; in strict mode wait until it is committed."""
+        """Queue one event; in strict mode wait until it is committed. After ``close()``
+        began it raises instead of queueing an event no writer would take."""
         with self._lock:
+            if self._closing:
+                raise RunFinishedError(f"the spool {self.path} is closed; the run is finished")
             overflow = len(self._queue) >= self.max_buffered
             if overflow:
                 self.status.dropped += 1
@@ -204,10 +208,17 @@ class SpoolWriter:
     def last_seq(self) -> int:
         return int(self._last_seq)
 
+    @property
+    def queued(self) -> int:
+        """Events appended but not committed (yet)."""
+        with self._lock:
+            return len(self._queue)
+
     def close(self, timeout: float | None = None) -> bool:
         """Commit what is queued (within ``timeout``) and stop the writer thread."""
         done = self.flush(timeout)
-        self._closing = True
+        with self._lock:  # from now on append() raises: nothing is queued unseen
+            self._closing = True
         if not done and self.status.full is not None:
             # The spool cannot take them and the process is about to go: count them now
             # (the writer counts a batch it holds) so dropped_events and finish() say so.
