@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _support import MLFLOW_ENV, CallTimer, MlflowReadback, cli, cursor, spooled
+from _support import MLFLOW_ENV, CallTimer, MlflowReadback, cli, cursor, spooled, wait_until
 
 import trackmux
 
@@ -78,6 +78,8 @@ def offline_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OfflineRun
                 timer.call("first log_image" if first_image else "log_image", run.log_image,
                            "rollout/heatmap", image, step=step, caption=f"step {step}")
                 first_image = False
+        # the delivery process imports mlflow and reports the dead server to this process
+        assert wait_until(lambda: [p.backend for p in run.problems()] == ["mlflow"], 120)
         start = time.monotonic()
         summary = run.finish(timeout=FINISH_TIMEOUT)
         finish_seconds = time.monotonic() - start

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -273,6 +274,37 @@ class ProcessDelivery:
             if message.get("done"):
                 self._done = True
             self._cond.notify_all()
+
+
+def stop_orphaned_delivery(run_dir: Path, meta: Mapping[str, Any], wait: float = 15.0) -> bool:
+    """Before ``trackmux sync`` delivers a run by hand: a delivery process that outlived
+    its trainer (still retrying a backend that was down) holds the delivery locks. Ask it
+    to hand over (SIGUSR1: stop now, keep what it acknowledged) and wait until it is gone.
+    A run whose trainer is still alive is left alone. Returns True if one was stopped."""
+    from trackmux.core.runs import lock_is_held
+
+    pid = meta.get("delivery_pid")
+    if not isinstance(pid, int) or lock_is_held(run_dir) or not _is_delivery_process(pid):
+        return False
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and _is_delivery_process(pid):
+        time.sleep(0.05)
+    return True
+
+
+def _is_delivery_process(pid: int) -> bool:
+    """True if ``pid`` is alive (not a zombie) and runs trackmux's delivery process."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+    except OSError:
+        return False
+    return b"trackmux.core.delivery_proc" in cmdline
 
 
 _live_hosts: weakref.WeakSet[ProcessDelivery] = weakref.WeakSet()

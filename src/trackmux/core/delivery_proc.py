@@ -121,6 +121,13 @@ class DeliveryProcess:
         self._set_deadline(time.monotonic() + grace)
         self._event.set()
 
+    def on_handover(self, signum: int, frame: object) -> None:
+        """SIGUSR1 from ``trackmux sync``: the user delivers this run by hand now; stop at
+        once and release the delivery locks (acknowledged progress is kept)."""
+        log.warning("trackmux delivery: handing over to trackmux sync; stopping now")
+        self._set_deadline(time.monotonic())
+        self._event.set()
+
     def _set_deadline(self, deadline: float) -> None:
         self.deadline = deadline if self.deadline is None else min(self.deadline, deadline)
 
@@ -187,6 +194,7 @@ def main(argv: list[str]) -> int:
              ", ".join(config["backends"]))
     host = DeliveryProcess(config, status)
     signal.signal(signal.SIGTERM, host.on_sigterm)
+    signal.signal(signal.SIGUSR1, host.on_handover)
     threading.Thread(target=host.read_control, args=(control,), name="trackmux-control",
                      daemon=True).start()
     code = host.run()

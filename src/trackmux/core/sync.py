@@ -16,6 +16,7 @@ from typing import Any
 
 from trackmux.core.backend import Backend, RunInfo
 from trackmux.core.delivery import DeliveryWorker, Progress, acquire_delivery_lock
+from trackmux.core.delivery_host import stop_orphaned_delivery
 from trackmux.core.registry import get_registry
 from trackmux.core.reporting import Problem, Reporter
 from trackmux.core.spool_reader import SpoolReader
@@ -56,7 +57,9 @@ def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
     try:
         info = run_info(run_dir, reader)
         target = reader.last_seq()
-        status = str(reader.meta().get("state") or "crashed")
+        meta = reader.meta()
+        status = str(meta.get("state") or "crashed")
+        stop_orphaned_delivery(run_dir, meta)
         locks = {name: acquire_delivery_lock(run_dir, name) for name in factories}
     finally:
         reader.close()
