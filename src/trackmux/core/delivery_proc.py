@@ -204,4 +204,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_code = main(sys.argv)
+    # Not sys.exit: a backend library's non-daemon threads or atexit hooks (a request
+    # stuck on a hung server) must not keep this process, and its delivery locks, alive.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
