@@ -10,6 +10,7 @@ appends the rest. Nothing here imports Ray at module import.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -162,10 +163,8 @@ class RaySinkHost:
         self._thread.join(max(0.1, deadline - time.monotonic()))
         self._stop.set()
         self._thread.join(1.0)
-        try:
+        with contextlib.suppress(Exception):  # already gone with its node or the cluster
             ray.kill(self.actor, no_restart=True)
-        except Exception:  # already gone with its node or the cluster
-            pass
 
 
 class RayTransport:
