@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from trackmux.core import normalize
@@ -81,6 +81,7 @@ class AttachedRun:
         self._connected = False
         self._warned: set[str] = set()
         self._send_lock = threading.Lock()
+        self._before_flush: list[Callable[[], None]] = []
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="trackmux-attach-flusher",
@@ -152,9 +153,15 @@ class AttachedRun:
         """True once the sink is gone: calls are then no-ops."""
         return self._gone
 
+    def add_before_flush(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` before each send (integrations that group rows, e.g. verl's
+        rollout traces, emit what is ready)."""
+        self._before_flush.append(callback)
+
     def flush(self, timeout: float = 10.0) -> bool:
         """Send everything logged so far; False if it could not all be sent in time."""
         deadline = time.monotonic() + timeout
+        self._run_before_flush()
         while time.monotonic() < deadline:
             self._send_all(deadline)
             if not self._queue or self._gone:
@@ -222,10 +229,18 @@ class AttachedRun:
             self._wake.clear()
             if self._stop.is_set():
                 break
+            self._run_before_flush()
             try:
                 self._send_all(time.monotonic() + 30.0)
             except Exception:  # the flusher must never die silently nor raise anywhere
                 log.exception("trackmux: attached worker could not send its batch")
+
+    def _run_before_flush(self) -> None:
+        for callback in self._before_flush:
+            try:
+                callback()
+            except Exception:  # an integration's grouping must not stop the flusher
+                log.exception("trackmux: a before-flush callback of an attached run failed")
 
     def _send_all(self, deadline: float) -> None:
         with self._send_lock:

@@ -1,0 +1,105 @@
+"""``rollout.trace.backend=trackmux``: verl's traced agent-loop calls become rows of a trace
+table in the run, and verl's ``trace=False`` (its per-worker sample cap) is kept."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+pytest.importorskip("verl")
+
+
+def test_trace_op_is_replaced_on_import_verl() -> None:
+    import verl  # noqa: F401
+    from verl.utils import rollout_trace as rt
+
+    from trackmux.integrations import verl_trace
+
+    assert rt.rollout_trace_op is verl_trace.rollout_trace_op
+
+
+def test_traced_calls_become_rows_of_the_trace_table(tracker_env: dict[str, Path]) -> None:
+    import verl  # noqa: F401
+    import verl.utils.tracking as vt
+    from verl.utils import rollout_trace as rt
+
+    from trackmux.integrations import verl_trace
+
+    class Client:
+        @rt.rollout_trace_op
+        async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]
+                           ) -> dict[str, Any]:
+            if prompt_ids == [13]:
+                raise RuntimeError("server went away")
+            return {"token_ids": [t + 1 for t in prompt_ids]}
+
+        @rt.rollout_trace_op
+        def score(self, text: str) -> float:
+            return float(len(text))
+
+    tracking = vt.Tracking(project_name="traces", experiment_name="exp",
+                           default_backend=["file"], config={})
+    rt.RolloutTraceConfig.reset()
+    rt.RolloutTraceConfig.init("traces", "exp", "trackmux", False, 2)
+    client = Client()
+
+    async def rollout(index: int, traced: bool) -> None:
+        with rt.rollout_trace_attr(sample_index=index, step=3, rollout_n=0, trace=traced):
+            await client.generate([index], {"temperature": 1.0})
+            client.score("abc")
+
+    async def main() -> None:
+        # verl's per-worker cap chose samples 0 and 1; the others run with trace=False
+        await asyncio.gather(*(rollout(i, i < 2) for i in range(5)))
+        with rt.rollout_trace_attr(sample_index=9, step=4, rollout_n=1, trace=True), \
+                pytest.raises(RuntimeError):
+            await client.generate([13], {})
+
+    try:
+        asyncio.run(main())
+        verl_trace.flush()
+        tracking.finish()
+    finally:
+        rt.RolloutTraceConfig.reset()
+    path = tracker_env["file_root"] / "traces" / "exp.tables.jsonl"
+    tables = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    role = f"pid{os.getpid()}"
+    assert {t["key"] for t in tables} == {f"{role}/rollout_trace"}
+    assert [t["step"] for t in tables] == [3, 4]
+    assert tables[0]["columns"] == list(verl_trace.COLUMNS)
+    rows = tables[0]["rows"]
+    assert sorted((r[1], r[4].rsplit(".", 1)[-1]) for r in rows) == [
+        (0, "generate"), (0, "score"), (1, "generate"), (1, "score")]
+    generate = next(r for r in rows if r[1] == 0 and r[4].endswith("generate"))
+    assert generate[5] == "success"
+    assert orjson.loads(generate[6]) == {"prompt_ids": [0],
+                                         "sampling_params": {"temperature": 1.0}}
+    assert orjson.loads(generate[7]) == {"token_ids": [1]}
+    (error_row,) = tables[1]["rows"]
+    assert error_row[:4] == [4, 9, 1, False]
+    assert error_row[5] == "error: RuntimeError: server went away"
+
+
+def test_other_trace_backends_stay_verls(tracker_env: dict[str, Path]) -> None:
+    import verl  # noqa: F401
+    from verl.utils import rollout_trace as rt
+
+    calls: list[str] = []
+
+    class Client:
+        @rt.rollout_trace_op
+        def score(self, text: str) -> float:
+            calls.append(text)
+            return 1.0
+
+    rt.RolloutTraceConfig.reset()
+    try:
+        assert Client().score("x") == 1.0  # no backend: verl's path, nothing recorded
+    finally:
+        rt.RolloutTraceConfig.reset()
+    assert calls == ["x"]
