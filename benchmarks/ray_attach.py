@@ -1,7 +1,7 @@
 """B8: Ray workers attached to the driver's run (``trackmux.attach``), on a local cluster.
 
     python -m benchmarks.ray_attach                    # 4 and 16 workers
-    python -m benchmarks.ray_attach --workers 4 --steps 500 --json out.json
+    python -m benchmarks.ray_attach --workers 4 --steps 2000 --json out.json
 
 Per worker count: every worker (a Ray actor, ``num_cpus=0``) attaches with a role and logs
 ``--steps`` steps of ``--metrics`` floats as fast as it can, timing each ``log()`` call.
@@ -109,7 +109,7 @@ def measure(ray: Any, workers: int, steps: int, metrics: int, root: Path) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="4,16")
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--metrics", type=int, default=10)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

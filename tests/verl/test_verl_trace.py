@@ -21,6 +21,10 @@ def test_trace_op_is_replaced_on_import_verl() -> None:
     from trackmux.integrations import verl_trace
 
     assert rt.rollout_trace_op is verl_trace.rollout_trace_op
+    # verl's own agent-loop code, imported after verl, is decorated by the trackmux op
+    from verl.experimental.agent_loop.agent_loop import LLMServerClient
+
+    assert LLMServerClient.generate.__code__.co_filename == verl_trace.__file__
 
 
 def test_traced_calls_become_rows_of_the_trace_table(tracker_env: dict[str, Path]) -> None:
