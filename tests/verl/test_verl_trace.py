@@ -15,7 +15,6 @@ pytest.importorskip("verl")
 
 
 def test_trace_op_is_replaced_on_import_verl() -> None:
-    import verl  # noqa: F401
     from verl.utils import rollout_trace as rt
 
     from trackmux.integrations import verl_trace
@@ -28,7 +27,6 @@ def test_trace_op_is_replaced_on_import_verl() -> None:
 
 
 def test_traced_calls_become_rows_of_the_trace_table(tracker_env: dict[str, Path]) -> None:
-    import verl  # noqa: F401
     import verl.utils.tracking as vt
     from verl.utils import rollout_trace as rt
 
@@ -90,8 +88,8 @@ def test_traced_calls_become_rows_of_the_trace_table(tracker_env: dict[str, Path
 
 
 def test_other_trace_backends_stay_verls(tracker_env: dict[str, Path]) -> None:
-    import verl  # noqa: F401
     from verl.utils import rollout_trace as rt
+
 
     calls: list[str] = []
 
