@@ -212,3 +212,36 @@ def test_attach_by_run_id_reaches_that_run(ray_cluster: Any, tmp_path: Path) -> 
         rows = [orjson.loads(line) for line in
                 (tmp_path / "files" / project / f"{run.name}.jsonl").read_bytes().splitlines()]
         assert rows == [{"step": 7, "data": {"t/v": 1.0}}]
+
+
+@ray.remote(num_cpus=0)
+class Exiting:
+    """Logs with a flush period longer than its life: only the exit flush can send."""
+
+    def work(self) -> int:
+        run = trackmux.attach(role="exiting", flush_interval=60)
+        for step in range(100):
+            run.log({"a": float(step)}, step=step)
+        return run.sent
+
+    def leave(self) -> None:
+        ray.actor.exit_actor()
+
+
+def test_a_worker_that_exits_flushes_what_it_buffered(ray_cluster: Any,
+                                                      tmp_path: Path) -> None:
+    run = trackmux.init("ray-exit", backends=["file"], dir=tmp_path / "spool",
+                        backend_options={"file": {"root": str(tmp_path / "files")}})
+    worker = Exiting.remote()
+    assert ray.get(worker.work.remote(), timeout=120) == 0  # nothing sent yet
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(worker.leave.remote(), timeout=120)
+    spool = run._spool
+    deadline = time.monotonic() + 30
+    while spool.status.committed < 100 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run.finish()
+    rows = [orjson.loads(line) for line in
+            (tmp_path / "files" / "ray-exit" / f"{run.name}.jsonl").read_bytes().splitlines()]
+    assert [(r["step"], r["data"]) for r in rows] == [(s, {"exiting/a": float(s)})
+                                                      for s in range(100)]

@@ -94,11 +94,7 @@ class RaySinkHost:
             "num_cpus": 0, "max_restarts": 0, "max_concurrency": 1,
             "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True),
         }
-        try:
-            ray.get_actor(DEFAULT_NAME)
-            self.name = sink_name(run.id)
-        except ValueError:
-            self.name = DEFAULT_NAME
+        self.name = DEFAULT_NAME if _default_name_free(ray) else sink_name(run.id)
         self.actor = actor_cls.options(name=self.name, **options).remote(
             run.id, run.project, flush_interval, max_queued)
         self._acked = 0
@@ -165,6 +161,24 @@ class RaySinkHost:
         self._thread.join(1.0)
         with contextlib.suppress(Exception):  # already gone with its node or the cluster
             ray.kill(self.actor, no_restart=True)
+
+
+def _default_name_free(ray: Any) -> bool:
+    """True unless a live sink of another run holds ``trackmux-sink`` in this namespace
+    (a sink killed by its run's finish may keep the name for a moment: wait for it)."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            actor = ray.get_actor(DEFAULT_NAME)
+        except ValueError:
+            return True
+        try:
+            ray.get(actor.info.remote(), timeout=5)
+            return False
+        except Exception:  # dead: its name is about to be released
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
 
 
 class RayTransport:
