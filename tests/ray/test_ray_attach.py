@@ -112,7 +112,8 @@ def _expected() -> dict[str, list[tuple[int, float]]]:
 
 
 def test_four_workers_and_a_killed_one_land_once_in_every_backend(
-        ray_cluster: Any, tmp_path: Path) -> None:
+        ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # mlflow's default artifact root is ./mlruns
     project = "ray-attach"
     tb_dir = tmp_path / "tb"
     db = tmp_path / "mlflow.db"
