@@ -105,3 +105,46 @@ def test_other_trace_backends_stay_verls(tracker_env: dict[str, Path]) -> None:
     finally:
         rt.RolloutTraceConfig.reset()
     assert calls == ["x"]
+
+
+def test_traces_from_a_ray_agent_loop_worker_reach_the_drivers_run(
+        tracker_env: dict[str, Path]) -> None:
+    ray = pytest.importorskip("ray")
+    import verl.utils.tracking as vt
+
+    ray.init(num_cpus=2, include_dashboard=False,
+             runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}})
+    try:
+        tracking = vt.Tracking(project_name="raytraces", experiment_name="exp",
+                               default_backend=["file"], config={})
+
+        @ray.remote(num_cpus=0)
+        class Worker:
+            def rollout(self) -> None:
+                from verl.utils import rollout_trace as rt
+
+                from trackmux.integrations import verl_trace
+
+                class Client:
+                    @rt.rollout_trace_op
+                    def score(self, text: str) -> float:
+                        return float(len(text))
+
+                rt.RolloutTraceConfig.init("raytraces", "exp", "trackmux", False, None)
+                for index in range(3):
+                    with rt.rollout_trace_attr(sample_index=index, step=1, rollout_n=0):
+                        Client().score("x" * index)
+                verl_trace.flush()
+
+        # verl names its workers agent_loop_worker_<i>_<8 hex>
+        worker = Worker.options(name="agent_loop_worker_0_0123abcd").remote()
+        ray.get(worker.rollout.remote(), timeout=300)
+        summary = tracking.finish()
+        assert summary.complete
+    finally:
+        ray.shutdown()
+    path = tracker_env["file_root"] / "raytraces" / "exp.tables.jsonl"
+    tables = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    assert [(t["key"], t["step"]) for t in tables] == [("agent_loop_worker_0/rollout_trace", 1)]
+    assert [(r[1], r[5], r[7]) for r in tables[0]["rows"]] == [
+        (0, "success", "0.0"), (1, "success", "1.0"), (2, "success", "2.0")]
