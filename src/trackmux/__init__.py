@@ -10,6 +10,7 @@ its own worker thread; see docs/ for the guarantees.
 
 from __future__ import annotations
 
+from trackmux.attached import AttachedRun, NotAttachableError, attach, serve
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.errors import (
     EventRejected,
@@ -33,6 +34,7 @@ from trackmux.hookspecs import hookimpl
 __version__ = "0.1.0"
 
 __all__ = [
+    "AttachedRun",
     "Backend",
     "ConfigEvent",
     "DisabledRun",
@@ -41,6 +43,7 @@ __all__ = [
     "FinishSummary",
     "ImageEvent",
     "MetricsEvent",
+    "NotAttachableError",
     "ResumeState",
     "Run",
     "RunFinishedError",
@@ -51,7 +54,9 @@ __all__ = [
     "TrackmuxError",
     "UnknownBackendError",
     "__version__",
+    "attach",
     "hookimpl",
     "init",
     "register_plugin",
+    "serve",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = "{'wandb','mlflow','swanlab','tensorboard','torch','numpy','PIL','click','tqdm'}"
+HEAVY = "{'wandb','mlflow','swanlab','tensorboard','torch','numpy','PIL','click','tqdm','ray'}"
 
 
 def test_import_trackmux_loads_no_backend_library_numpy_or_torch() -> None:

@@ -91,6 +91,7 @@ class Run:
         self._pid = os.getpid()
         self._reporter = Reporter()
         self._deliveries: list[ThreadDelivery | ProcessDelivery] = []
+        self._sinks: list[Any] = []  # what serves attached workers (trackmux.attach)
         self._spool = SpoolWriter(self.dir, durability=durability, max_bytes=max_spool_bytes,
                                   max_buffered=max_buffered,
                                   on_commit=self._committed)
@@ -112,6 +113,9 @@ class Run:
         self._deliveries = self._start_delivery(specs, options, delivery, orphan_timeout)
         _live_runs.add(self)
         signals.install(lambda: list(_live_runs))
+        from trackmux.attached.host import maybe_serve
+
+        maybe_serve(self)
         threading.Thread(target=_warm_image_imports, name="trackmux-warm-imports",
                          daemon=True).start()
 
@@ -216,6 +220,8 @@ class Run:
                                          else self.finish_timeout)
         deadline = time.monotonic() + budget
         status = "finished" if exit_code == 0 else "failed"
+        for sink in self._sinks:  # attached workers: their last flush, then closed
+            sink.close(deadline)
         self._spool.set_meta(state=status, finished_at=time.time(), exit_code=exit_code)
         self._spool.flush(budget)
         target = self._spool.last_seq
@@ -290,6 +296,17 @@ class Run:
             self._forked()
             return
         self._spool.append(event)
+
+    def _append_stamped(self, event: Event) -> None:
+        """Append an event an attached worker already normalised and stamped (its step and
+        wall time are kept; this run's own step is not moved)."""
+        self._spool.append(event)
+
+    def _count_dropped(self, count: int) -> None:
+        """Count events attached workers had to drop, in the run's ``dropped_events``."""
+        with self._spool._lock:
+            self._spool.status.dropped += count
+        self._spool._wake.set()
 
     def _committed(self, last_seq: int) -> None:
         for host in self._deliveries:

@@ -277,6 +277,9 @@ def install() -> None:
     """Put the trackmux classes into ``verl.utils.tracking`` (and trainers imported early)."""
     import verl.utils.tracking as tracking_module
 
+    from trackmux.integrations import verl_trace
+
+    verl_trace.install()  # rollout.trace.backend=trackmux
     if getattr(tracking_module, "Tracking", None) is Tracking:
         return
     _originals["Tracking"] = tracking_module.Tracking

@@ -1,0 +1,310 @@
+"""The worker's side of attach: a run handle that buffers and sends in batches.
+
+``log()`` and friends check and convert their input, stamp step and wall time, and
+append to an in-memory deque: no I/O and no round trip on the caller's thread. A
+background thread sends the buffer to the sink at least every ``flush_interval``
+seconds and at exit. The buffer is bounded: while the sink cannot take more, events
+wait in it, and past ``max_buffered`` new events are dropped, counted, reported once,
+and the count reaches the run (``dropped_events``).
+
+A sink that is gone (the driver finished, or died) turns every call into a no-op after
+one warning; nothing here raises into the worker's code except bad input.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from trackmux.core import normalize
+from trackmux.core.events import Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
+
+log = logging.getLogger("trackmux")
+
+FLUSH_INTERVAL = 0.5
+DEFAULT_MAX_BUFFERED = 100_000
+BATCH_EVENTS = 5_000
+#: How long a worker keeps looking for a sink before it says so (it keeps looking).
+CONNECT_WARN_AFTER = 15.0
+
+_handles: weakref.WeakSet[AttachedRun] = weakref.WeakSet()
+
+
+class SinkGone(Exception):
+    """The sink no longer exists or refuses batches: the handle becomes a no-op."""
+
+
+class Transport(Protocol):
+    """Where a handle's batches go: a Ray sink actor, or a run in this process."""
+
+    def connect(self) -> bool:
+        """Find the sink; False if not there yet. Raises SinkGone if it never will be."""
+
+    def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float) -> str:
+        """Send one batch: ``ok``, ``full`` or ``closed``; raises SinkGone."""
+
+    def describe(self) -> str:
+        """Where the batches go, for messages."""
+
+
+class AttachedRun:
+    """A run handle for a process that did not start the run (see :func:`trackmux.attach`).
+
+    Same logging calls as :class:`trackmux.Run`; keys get the ``role/`` prefix, and this
+    handle's default steps are its own."""
+
+    def __init__(self, transport: Transport, *, run_id: str | None, role: str | None,
+                 flush_interval: float = FLUSH_INTERVAL,
+                 max_buffered: int = DEFAULT_MAX_BUFFERED) -> None:
+        self.run_id = run_id
+        self.role = role
+        self.flush_interval = flush_interval
+        self.max_buffered = max_buffered
+        self._prefix = f"{role}/" if role else ""
+        self._prefixed: dict[str, str] = {}
+        self._transport = transport
+        self._queue: deque[Event] = deque()
+        self._step = -1
+        self.dropped = 0
+        self.sent = 0
+        self._gone = False
+        self._closed = False
+        self._batch = 0
+        self._flushed_at = 0.0
+        self._started = time.monotonic()
+        self._connected = False
+        self._warned: set[str] = set()
+        self._send_lock = threading.Lock()
+        self._before_flush: list[Callable[[], None]] = []
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="trackmux-attach-flusher",
+                                        daemon=True)
+        self._thread.start()
+        _handles.add(self)
+
+    # -- the worker's API ------------------------------------------------------------
+    def log(self, data: Mapping[str, Any], step: int | None = None) -> None:
+        """Log scalar metrics at ``step`` (default: one past this handle's last step)."""
+        metrics = normalize.normalize_metrics(data)
+        if step is None:
+            step = self._step + 1
+        elif type(step) is not int or step < 0 or step > normalize.MAX_INT:
+            step = normalize.normalize_step(step)
+        self._step = step
+        if not metrics or self._gone:
+            return
+        if self._prefix:
+            names = self._prefixed
+            try:
+                metrics = {names[k]: v for k, v in metrics.items()}
+            except KeyError:
+                metrics = {self._key(k): v for k, v in metrics.items()}
+        self._put(MetricsEvent(metrics, step, time.time()))
+
+    def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+                  step: int | None = None) -> None:
+        """Log rows of samples under ``role/key`` at ``step`` (default: last)."""
+        key = normalize.check_key(key)
+        cols, cells = normalize.normalize_table(columns, rows)
+        if not self._gone:
+            self._put(TableEvent(self._key(key), cols, cells, self._attach_step(step),
+                                 time.time()))
+
+    def log_image(self, key: str, image: Any, step: int | None = None,
+                  caption: str | None = None) -> None:
+        """Log an image; encoded as PNG here, in the worker, not in the driver."""
+        from trackmux.core.media import encode_image
+
+        key = normalize.check_key(key)
+        if caption is not None and not isinstance(caption, str):
+            raise TypeError(f"caption must be str or None, got {type(caption).__name__}")
+        encoded = encode_image(image)
+        if not self._gone:
+            self._put(ImageEvent(self._key(key), encoded.png, encoded.width, encoded.height,
+                                 encoded.mode, self._attach_step(step), time.time(), caption))
+
+    def log_text(self, key: str, text: str, step: int | None = None) -> None:
+        """Log free text (markdown) under ``role/key`` at ``step`` (default: last)."""
+        key = normalize.check_key(key)
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, got {type(text).__name__}")
+        if not self._gone:
+            self._put(TextEvent(self._key(key), text, self._attach_step(step), time.time()))
+
+    def log_event(self, event: Event) -> None:
+        """Send an already-built event (kinds added later); its key is not prefixed."""
+        if not self._gone:
+            self._put(event)
+
+    @property
+    def step(self) -> int:
+        """The last step this handle used (-1 before the first log)."""
+        return self._step
+
+    @property
+    def gone(self) -> bool:
+        """True once the sink is gone: calls are then no-ops."""
+        return self._gone
+
+    def add_before_flush(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` before each send (integrations that group rows, e.g. verl's
+        rollout traces, emit what is ready)."""
+        self._before_flush.append(callback)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Send everything logged so far; False if it could not all be sent in time."""
+        deadline = time.monotonic() + timeout
+        self._run_before_flush()
+        while time.monotonic() < deadline:
+            self._send_all(deadline)
+            if not self._queue or self._gone:
+                return not self._queue
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        return not self._queue
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Flush and stop the background thread (also run at interpreter exit)."""
+        if self._closed:
+            return not self._queue
+        done = self.flush(timeout)
+        self._closed = True
+        self._stop.set()
+        self._wake.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(1.0)
+        _handles.discard(self)
+        return done
+
+    def __enter__(self) -> AttachedRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<trackmux.AttachedRun role={self.role!r} run={self.run_id or 'driver'} "
+                f"via {self._transport.describe()}>")
+
+    # -- internals -------------------------------------------------------------------
+    def _key(self, key: str) -> str:
+        if not self._prefix:
+            return key
+        full = self._prefixed.get(key)
+        if full is None:
+            full = normalize.check_key(self._prefix + key)
+            if len(self._prefixed) < 100_000:
+                self._prefixed[key] = full
+        return full
+
+    def _attach_step(self, step: object) -> int:
+        return max(self._step, 0) if step is None else normalize.normalize_step(step)
+
+    def _put(self, event: Event) -> None:
+        queue = self._queue
+        if len(queue) >= self.max_buffered:
+            self.dropped += 1
+            if "full" not in self._warned:
+                self._warned.add("full")
+                log.error("trackmux: attached worker buffer is full (%d events; the sink is "
+                          "behind or unreachable); new events are dropped and counted in the "
+                          "run's dropped_events", self.max_buffered)
+            return
+        queue.append(event)
+        if len(queue) >= BATCH_EVENTS:
+            self._wake.set()
+
+    def _loop(self) -> None:
+        first = True  # connect (and say hello) at once, so the sink knows this worker
+        while not self._stop.is_set():
+            if not first:
+                self._wake.wait(self.flush_interval)
+            first = False
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            self._run_before_flush()
+            try:
+                self._send_all(time.monotonic() + 30.0)
+            except Exception:  # the flusher must never die silently nor raise anywhere
+                log.exception("trackmux: attached worker could not send its batch")
+
+    def _run_before_flush(self) -> None:
+        for callback in self._before_flush:
+            try:
+                callback()
+            except Exception:  # an integration's grouping must not stop the flusher
+                log.exception("trackmux: a before-flush callback of an attached run failed")
+
+    def _send_all(self, deadline: float) -> None:
+        with self._send_lock:
+            if self._gone:
+                return
+            try:
+                if not self._connected:
+                    self._connected = self._transport.connect()
+                    if not self._connected:
+                        self._not_connected()
+                        return
+                first = getattr(self._transport, "heartbeat", False)
+                while (self._queue or first) and time.monotonic() < deadline:
+                    first = False
+                    if not self._send_one():
+                        return
+            except SinkGone as exc:
+                self._went(str(exc))
+
+    def _send_one(self) -> bool:
+        queue = self._queue
+        now = time.time()
+        batch: list[Event] = []
+        while queue and len(batch) < BATCH_EVENTS:
+            batch.append(queue.popleft())
+        empty_after = not queue
+        number = self._batch + 1 if batch else self._batch
+        result = self._transport.push(number, batch, self.dropped,
+                                      now if empty_after else self._flushed_at)
+        if result == "ok":
+            self._batch = number
+            self.sent += len(batch)
+            if empty_after:
+                self._flushed_at = now
+            return bool(queue)
+        queue.extendleft(reversed(batch))  # not taken: keep order, retry on the next tick
+        if result == "closed":
+            raise SinkGone(f"the run's sink ({self._transport.describe()}) is closed: the "
+                           "driver finished the run")
+        return False  # "full": backpressure, the buffer holds them meanwhile
+
+    def _not_connected(self) -> None:
+        if (time.monotonic() - self._started > CONNECT_WARN_AFTER
+                and "connect" not in self._warned):
+            self._warned.add("connect")
+            log.warning("trackmux: attached worker found no sink for %s after %.0f s; its "
+                        "events wait in memory (up to %d). Call trackmux.init() in the driver "
+                        "after ray.init() (or trackmux.serve(run) after it).",
+                        self._transport.describe(), CONNECT_WARN_AFTER, self.max_buffered)
+
+    def _went(self, reason: str) -> None:
+        self._gone = True
+        lost = len(self._queue)
+        self._queue.clear()
+        if "gone" not in self._warned:
+            self._warned.add("gone")
+            log.warning("trackmux: %s; further calls on this attached run do nothing "
+                        "(%d unsent events discarded)", reason, lost)
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    for handle in list(_handles):
+        try:
+            handle.close(timeout=5.0)
+        except Exception:  # never turn interpreter exit into a traceback storm
+            log.exception("trackmux: flushing an attached run at exit failed")

@@ -1,0 +1,105 @@
+"""The sink: what attached workers push their batches into, beside the driver's run.
+
+:class:`SinkCore` is plain Python so it can be tested without Ray; ``host.py`` runs it
+as a Ray actor (named, so workers find it with no configuration). It only holds
+batches in a bounded queue; the driver's process pulls them (``drain``) and appends
+them to its spool, because only that process may write the spool.
+
+Exactly once: each worker numbers its batches; a batch number already seen is
+acknowledged and ignored, so a worker may resend after a timeout. The driver's pull
+is acknowledged the same way (``drain(acked)`` keeps batches until acknowledged).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+#: Events the sink holds before it answers ``full`` (workers keep them and retry).
+DEFAULT_MAX_QUEUED = 200_000
+
+
+@dataclass
+class _Worker:
+    last_batch: int = 0
+    seen: float = 0.0
+    flushed_at: float = 0.0
+    dropped: int = 0
+
+
+class SinkCore:
+    """Bounded queue of worker batches for one run; single-threaded (a Ray actor)."""
+
+    def __init__(self, run_id: str, project: str, flush_interval: float,
+                 max_queued: int = DEFAULT_MAX_QUEUED) -> None:
+        self.run_id = run_id
+        self.project = project
+        self.flush_interval = flush_interval
+        self.max_queued = max_queued
+        self._queue: deque[tuple[int, list[Any]]] = deque()
+        self._queued_events = 0
+        self._next_id = 0
+        self._workers: dict[str, _Worker] = {}
+        self._closed = False
+        self.received = 0
+        self.rejected_full = 0
+
+    def info(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "project": self.project,
+                "flush_interval": self.flush_interval}
+
+    def push(self, worker: str, batch: int, events: list[Any], dropped: int,
+             flushed_at: float) -> str:
+        """Take one batch: ``ok``, ``full`` (not taken: retry later) or ``closed``.
+
+        ``flushed_at``: the worker's clock when its buffer was last empty (then all it
+        logged before that time has been pushed); ``dropped``: its running drop count."""
+        if self._closed:
+            return "closed"
+        state = self._workers.setdefault(worker, _Worker())
+        state.seen = time.time()
+        state.dropped = max(state.dropped, dropped)
+        if batch > state.last_batch and events:
+            if self._queued_events + len(events) > self.max_queued and self._queue:
+                self.rejected_full += 1
+                return "full"
+            self._next_id += 1
+            self._queue.append((self._next_id, events))
+            self._queued_events += len(events)
+            self.received += len(events)
+        if batch > state.last_batch:
+            state.last_batch = batch
+        state.flushed_at = max(state.flushed_at, flushed_at)
+        return "ok"
+
+    def drain(self, acked: int, limit: int = 20_000) -> tuple[list[tuple[int, list[Any]]], int]:
+        """Forget batches up to ``acked``; return the next ones (up to ``limit`` events)
+        and the workers' total drop count."""
+        while self._queue and self._queue[0][0] <= acked:
+            _, events = self._queue.popleft()
+            self._queued_events -= len(events)
+        out: list[tuple[int, list[Any]]] = []
+        size = 0
+        for item in self._queue:
+            if out and size + len(item[1]) > limit:
+                break
+            out.append(item)
+            size += len(item[1])
+        return out, sum(w.dropped for w in self._workers.values())
+
+    def waiting_for(self, since: float) -> list[str]:
+        """Live workers (seen within two flush periods) that have not flushed past ``since``."""
+        live_after = time.time() - 2 * self.flush_interval - 0.5
+        return [name for name, w in self._workers.items()
+                if w.seen >= live_after and w.flushed_at < since]
+
+    def close(self) -> None:
+        """Refuse further batches (workers then stop sending, with one warning)."""
+        self._closed = True
+
+    def stats(self) -> dict[str, Any]:
+        return {"workers": len(self._workers), "received": self.received,
+                "queued": self._queued_events, "rejected_full": self.rejected_full,
+                "dropped": sum(w.dropped for w in self._workers.values())}

@@ -1,0 +1,43 @@
+"""Events as plain tuples for the trip from a worker to the sink.
+
+Frozen slotted dataclasses do not unpickle on every Python we support, and a tuple of
+builtins pickles faster. Every kind in :data:`trackmux.core.events.Event` is covered, so
+a new kind added there travels without changes here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterable
+from typing import Any
+
+from trackmux.core.events import Event
+
+_KINDS: dict[str, Any] = {cls.__name__: cls for cls in typing.get_args(Event)}
+_FIELDS: dict[str, tuple[str, ...]] = {
+    name: tuple(f.name for f in dataclasses.fields(cls) if f.init and f.name != "seq")
+    for name, cls in _KINDS.items()
+}
+
+Wire = tuple[str, tuple[Any, ...]]
+
+
+def encode(events: Iterable[Event]) -> list[Wire]:
+    """Events as (class name, field values); the spool gives ``seq`` later."""
+    out: list[Wire] = []
+    for event in events:
+        name = type(event).__name__
+        out.append((name, tuple(getattr(event, f) for f in _FIELDS[name])))
+    return out
+
+
+def decode(wire: Iterable[Wire]) -> list[Event]:
+    """The events again, step and wall time as the worker stamped them."""
+    out: list[Event] = []
+    for name, values in wire:
+        cls = _KINDS.get(name)
+        if cls is None:  # a newer worker's kind this driver does not know
+            raise ValueError(f"unknown event kind {name!r} from an attached worker")
+        out.append(cls(*values))
+    return out

@@ -1,0 +1,172 @@
+"""trackmux.attach without Ray: in the run's own process, the sink's bookkeeping, bounded
+worker buffers, and the clear error in a process that has nothing to attach to."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import trackmux
+from trackmux.attached import wire
+from trackmux.attached.handle import AttachedRun
+from trackmux.attached.sink import SinkCore
+from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
+
+
+def test_attach_in_the_run_process_prefixes_role_and_keeps_its_own_steps(
+        memory_backend: Any, tmp_path: Path) -> None:
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    run.log({"loss": 1.0}, step=100)
+    rollout = trackmux.attach(role="rollout")
+    assert trackmux.attach(role="rollout") is rollout
+    rollout.log({"gen_s": 0.5})          # step 0: its own steps, not the driver's 100
+    rollout.log({"gen_s": 0.6, "n": {"tokens": 7}})
+    rollout.log_table("samples", ["p", "r"], [["a", 1.0]], step=3)
+    rollout.log_text("note", "hi")
+    run.finish()
+    got = memory_backend[run.id]
+    assert got.metrics()["rollout/gen_s"] == [(0, 0.5), (1, 0.6)]
+    assert got.metrics()["rollout/n/tokens"] == [(1, 7)]
+    assert got.metrics()["loss"] == [(100, 1.0)]
+    assert [(t.key, t.step) for t in got.of_kind("table")] == [("rollout/samples", 3)]
+    assert [(t.key, t.step) for t in got.of_kind("text")] == [("rollout/note", 1)]
+
+
+def test_calls_after_finish_are_no_ops_with_one_warning(
+        memory_backend: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    handle = trackmux.attach(role="w")
+    handle.log({"a": 1.0})
+    run.finish()
+    with caplog.at_level(logging.WARNING, logger="trackmux"):
+        for _ in range(3):
+            handle.log({"a": 2.0})
+            handle.flush(2)
+    assert handle.gone
+    assert sum("do nothing" in r.getMessage() for r in caplog.records) == 1
+    assert memory_backend[run.id].metrics()["w/a"] == [(0, 1.0)]
+
+
+def test_wire_round_trip_keeps_every_kind_step_and_time() -> None:
+    events = [MetricsEvent({"a": 1.0, "b": 2}, 3, 1.5),
+              ConfigEvent({"lr": 0.1}, 0, 2.0),
+              TableEvent("t", ("x", "y"), (("a", 1.0), (None, True)), 4, 2.5),
+              ImageEvent("i", b"\x89PNG", 2, 1, "RGB", 5, 3.0, "cap"),
+              TextEvent("x", "hello", 6, 3.5)]
+    assert wire.decode(wire.encode(events)) == events
+    with pytest.raises(ValueError, match="unknown event kind"):
+        wire.decode([("FutureEvent", ())])
+
+
+def test_sink_ignores_a_resent_batch_and_answers_full_when_its_queue_is_full() -> None:
+    sink = SinkCore("r", "p", flush_interval=0.5, max_queued=3)
+    batch = wire.encode([MetricsEvent({"a": 1.0}, 0, 1.0), MetricsEvent({"a": 2.0}, 1, 1.0)])
+    assert sink.push("w1", 1, batch, 0, 10.0) == "ok"
+    assert sink.push("w1", 1, batch, 0, 10.0) == "ok"  # a resend after a timeout
+    assert sink.push("w2", 1, batch, 5, 10.0) == "full"  # 2 + 2 > 3: kept by the worker
+    batches, dropped = sink.drain(0)
+    assert [n for n, _ in batches] == [1] and dropped == 5
+    assert sink.drain(1)[0] == []  # acknowledged batches are forgotten
+    assert sink.push("w2", 1, batch, 5, 10.0) == "ok"
+    assert sink.waiting_for(11.0) == ["w1", "w2"]
+    assert sink.waiting_for(9.0) == []
+    sink.close()
+    assert sink.push("w1", 2, batch, 0, 12.0) == "closed"
+
+
+class _FullSink:
+    """A transport whose sink never takes a batch (backpressure for ever)."""
+
+    heartbeat = False
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def connect(self) -> bool:
+        return True
+
+    def push(self, batch: int, events: list[Any], dropped: int, flushed_at: float) -> str:
+        self.calls += 1
+        return "full"
+
+    def describe(self) -> str:
+        return "a full sink"
+
+
+def test_a_sink_that_falls_behind_bounds_the_worker_buffer_and_counts_drops(
+        caplog: pytest.LogCaptureFixture) -> None:
+    transport = _FullSink()
+    handle = AttachedRun(transport, run_id=None, role="w", flush_interval=0.05,
+                         max_buffered=100)
+    with caplog.at_level(logging.ERROR, logger="trackmux"):
+        for step in range(250):
+            handle.log({"a": float(step)}, step=step)
+    assert len(handle._queue) == 100
+    assert handle.dropped == 150
+    assert sum("buffer is full" in r.getMessage() for r in caplog.records) == 1
+    assert not handle.flush(0.3)
+    assert [e.step for e in handle._queue] == list(range(100))  # order kept, nothing lost
+    handle._stop.set()
+
+
+def test_drops_reach_the_run_as_dropped_events(memory_backend: Any, tmp_path: Path) -> None:
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    assert isinstance(run, trackmux.Run)
+    run._count_dropped(7)
+    summary = run.finish()
+    assert summary.dropped == 7 and not summary.complete
+
+
+def test_bad_arguments_name_themselves(memory_backend: Any, tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="run_id"):
+        trackmux.attach(run_id=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="role"):
+        trackmux.attach(role=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="role"):
+        trackmux.attach(role="//")
+    with pytest.raises(ValueError, match="flush_interval"):
+        trackmux.attach(flush_interval=0)
+    with pytest.raises(ValueError, match="max_buffered"):
+        trackmux.attach(max_buffered=0)
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    handle = trackmux.attach(role="bad")
+    with pytest.raises(TypeError, match="'x'"):
+        handle.log({"x": "text"})
+    with pytest.raises(TypeError, match="text"):
+        handle.log_text("k", 3)  # type: ignore[arg-type]
+    run.finish()
+
+
+def test_attach_without_a_run_or_ray_says_what_to_do(tmp_path: Path) -> None:
+    code = ("import sys, trackmux\n"
+            "sys.modules['ray'] = None  # as if Ray were not installed\n"
+            "try:\n    trackmux.attach()\n"
+            "except trackmux.NotAttachableError as exc:\n    print(exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert "trackmux.init()" in done.stdout and "trackmux[ray]" in done.stdout
+
+
+def test_log_is_safe_from_many_threads(memory_backend: Any, tmp_path: Path) -> None:
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    handles = [trackmux.attach(role=f"t{i}") for i in range(4)]
+
+    def work(handle: AttachedRun) -> None:
+        for step in range(500):
+            handle.log({"v": float(step)}, step=step)
+
+    threads = [threading.Thread(target=work, args=(h,)) for h in handles]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    run.finish()
+    metrics = memory_backend[run.id].metrics()
+    for i in range(4):
+        assert metrics[f"t{i}/v"] == [(s, float(s)) for s in range(500)]

@@ -1,0 +1,248 @@
+"""Ray workers attached to the driver's run: every point once, under role/key, in the file
+backend, tensorboard and mlflow; a killed worker and a finished driver never block or raise.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import trackmux
+
+ray = pytest.importorskip("ray")
+
+WORKERS = 4
+STEPS = 2000
+METRICS = 10
+TABLE_EVERY = 250
+
+
+@ray.remote(num_cpus=0)
+class Logger:
+    """A rollout-like worker: attaches with no configuration and logs in a loop."""
+
+    def work(self, index: int, steps: int) -> dict[str, Any]:
+        run = trackmux.attach(role=f"w{index}")
+        for step in range(steps):
+            run.log({f"m{j}": index * 1_000_000 + step * METRICS + j for j in range(METRICS)},
+                    step=step)
+            if step % TABLE_EVERY == 0:
+                run.log_table("samples", ["prompt", "reward"],
+                              [[f"p{step}-{r}", float(r)] for r in range(3)], step=step)
+        return {"sent_before_return": run.sent, "dropped": run.dropped}
+
+    def forever(self) -> None:
+        run = trackmux.attach(role="victim")
+        step = 0
+        while True:
+            run.log({"x": float(step)}, step=step)
+            step += 1
+            time.sleep(0.002)
+
+
+@ray.remote(num_cpus=0)
+class LateWorker:
+    """Logs after the driver finished: every call must be a quiet no-op (one warning)."""
+
+    def __init__(self) -> None:
+        self.records: list[str] = []
+        handler = logging.Handler()
+        handler.emit = lambda record: self.records.append(record.getMessage())  # type: ignore[method-assign]
+        logging.getLogger("trackmux").addHandler(handler)
+
+    def attach(self) -> None:
+        self.run = trackmux.attach(role="late")
+        self.run.log({"before": 1.0}, step=0)
+        self.run.flush(10)
+
+    def after_finish(self) -> dict[str, Any]:
+        errors = 0
+        for step in range(1, 200):
+            try:
+                self.run.log({"after": 1.0}, step=step)
+                self.run.log_text("note", "hello", step=step)
+            except Exception:
+                errors += 1
+            if step % 50 == 0:
+                time.sleep(0.3)  # give the flusher ticks to find the sink closed
+        return {"errors": errors, "gone": self.run.gone,
+                "warnings": [r for r in self.records if "do nothing" in r]}
+
+
+def _file_points(path: Path) -> dict[str, list[tuple[int, float]]]:
+    out: dict[str, list[tuple[int, float]]] = {}
+    for line in path.read_bytes().splitlines():
+        row = orjson.loads(line)
+        for key, value in row["data"].items():
+            out.setdefault(key, []).append((row["step"], float(value)))
+    return out
+
+
+def _tensorboard_points(log_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], list[str]]:
+    from tensorboard.backend.event_processing import event_accumulator
+
+    acc = event_accumulator.EventAccumulator(
+        str(log_dir), size_guidance={"scalars": 0, "tensors": 0, "images": 0},
+        purge_orphaned_data=False)
+    acc.Reload()
+    tags = acc.Tags()
+    scalars = {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in tags["scalars"]}
+    return scalars, list(tags["tensors"])
+
+
+def _mlflow_points(db: Path, project: str) -> dict[str, list[tuple[int, float]]]:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    experiment = client.get_experiment_by_name(project)
+    assert experiment is not None
+    (run,) = client.search_runs([experiment.experiment_id])
+    return {key: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)]
+            for key in run.data.metrics}
+
+
+def _expected() -> dict[str, list[tuple[int, float]]]:
+    return {f"w{i}/m{j}": [(s, float(i * 1_000_000 + s * METRICS + j)) for s in range(STEPS)]
+            for i in range(WORKERS) for j in range(METRICS)}
+
+
+def test_four_workers_and_a_killed_one_land_once_in_every_backend(
+        ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # mlflow's default artifact root is ./mlruns
+    project = "ray-attach"
+    tb_dir = tmp_path / "tb"
+    db = tmp_path / "mlflow.db"
+    run = trackmux.init(project, backends=["file", "tensorboard", "mlflow"],
+                        dir=tmp_path / "spool", timeout=180,
+                        backend_options={"file": {"root": str(tmp_path / "files")},
+                                         "tensorboard": {"log_dir": str(tb_dir)},
+                                         "mlflow": {"tracking_uri": f"sqlite:///{db}"}})
+    assert isinstance(run, trackmux.Run)
+    victim = Logger.remote()
+    victim.forever.remote()
+    workers = [Logger.remote() for _ in range(WORKERS)]
+    results = [w.work.remote(i, STEPS) for i, w in enumerate(workers)]
+
+    # Kill the victim once some of its points reached the driver's spool.
+    spool = run._spool
+    deadline = time.monotonic() + 120
+    while spool.status.committed < 50 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    ray.kill(victim, no_restart=True)
+    killed_at = time.time()
+
+    stats = ray.get(results, timeout=300)
+    assert all(s["dropped"] == 0 for s in stats)
+    summary = run.finish()
+    assert summary.complete, summary
+    assert not summary.problems
+
+    expected = _expected()
+    files = _file_points(tmp_path / "files" / project / f"{run.name}.jsonl")
+    tb_scalars, tb_tensors = _tensorboard_points(tb_dir)
+    mlflow = _mlflow_points(db, project)
+    for name, got in (("file", files), ("tensorboard", tb_scalars), ("mlflow", mlflow)):
+        for key, points in expected.items():
+            assert sorted(got.get(key, [])) == points, (name, key, len(got.get(key, [])))
+
+    # The killed worker: a gap-free prefix of its steps, each once, and at most its last
+    # unflushed period (plus scheduling slack on a shared machine) lost.
+    victim_points = files["victim/x"]
+    steps = [s for s, _ in victim_points]
+    assert steps == list(range(len(steps))), "victim points must be a prefix, each once"
+    assert len(steps) > 0
+    for name, got in (("tensorboard", tb_scalars), ("mlflow", mlflow)):
+        assert sorted(got["victim/x"]) == victim_points, name
+    with open(tmp_path / "files" / project / f"{run.name}.tables.jsonl", "rb") as handle:
+        tables = [orjson.loads(line) for line in handle]
+    table_keys = sorted((t["key"], t["step"]) for t in tables)
+    assert table_keys == sorted((f"w{i}/samples", s) for i in range(WORKERS)
+                                for s in range(0, STEPS, TABLE_EVERY))
+    assert sum(1 for tag in tb_tensors if tag.endswith("samples")) >= WORKERS
+    # The victim's last committed point is close to its kill time (its unflushed period).
+    from trackmux.core.spool_reader import SpoolReader
+
+    reader = SpoolReader(run.dir)
+    try:
+        last_victim = max(e.time for e in reader.iter_events()
+                          if e.kind == "metrics" and "victim/x" in e.data)
+    finally:
+        reader.close()
+    assert killed_at - last_victim < 0.5 + 3.0
+
+
+def test_a_finished_driver_turns_worker_calls_into_quiet_no_ops(
+        ray_cluster: Any, tmp_path: Path) -> None:
+    run = trackmux.init("ray-late", backends=["file"], dir=tmp_path / "spool",
+                        backend_options={"file": {"root": str(tmp_path / "files")}})
+    late = LateWorker.remote()
+    ray.get(late.attach.remote(), timeout=120)
+    started = time.monotonic()
+    run.finish()
+    assert time.monotonic() - started < 30
+    result = ray.get(late.after_finish.remote(), timeout=120)
+    assert result["errors"] == 0
+    assert result["gone"] is True
+    assert len(result["warnings"]) == 1, result["warnings"]
+    lines = (tmp_path / "files" / "ray-late" / f"{run.name}.jsonl").read_bytes().splitlines()
+    assert [orjson.loads(line)["data"] for line in lines] == [{"late/before": 1.0}]
+
+
+def test_attach_by_run_id_reaches_that_run(ray_cluster: Any, tmp_path: Path) -> None:
+    first = trackmux.init("ray-a", backends=["file"], dir=tmp_path / "spool",
+                          backend_options={"file": {"root": str(tmp_path / "files")}})
+    second = trackmux.init("ray-b", backends=["file"], dir=tmp_path / "spool",
+                           backend_options={"file": {"root": str(tmp_path / "files")}})
+
+    @ray.remote(num_cpus=0)
+    def log_to(run_id: str) -> int:
+        handle = trackmux.attach(run_id=run_id, role="t")
+        handle.log({"v": 1.0}, step=7)
+        return int(handle.flush(30))
+
+    assert ray.get([log_to.remote(second.id), log_to.remote(first.id)], timeout=120) == [1, 1]
+    first.finish()
+    second.finish()
+    for project, run in (("ray-a", first), ("ray-b", second)):
+        rows = [orjson.loads(line) for line in
+                (tmp_path / "files" / project / f"{run.name}.jsonl").read_bytes().splitlines()]
+        assert rows == [{"step": 7, "data": {"t/v": 1.0}}]
+
+
+@ray.remote(num_cpus=0)
+class Exiting:
+    """Logs with a flush period longer than its life: only the exit flush can send."""
+
+    def work(self) -> int:
+        run = trackmux.attach(role="exiting", flush_interval=60)
+        for step in range(100):
+            run.log({"a": float(step)}, step=step)
+        return run.sent
+
+    def leave(self) -> None:
+        ray.actor.exit_actor()
+
+
+def test_a_worker_that_exits_flushes_what_it_buffered(ray_cluster: Any,
+                                                      tmp_path: Path) -> None:
+    run = trackmux.init("ray-exit", backends=["file"], dir=tmp_path / "spool",
+                        backend_options={"file": {"root": str(tmp_path / "files")}})
+    worker = Exiting.remote()
+    assert ray.get(worker.work.remote(), timeout=120) == 0  # nothing sent yet
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(worker.leave.remote(), timeout=120)
+    spool = run._spool
+    deadline = time.monotonic() + 30
+    while spool.status.committed < 100 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run.finish()
+    rows = [orjson.loads(line) for line in
+            (tmp_path / "files" / "ray-exit" / f"{run.name}.jsonl").read_bytes().splitlines()]
+    assert [(r["step"], r["data"]) for r in rows] == [(s, {"exiting/a": float(s)})
+                                                      for s in range(100)]
