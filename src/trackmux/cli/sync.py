@@ -16,7 +16,7 @@ from typing import Any
 import click
 import orjson
 
-from trackmux.core.errors import SpoolLockedError, UnknownBackendError
+from trackmux.core.errors import SpoolLockedError, SpoolUnsafeError, UnknownBackendError
 from trackmux.core.redact import REDACTED
 from trackmux.core.registry import get_registry
 from trackmux.core.runs import resolve_run, summarize
@@ -91,7 +91,7 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
         try:
             run_dir = resolve_run(arg, root)
             summary = summarize(run_dir)
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, SpoolUnsafeError) as exc:
             raise click.UsageError(str(exc)) from None
         names = [n.strip() for n in to.split(",") if n.strip()] if to else summary.backends
         if not names:
