@@ -212,13 +212,10 @@ class TestTensorBoardBackend(BackendConformance):
                 def write(self, events):
                     Dying.batches += 1
                     if Dying.batches == 4 and {where!r} == "torn_write":
-                        real = self._file
-                        class Half:
-                            def write(self, data):
-                                real.write(data[: len(data) // 2])
-                                real.flush()
-                                os.kill(os.getpid(), signal.SIGKILL)
-                        self._file = Half()
+                        def half(data):
+                            os.pwrite(self._fd, data[: len(data) // 2], self._offset)
+                            os.kill(os.getpid(), signal.SIGKILL)
+                        self._append = half
                     super().write(events)
                 def flush(self):
                     super().flush()
