@@ -44,7 +44,8 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
     try:
         import numpy  # noqa: F401
     except ImportError as exc:
-        raise click.ClickException("the demo needs numpy: pip install numpy (trackmux's extra 'demo')"
+        raise click.ClickException("the demo needs numpy: pip install numpy "
+                                   "(trackmux's extra 'demo')"
                                    ) from exc
     import trackmux
     from trackmux.core import settings

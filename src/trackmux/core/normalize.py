@@ -4,8 +4,8 @@ The rules (documented in docs/values.md):
 
 - Keys are non-empty ``str`` of at most ``MAX_KEY_LENGTH`` characters without control
   characters or lone surrogates; ``str`` subclasses (a str-mixin enum member, ``numpy.str_``)
-  are stored as the plain ``str`` they hold. Unicode, ``/``, ``@`` and spaces are kept; each backend maps them to what
-  it accepts (mlflow as verl does).
+  are stored as the plain ``str`` they hold. Unicode, ``/``, ``@`` and spaces are kept;
+  each backend maps them to what it accepts (mlflow as verl does).
 - Metric values: ``int`` and ``float`` pass; ``bool`` becomes ``int``; numpy/torch scalars
   and 0-d arrays/tensors (anything with ``.item()`` and no dimensions) become ``int`` or
   ``float``; ints beyond 64 bits become ``float``; NaN and inf are kept. A nested dict is

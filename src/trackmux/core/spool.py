@@ -56,6 +56,7 @@ HIGH_WATER = 4000
 LOW_WATER = 2000
 BACKPRESSURE_WAIT = 0.5
 DISK_RETRY_INTERVAL = 1.0
+BUSY_TIMEOUT = 30.0  # how long SQLite waits for another process's write lock
 DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
 
 SCHEMA = """
@@ -93,10 +94,10 @@ def touch_private(path: Path) -> None:
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     """A connection tuned for the spool (WAL, NORMAL sync, generous busy timeout)."""
     if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30,
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT,
                                check_same_thread=False)
     else:
-        conn = sqlite3.connect(path, timeout=30, check_same_thread=False,
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, check_same_thread=False,
                                isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")

@@ -26,6 +26,7 @@ only hides duplicates from readers that purge orphaned data and assumes steps in
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -216,10 +217,8 @@ class TensorBoardBackend(Backend):
                 written = os.pwrite(self._fd, view, start + len(data) - len(view))
                 view = view[written:]
         except BaseException:
-            try:
+            with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, start)
-            except OSError:
-                pass
             raise
         self._offset = start + len(data)
 
