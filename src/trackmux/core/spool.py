@@ -24,6 +24,7 @@ event waits in memory like the others (a training run never blocks on a full dis
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -82,7 +83,13 @@ def make_private_dir(path: Path) -> None:
 def touch_private(path: Path) -> None:
     """Create ``path`` with mode 0600 if missing (SQLite's -wal/-shm inherit the mode)."""
     # O_NOFOLLOW: a spool.db replaced by a symlink must not redirect the run's writes.
-    fd = os.open(path, os.O_CREAT | os.O_RDWR | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a symlink; a spool is a regular file of its own run"
+                             ) from None
+        raise
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError(f"{path} is not a regular file")
