@@ -104,7 +104,7 @@ def test_str_subclass_names_are_stored_plain(tmp_path: Path) -> None:
     run.finish()
     meta = _meta(run)
     assert (meta["project"], meta["name"], meta["tags"]) == ("proj", "train/loss", ["t"])
-    config = [e for e in _events(run) if e.kind == "config"][0].config
+    config = next(e for e in _events(run) if e.kind == "config").config
     assert config == {"k": "train/loss"}
 
 
@@ -243,7 +243,7 @@ def test_disabled_run_accepts_and_refuses_what_run_does(pair: Any, data: Any, ke
     ]:
         if name == "log_config" and any(not isinstance(k, str) for k in data):
             continue  # config keys are str()-ed on both: covered by the other calls
-        assert _outcome(lambda: call(run)) == _outcome(lambda: call(disabled)), name
+        assert _outcome(lambda c=call: c(run)) == _outcome(lambda c=call: c(disabled)), name
 
 
 def test_disabled_run_refuses_bad_images_like_run(tmp_path: Path) -> None:

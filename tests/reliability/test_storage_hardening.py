@@ -328,7 +328,7 @@ def test_log_image_of_a_fifo_returns_with_a_clear_error(tmp_path: Path) -> None:
     def call() -> None:
         try:
             run.log_image("img", fifo)
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+        except BaseException as exc:  # collected for the assertion
             result.append(exc)
 
     thread = threading.Thread(target=call, daemon=True)

@@ -95,7 +95,7 @@ def exit_code(value: object) -> int:
         return value
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise TypeError(f"exit_code must be an int, got {type(value).__name__}")
-    return int(value.__index__())  # type: ignore[attr-defined]
+    return int(value.__index__())
 
 
 def _to_float(value: int, key: str) -> float:

@@ -72,7 +72,7 @@ class FileBackend(Backend):
         # same file unless told otherwise.
         path = Path(earlier) if earlier and not explicit else resolve_path(self.options, run)
         offsets = {k: int(v) for k, v in (state.get("offsets") or {}).items()}
-        continuing = bool(earlier) and Path(earlier) == path and resume.acked_seq > 0
+        continuing = bool(earlier) and Path(str(earlier)) == path and resume.acked_seq > 0
         owner = self._owner(path)
         if owner not in (None, run.run_id) and continuing:
             log.warning("trackmux: file output %s now belongs to run %s; run %s is written "
