@@ -274,13 +274,12 @@ def test_a_backend_disk_that_fills_then_frees_writes_each_line_once(
         run.log({"x": float(step)}, step=step)
         run.log_text("t", text, step=step)
     time.sleep(0.5)
-    with open(filler, "wb") as handle:   # fill what is left
-        try:
+    try:  # fill what is left (unbuffered: nothing to flush at close)
+        with open(filler, "wb", buffering=0) as handle:
             while True:
                 handle.write(b"\0" * 65536)
-                handle.flush()
-        except OSError:
-            pass
+    except OSError:
+        pass
     for step in range(100, 300):
         run.log({"x": float(step)}, step=step)
         run.log_text("t", text, step=step)

@@ -248,7 +248,8 @@ class TensorBoardBackend(Backend):
         return {"dir": str(self.log_dir), "file": self.path.name, "offset": self._offset}
 
     def where(self) -> str | None:
-        return str(self.log_dir) if self._fd is not None else None
+        log_dir = getattr(self, "log_dir", None)  # set by open(); kept after close()
+        return None if log_dir is None else str(log_dir)
 
     @property
     def remote_id(self) -> str | None:
