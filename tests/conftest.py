@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -10,6 +11,15 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("SWANLAB_MODE", "offline")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_working_directory_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The same for session fixtures (a server, an mlflow client made once)."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("session-cwd"))
+    yield
+    os.chdir(before)
 
 
 @pytest.fixture(autouse=True)

@@ -69,7 +69,10 @@ def _from_path(path: str) -> EncodedImage:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(path) as opened:  # reads the header only
-                _check_size(*opened.size)
+                try:
+                    _check_size(*opened.size)
+                except ValueError as exc:
+                    raise ValueError(f"image path {path!r}: {exc}") from None
                 opened.load()
                 return _from_pil(opened)
     except Image.DecompressionBombError as exc:

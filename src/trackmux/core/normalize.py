@@ -136,9 +136,12 @@ def to_scalar(value: object, key: str) -> Scalar:
             return to_scalar(converted, key)
         if isinstance(converted, numbers.Real):  # np.longdouble.item() is a longdouble
             try:
-                return float(converted)
+                result = float(converted)
             except OverflowError:
+                result = math.inf
+            if math.isinf(result) and abs(converted) != math.inf:
                 raise ValueError(f"metric {key!r} is beyond float range") from None
+            return result
         raise TypeError(f"metric {key!r}: {kind.__name__} holds {type(converted).__name__}, "
                         "not a real number")
     if isinstance(value, int):  # int subclasses (IntEnum, ...)
