@@ -70,8 +70,12 @@ def check_key(key: object, argument: str = "key") -> str:
 
 
 def check_name(value: object, argument: str, max_length: int = MAX_KEY_LENGTH) -> str:
-    """A run name, project or tag: a non-empty plain ``str`` every backend can store."""
-    value = check_key(value, argument)
+    """A run name, project or tag: a non-empty plain ``str`` UTF-8 can encode. Separators,
+    ``..`` and control characters are allowed: every place that makes a path of a name
+    maps them safely (``settings.safe_dirname``, ``fallbacks.path_component``)."""
+    value = check_text(value, argument)
+    if not value:
+        raise ValueError(f"{argument} must not be empty")
     if len(value) > max_length:
         raise ValueError(f"{argument} is {len(value)} characters long; the limit is "
                          f"{max_length}")
