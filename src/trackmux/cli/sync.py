@@ -168,4 +168,4 @@ def outcome(result: SyncResult, name: str) -> str:
     done = f"delivered {now} event{'' if now == 1 else 's'} now{to}"
     if pending <= 0:
         return f"{done}; complete ({acked} of {result.target})"
-    return f"{done}; {pending} left (acknowledged {acked} of {result.target})"
+    return f"{done}; {pending} events left (acknowledged {acked} of {result.target})"
