@@ -350,7 +350,7 @@ def init(project: str | None = None, name: str | None = None,
     """
     project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
                                    "project", MAX_NAME_LENGTH)
-    if name is not None:
+    if name is not None and name != "":  # "" names the run by its id, as None does
         name = normalize.check_name(name, "name", MAX_NAME_LENGTH)
     if isinstance(tags, (str, bytes)) or not isinstance(tags, Sequence):
         raise TypeError(f"tags must be a list of str, got {type(tags).__name__}")
