@@ -389,12 +389,14 @@ class SpoolWriter:
                 self.status.dropped += 1
 
     def _bytes_limit(self) -> int:
-        """How many events fit in ``max_buffered_bytes``, from a sample of the queue."""
+        """How many events fit in ``max_buffered_bytes``, from the oldest and newest queued
+        events (a deque is O(1) at its ends; this runs under the append lock)."""
         queue = self._queue
         if not queue:
             return self.max_buffered
-        step = max(1, len(queue) // 64)
-        sample = [event_bytes(queue[i]) for i in range(0, len(queue), step)]
+        ends = min(32, len(queue))
+        sample = ([event_bytes(queue[i]) for i in range(ends)]
+                  + [event_bytes(queue[-1 - i]) for i in range(ends)])
         average = max(1, sum(sample) // len(sample))
         return max(1, min(self.max_buffered, self.max_buffered_bytes // average))
 

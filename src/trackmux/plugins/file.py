@@ -26,7 +26,6 @@ the backend rewrites it from the run's spool and says so.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 from collections.abc import Sequence
@@ -114,7 +113,7 @@ class FileBackend(Backend):
                  "text": _sibling(path, ".text.jsonl")}
         fds = {kind: os.open(p, os.O_RDWR | os.O_CREAT, 0o644) for kind, p in paths.items()}
         try:
-            fcntl.flock(fds["metrics"], fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock(fds["metrics"])
         except BlockingIOError:
             for fd in fds.values():
                 os.close(fd)
@@ -195,6 +194,16 @@ class FileBackend(Backend):
         for fd in self._fds.values():
             os.close(fd)
         self._fds = {}
+
+
+def _lock(fd: int) -> None:
+    """An exclusive, non-blocking lock held while a live delivery writes (released when the
+    process ends, however it ends). Where there is no ``fcntl`` there is no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _write_all(fd: int, data: bytes) -> None:
