@@ -238,12 +238,39 @@ def test_a_sync_of_an_older_run_never_writes_into_a_newer_runs_file(tmp_path: Pa
     for step in range(5):
         newer.log({"who": 2.0}, step=step)
     assert newer.finish(timeout=30).complete
-    shared = tmp_path / "out" / "p" / "same.jsonl"
-    newer_bytes = shared.read_bytes()
-    assert [line["data"]["who"] for line in _lines(shared)] == [2.0] * 5
+    first = tmp_path / "out" / "p" / "same.jsonl"
+    assert [line["data"]["who"] for line in _lines(first)] == [1.0] * 50, "overwritten"
+    later = tmp_path / "out" / "p" / f"same-{newer.id}.jsonl"
+    newer_bytes = later.read_bytes()
+    assert [line["data"]["who"] for line in _lines(later)] == [2.0] * 5
+    first.unlink()   # the older run's output is lost: its sync rebuilds it in its own file
     done = trackmux_cli("sync", str(older.dir), "--no-progress")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert shared.read_bytes() == newer_bytes, "the older run's sync touched the newer file"
+    assert later.read_bytes() == newer_bytes, "the older run's sync touched the newer file"
+    assert [line["data"]["who"] for line in _lines(first)] == [1.0] * 50
+
+
+def test_an_older_runs_sync_moves_aside_when_a_newer_run_took_its_file(tmp_path: Path) -> None:
+    """The older run's output and owner mark were removed, so a newer run took the path;
+    the older run's sync rebuilds its output beside it and leaves the newer file alone."""
+    opts = {"file": {"root": str(tmp_path / "out")}}
+    older = trackmux.init(project="p", name="same", backends=["file"], dir=tmp_path / "sp",
+                          backend_options=opts)
+    for step in range(50):
+        older.log({"who": 1.0}, step=step)
+    assert older.finish(timeout=30).complete
+    shared = tmp_path / "out" / "p" / "same.jsonl"
+    shared.unlink()
+    shared.with_name("same.run-id").unlink()
+    newer = trackmux.init(project="p", name="same", backends=["file"], dir=tmp_path / "sp",
+                          backend_options=opts)
+    for step in range(5):
+        newer.log({"who": 2.0}, step=step)
+    assert newer.finish(timeout=30).complete
+    newer_bytes = shared.read_bytes()
+    done = trackmux_cli("sync", str(older.dir), "--no-progress")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert shared.read_bytes() == newer_bytes, "the older run's sync wrote into the newer file"
     own = tmp_path / "out" / "p" / f"same-{older.id}.jsonl"
     assert [line["data"]["who"] for line in _lines(own)] == [1.0] * 50
 

@@ -9,12 +9,13 @@
 Where: option ``path``, else ``VERL_FILE_LOGGER_PATH``, else
 ``<root>/<project>/<run name>.jsonl`` with ``root`` from option ``root``, else
 ``VERL_FILE_LOGGER_ROOT``, else ``.`` (verl's rules; a name too long for a file name is
-shortened with a hash). A new run truncates the file, as verl does.
+shortened with a hash).
 
 One run per file. ``<stem>.run-id`` names the run that owns the output, and a live
-delivery holds an exclusive lock on it. A second live run with the same path, or a later
-sync of a run whose file now belongs to a newer run, writes ``<stem>-<run id>.jsonl``
-instead of interleaving with (or overwriting) the other run's output.
+delivery holds an exclusive lock on it. Another run with the same path (live at the same
+time or later) writes ``<stem>-<run id>.jsonl`` instead of interleaving with or
+overwriting the first run's delivered output. A file without an owner mark (verl's own,
+or older) is truncated by a new run, as verl does.
 
 Exactly once: a resumed delivery continues the same file (its path and sizes are kept with
 each acknowledgement) and truncates each file to its last acknowledged size, so a
@@ -73,10 +74,11 @@ class FileBackend(Backend):
         offsets = {k: int(v) for k, v in (state.get("offsets") or {}).items()}
         continuing = bool(earlier) and Path(str(earlier)) == path and resume.acked_seq > 0
         owner = self._owner(path)
-        if owner not in (None, run.run_id) and continuing:
-            log.warning("trackmux: file output %s now belongs to run %s; run %s is written "
-                        "to its own file", path, owner, run.run_id)
-            path, continuing = _sibling(path, f"-{run.run_id}.jsonl"), False
+        if owner not in (None, run.run_id):  # never overwrite or interleave another run
+            alt = _sibling(path, f"-{run.run_id}.jsonl")
+            log.warning("trackmux: file output %s belongs to run %s; run %s is written to %s",
+                        path, owner, run.run_id, alt)
+            path, continuing = alt, False
         self.run = run
         if not self._bind(path):  # another live run writes there
             alt = _sibling(path, f"-{run.run_id}.jsonl")
