@@ -358,20 +358,8 @@ if __name__ == "__main__":  # python tests/backends/test_tensorboard.py: the 1M-
         print(_write_million(Path(tmp)))
 
 
-@pytest.fixture
-def tiny_disk(tmp_path: Path) -> Any:
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def test_an_output_disk_that_fills_then_frees_writes_each_event_once(
-        tmp_path: Path, tiny_disk: Path) -> None:
+        tmp_path: Path, small_tmpfs: Path, fill_disk: Any) -> None:
     """Issue 18: the event files' disk (a 1 MB tmpfs) fills mid-run and is freed; the
     batches that failed are retried and each step is in the file exactly once."""
     import time
@@ -381,18 +369,13 @@ def test_an_output_disk_that_fills_then_frees_writes_each_event_once(
     import trackmux
 
     run = trackmux.init(project="p", name="r", backends=["tensorboard"], dir=tmp_path / "sp",
-                        backend_options={"tensorboard": {"log_dir": str(tiny_disk / "tb")}})
+                        backend_options={"tensorboard": {"log_dir": str(small_tmpfs / "tb")}})
     rng = np.random.default_rng(0)
     for step in range(40):
         run.log({"x": float(step)}, step=step)
     time.sleep(0.5)
-    filler = tiny_disk / "filler"
-    try:  # fill what is left (unbuffered: nothing to flush at close)
-        with open(filler, "wb", buffering=0) as handle:
-            while True:
-                handle.write(b"\0" * 65536)
-    except OSError:
-        pass
+    filler = small_tmpfs / "filler"
+    fill_disk(filler)
     for step in range(40, 120):
         run.log({"x": float(step)}, step=step)
         if step % 10 == 0:
@@ -401,6 +384,6 @@ def test_an_output_disk_that_fills_then_frees_writes_each_event_once(
     filler.unlink()
     summary = run.finish(timeout=60)
     assert summary.complete, summary
-    back = readback_dir(tiny_disk / "tb")
+    back = readback_dir(small_tmpfs / "tb")
     assert [s for s, _ in back.metrics["x"]] == list(range(120))
     assert [s for s, _, _ in back.images["noise"]] == list(range(40, 120, 10))

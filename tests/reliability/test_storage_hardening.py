@@ -20,7 +20,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -275,38 +274,19 @@ def test_an_older_runs_sync_moves_aside_when_a_newer_run_took_its_file(tmp_path:
     assert [line["data"]["who"] for line in _lines(own)] == [1.0] * 50
 
 
-@pytest.fixture
-def tiny_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def test_a_backend_disk_that_fills_then_frees_writes_each_line_once(
-        tmp_path: Path, tiny_disk: Path) -> None:
+        tmp_path: Path, small_tmpfs: Path, fill_disk: Any) -> None:
     """The file backend's own output disk (a 1 MB tmpfs) fills mid-run and is freed: the
     failed batches are retried, and every line is in the file exactly once."""
-    filler = tiny_disk / "filler"
+    filler = small_tmpfs / "filler"
     run = trackmux.init(project="p", name="r", backends=["file"], dir=tmp_path / "spool",
-                        backend_options={"file": {"root": str(tiny_disk)}})
+                        backend_options={"file": {"root": str(small_tmpfs)}})
     text = "x" * 2000
     for step in range(100):
         run.log({"x": float(step)}, step=step)
         run.log_text("t", text, step=step)
     time.sleep(0.5)
-    try:  # fill what is left (unbuffered: nothing to flush at close)
-        with open(filler, "wb", buffering=0) as handle:
-            while True:
-                handle.write(b"\0" * 65536)
-    except OSError:
-        pass
+    fill_disk(filler)
     for step in range(100, 300):
         run.log({"x": float(step)}, step=step)
         run.log_text("t", text, step=step)
@@ -314,7 +294,7 @@ def test_a_backend_disk_that_fills_then_frees_writes_each_line_once(
     filler.unlink()
     summary = run.finish(timeout=60)
     assert summary.complete, summary
-    out = tiny_disk / "p" / "r.jsonl"
+    out = small_tmpfs / "p" / "r.jsonl"
     assert [line["step"] for line in _lines(out)] == list(range(300))
     assert [line["step"] for line in _lines(out.with_name("r.text.jsonl"))] == list(range(300))
 
