@@ -8,9 +8,21 @@ if ! command -v chromium >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "warning: could not install chromium; the report browser test will fail" >&2
 fi
-python3 -m pip install --quiet --disable-pip-version-check "tox>=4.11"
+# tox gets a venv of its own: a distribution's python3 refuses pip installs into itself
+# (PEP 668, "externally-managed-environment"), and the user's packages stay untouched.
+VENV="${TRACKMUX_TOX_VENV:-.venv-tox}"
+if [ ! -x "$VENV/bin/python" ]; then
+  if ! python3 -m venv "$VENV" 2>/dev/null; then
+    # Debian/Ubuntu ship venv separately (python3-venv); install it when we may.
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv \
+      >/dev/null) || { echo "error: python3 -m venv failed; install python3-venv" >&2; exit 1; }
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+  fi
+fi
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "tox>=4.11"
 rm -rf .tox/junit
 status=0
-python3 -m tox run-parallel --parallel 2 --parallel-no-spinner "$@" || status=$?
-python3 scripts/summarize_tests.py .tox/junit || status=1
+"$VENV/bin/python" -m tox run-parallel --parallel 2 --parallel-no-spinner "$@" || status=$?
+"$VENV/bin/python" scripts/summarize_tests.py .tox/junit || status=1
 exit $status

@@ -3,8 +3,62 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("SWANLAB_MODE", "offline")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_working_directory_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The same for session fixtures (a server, an mlflow client made once)."""
+    before = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("session-cwd"))
+    yield
+    os.chdir(before)
+
+
+@pytest.fixture(autouse=True)
+def _working_directory_in_tmp(tmp_path_factory: pytest.TempPathFactory,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a library writes relative to the working directory (mlflow's ``./mlruns``
+    artifact root, ``tensorboard_log/``, ``./trackmux``) lands in the test's own temporary
+    folder, never in the checkout. A folder apart from ``tmp_path``, whose contents some
+    tests count."""
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A real 1 MB filesystem (tmpfs) that a test can fill; skipped where mount is refused."""
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.fixture
+def fill_disk() -> Callable[[Path], None]:
+    """Write zeros to ``path`` until its filesystem is full (unbuffered: nothing is left to
+    flush at close); delete the file to free the space again."""
+    def fill(path: Path) -> None:
+        try:
+            with open(path, "wb", buffering=0) as handle:
+                while True:
+                    handle.write(b"\0" * 65536)
+        except OSError:
+            pass
+
+    return fill

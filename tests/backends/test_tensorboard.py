@@ -212,13 +212,10 @@ class TestTensorBoardBackend(BackendConformance):
                 def write(self, events):
                     Dying.batches += 1
                     if Dying.batches == 4 and {where!r} == "torn_write":
-                        real = self._file
-                        class Half:
-                            def write(self, data):
-                                real.write(data[: len(data) // 2])
-                                real.flush()
-                                os.kill(os.getpid(), signal.SIGKILL)
-                        self._file = Half()
+                        def half(data):
+                            os.pwrite(self._fd, data[: len(data) // 2], self._offset)
+                            os.kill(os.getpid(), signal.SIGKILL)
+                        self._append = half
                     super().write(events)
                 def flush(self):
                     super().flush()
@@ -258,6 +255,30 @@ class TestTensorBoardBackend(BackendConformance):
         back = self.read_back(tmp_path)
         self.assert_metrics(back, run)
         assert len(event_files(tmp_path)) == 1
+
+    def test_a_deleted_event_file_is_rebuilt_from_the_spool(self, tmp_path: Path) -> None:
+        """Issue 18: output gone is noticed and rewritten whole, not restarted half-empty."""
+        run = sample_run(tmp_path, steps=20)
+        self.deliver(tmp_path, run)
+        before = self.read_back(tmp_path)
+        for path in event_files(tmp_path):
+            path.unlink()
+        self.deliver(tmp_path, run)
+        after = self.read_back(tmp_path)
+        self.assert_metrics(after, run)
+        assert after.metrics == before.metrics and after.images == before.images
+        assert len(event_files(tmp_path)) == 1
+
+    def test_the_default_location_is_announced(self, tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+        run = sample_run(tmp_path, steps=2)
+        with caplog.at_level("WARNING", "trackmux"):
+            result = deliver(run.run_dir, {"tensorboard": lambda: TensorBoardBackend()},
+                             timeout=60)
+        where = Path("tensorboard_log", "conformance", "conformance-run").absolute()
+        assert any(str(where) in r.getMessage() and "default" in r.getMessage()
+                   for r in caplog.records)
+        assert result.where["tensorboard"] == str(where)
 
 
 def test_end_to_end_through_trackmux_init(tmp_path: Path,
@@ -335,3 +356,34 @@ if __name__ == "__main__":  # python tests/backends/test_tensorboard.py: the 1M-
 
     with tempfile.TemporaryDirectory() as tmp:
         print(_write_million(Path(tmp)))
+
+
+def test_an_output_disk_that_fills_then_frees_writes_each_event_once(
+        tmp_path: Path, small_tmpfs: Path, fill_disk: Any) -> None:
+    """Issue 18: the event files' disk (a 1 MB tmpfs) fills mid-run and is freed; the
+    batches that failed are retried and each step is in the file exactly once."""
+    import time
+
+    import numpy as np
+
+    import trackmux
+
+    run = trackmux.init(project="p", name="r", backends=["tensorboard"], dir=tmp_path / "sp",
+                        backend_options={"tensorboard": {"log_dir": str(small_tmpfs / "tb")}})
+    rng = np.random.default_rng(0)
+    for step in range(40):
+        run.log({"x": float(step)}, step=step)
+    time.sleep(0.5)
+    filler = small_tmpfs / "filler"
+    fill_disk(filler)
+    for step in range(40, 120):
+        run.log({"x": float(step)}, step=step)
+        if step % 10 == 0:
+            run.log_image("noise", rng.integers(0, 255, (64, 64, 3), dtype=np.uint8), step=step)
+    time.sleep(1.5)
+    filler.unlink()
+    summary = run.finish(timeout=60)
+    assert summary.complete, summary
+    back = readback_dir(small_tmpfs / "tb")
+    assert [s for s, _ in back.metrics["x"]] == list(range(120))
+    assert [s for s, _, _ in back.images["noise"]] == list(range(40, 120, 10))

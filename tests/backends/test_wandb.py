@@ -373,6 +373,23 @@ def test_live_run_through_the_public_api(tmp_path: Path) -> None:
             assert secret.encode() not in path.read_bytes(), path
 
 
+def test_a_project_wandb_refuses_is_mapped_not_retried(tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 18, class 8: ``team/qwen2:grpo`` reaches wandb as ``team-qwen2-grpo``."""
+    import trackmux
+
+    with caplog.at_level("WARNING", "trackmux"):
+        run = trackmux.init(project="team/qwen2:grpo", name="r", backends=["wandb"],
+                            dir=tmp_path / "spool")
+        for step in range(5):
+            run.log({"loss": float(step)}, step=step)
+        summary = run.finish(timeout=120)
+    assert summary.complete and not summary.problems, summary
+    assert any("team-qwen2-grpo" in r.getMessage() for r in caplog.records)
+    readback, _ = read_wandb(tmp_path)
+    assert readback.metrics["loss"] == [(s, float(s)) for s in range(5)]
+
+
 def test_an_event_wandb_cannot_take_is_reported_not_retried(tmp_path: Path) -> None:
     broken = ImageEvent("bad/img", b"not a png", 4, 4, "RGB", 1, T0 + 1, None)
     events = [MetricsEvent({"m": 0.0}, 0, T0), broken, MetricsEvent({"m": 2.0}, 2, T0 + 2)]

@@ -69,7 +69,7 @@ def test_sync_to_a_new_backend_then_nothing_left(tmp_path: Path) -> None:
     assert [x["step"] for x in lines] == list(range(30))
     second = CliRunner().invoke(cli, ["sync", str(run.dir), "--to", "file",
                                       "-o", f"file.path={out}", "--no-progress"])
-    assert second.exit_code == 0 and "up to date" in second.output
+    assert second.exit_code == 0 and "nothing to do" in second.output
     assert len(out.read_bytes().splitlines()) == 30
     runs = CliRunner().invoke(cli, ["runs", str(tmp_path)])
     assert "file: delivered" in runs.output

@@ -109,5 +109,5 @@ def test_sigkill_mid_run_keeps_durable_events_and_sync_delivers_exactly_them(
     before = (root / "file.jsonl").read_bytes()
     again = cli("sync", str(run_dir))
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "up to date" in again.stdout
+    assert "nothing to do" in again.stdout
     assert (root / "file.jsonl").read_bytes() == before

@@ -110,7 +110,7 @@ def test_sync_after_server_starts_delivers_each_metric_exactly_once(
     with MlflowServer(tmp_path / "server", port=offline_run.port) as server:
         first = cli("sync", str(run_dir), "--to", "mlflow")
         assert first.returncode == 0, first.stdout + first.stderr
-        assert "up to date" in first.stdout
+        assert "complete (" in first.stdout and "delivered" in first.stdout
         assert cursor(run_dir, "mlflow").acked_seq == offline_run.events
 
         server_view = MlflowReadback(server.url)
@@ -133,7 +133,7 @@ def test_sync_after_server_starts_delivers_each_metric_exactly_once(
 
         second = cli("sync", str(run_dir), "--to", "mlflow")
         assert second.returncode == 0, second.stdout + second.stderr
-        assert "up to date" in second.stdout
+        assert "nothing to do" in second.stdout
         assert len(server_view.runs("must-show")) == 1
         assert server_view.stored_rows(server.db_path, remote.info.run_id) == rows
         assert len(client.list_artifacts(remote.info.run_id, "tables/samples")) == len(tables)

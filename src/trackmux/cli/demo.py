@@ -1,5 +1,5 @@
 """``trackmux demo``: train a small policy with GRPO on CPU, log it through trackmux, and
-write its HTML report. Needs numpy (``pip install 'trackmux[demo]'``)."""
+write its HTML report. Needs numpy (``pip install numpy``, or trackmux's extra ``demo``)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
     try:
         import numpy  # noqa: F401
     except ImportError as exc:
-        raise click.ClickException("the demo needs numpy: pip install 'trackmux[demo]'"
+        raise click.ClickException("the demo needs numpy: pip install numpy "
+                                   "(trackmux's extra 'demo')"
                                    ) from exc
     import trackmux
     from trackmux.core import settings

@@ -15,6 +15,8 @@ from trackmux.core.runs import find_runs, summarize
 def runs(directory: Path | None) -> None:
     """List runs under DIRECTORY (default: $TRACKMUX_DIR or ./trackmux)."""
     root = settings.spool_root(directory)
+    if directory is not None and not root.is_dir():
+        raise click.UsageError(f"no directory {root}")
     found = find_runs(root)
     if not found:
         click.echo(f"no runs under {root}")

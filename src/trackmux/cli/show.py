@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import click
 import orjson
 
+from trackmux.core.errors import SpoolUnsafeError
 from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
 from trackmux.core.runs import resolve_run, summarize
 from trackmux.core.spool_reader import SpoolReader
@@ -29,9 +30,9 @@ def show(run_arg: str, root: str | None) -> None:
     """Show what a run's spool holds."""
     try:
         run_dir = resolve_run(run_arg, root)
-    except FileNotFoundError as exc:
+        summary = summarize(run_dir)
+    except (FileNotFoundError, SpoolUnsafeError) as exc:
         raise click.UsageError(str(exc)) from None
-    summary = summarize(run_dir)
     meta = summary.meta
     click.echo(f"run {meta.get('project')}/{run_dir.name} ({meta.get('name')}): "
                f"{summary.state}, {summary.events} events")
@@ -67,12 +68,12 @@ def show(run_arg: str, root: str | None) -> None:
     click.echo("config:")
     click.echo("  " + (orjson.dumps(config, option=orjson.OPT_INDENT_2).decode()
                        .replace("\n", "\n  ") if config is not None else "(none)"))
-    click.echo(f"metrics ({len(metrics)} keys):")
+    click.echo(f"metrics ({_keys(len(metrics))}):")
     for key, stats in sorted(metrics.items()):
         click.echo(f"  {key}: last {stats.last_value:.6g} at step {stats.last_step}; "
                    f"steps {stats.first_step}..{stats.last_step}, {stats.count} points")
     for title, found in (("tables", tables), ("images", images), ("text", texts)):
-        click.echo(f"{title} ({len(found)} keys):")
+        click.echo(f"{title} ({_keys(len(found))}):")
         for key, steps in sorted(found.items()):
             click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
     click.echo("delivery:")
@@ -86,3 +87,7 @@ def show(run_arg: str, root: str | None) -> None:
         click.echo(f"damage ({len(damage)}):")
         for line in damage[:20]:
             click.echo(f"  {line}")
+
+
+def _keys(count: int) -> str:
+    return "1 key" if count == 1 else f"{count} keys"

@@ -16,11 +16,11 @@ from typing import Any
 import click
 import orjson
 
-from trackmux.core.errors import SpoolLockedError, UnknownBackendError
+from trackmux.core.errors import SpoolLockedError, SpoolUnsafeError, UnknownBackendError
 from trackmux.core.redact import REDACTED
 from trackmux.core.registry import get_registry
 from trackmux.core.runs import resolve_run, summarize
-from trackmux.core.sync import deliver_by_name
+from trackmux.core.sync import SyncResult, deliver_by_name
 
 
 def option_value(text: str) -> Any:
@@ -63,10 +63,23 @@ def check_options(names: list[str], options: dict[str, dict[str, Any]]) -> None:
             raise click.UsageError(f"backend {name!r}: {exc}") from None
 
 
-def stored_options(meta: dict[str, Any], name: str) -> dict[str, Any]:
-    """The options the live run used for ``name``, minus redacted secrets."""
+def stored_options(meta: dict[str, Any], name: str) -> tuple[dict[str, Any], list[str]]:
+    """The options the live run used for ``name``, and the names of those that held a
+    secret: secrets are never stored, so they come from the environment (the backend's own
+    variables, e.g. ``WANDB_API_KEY``) or from ``-o`` now."""
     stored = (meta.get("backend_options") or {}).get(name) or {}
-    return {k: v for k, v in stored.items() if v != REDACTED}
+    kept = {k: v for k, v in stored.items() if not _holds_redaction(v)}
+    return kept, sorted(k for k in stored if k not in kept)
+
+
+def _holds_redaction(value: Any) -> bool:
+    if isinstance(value, str):
+        return REDACTED in value or "://***@" in value
+    if isinstance(value, dict):
+        return any(_holds_redaction(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_redaction(v) for v in value)
+    return False
 
 
 @click.command()
@@ -91,14 +104,21 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
         try:
             run_dir = resolve_run(arg, root)
             summary = summarize(run_dir)
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, SpoolUnsafeError) as exc:
             raise click.UsageError(str(exc)) from None
         names = [n.strip() for n in to.split(",") if n.strip()] if to else summary.backends
         if not names:
             click.echo(f"{run_dir.name}: no backends to deliver to (use --to)")
             continue
-        merged = {n: {**stored_options(summary.meta, n), **cli_options.get(n, {})}
-                  for n in names}
+        merged = {}
+        for n in names:
+            kept, secret = stored_options(summary.meta, n)
+            missing = [k for k in secret if k not in cli_options.get(n, {})]
+            if missing:
+                click.echo(f"{run_dir.name} -> {n}: option(s) {', '.join(missing)} held a "
+                           "secret and were not stored; the backend reads its environment, "
+                           f"or pass -o {n}.{missing[0]}=...", err=True)
+            merged[n] = {**kept, **cli_options.get(n, {})}
         check_options(names, merged)
         bars: dict[str, Any] = {}
 
@@ -125,11 +145,8 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             for bar in bars.values():
                 bar.close()
         for name in names:
-            pending = result.target - result.acked.get(name, 0)
-            state = "up to date" if pending <= 0 else f"{pending} events left"
-            click.echo(f"{run_dir.name} -> {name}: {state} "
-                       f"(acknowledged {result.acked.get(name, 0)} of {result.target})")
-            left += max(0, pending)
+            click.echo(f"{run_dir.name} -> {name}: {outcome(result, name)}")
+            left += max(0, result.target - result.acked.get(name, 0))
         for problem in result.problems:
             click.echo(f"  {problem.backend}: {problem.kind}: {problem.message}", err=True)
         if result.damage:
@@ -137,3 +154,18 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             click.echo(f"  spool damage ({len(result.damage)}): "
                        + "; ".join(result.damage[:5]), err=True)
     sys.exit(1 if left or damaged else 0)
+
+
+def outcome(result: SyncResult, name: str) -> str:
+    """One line per backend: what this sync delivered, where, and what is left."""
+    acked = result.acked.get(name, 0)
+    pending = result.target - acked
+    now = result.delivered_now(name)
+    where = result.where.get(name)
+    to = f" to {where}" if where else ""
+    if now == 0 and pending <= 0:
+        return f"nothing to do: all {result.target} events were already delivered{to}"
+    done = f"delivered {now} event{'' if now == 1 else 's'} now{to}"
+    if pending <= 0:
+        return f"{done}; complete ({acked} of {result.target})"
+    return f"{done}; {pending} events left (acknowledged {acked} of {result.target})"

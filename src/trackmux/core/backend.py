@@ -88,6 +88,11 @@ class Backend(abc.ABC):
         """A small JSON-compatible checkpoint stored with each acknowledgement."""
         return {}
 
+    def where(self) -> str | None:
+        """Where the output went (a directory, a file, a URL), shown by ``trackmux sync``
+        and in the log when a default location was chosen; None: not a place to show."""
+        return None
+
     def media_dir(self) -> Path | None:
         """Where core's image fallback may write PNG files; None: images are reported skipped."""
         return None

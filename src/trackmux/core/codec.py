@@ -40,7 +40,12 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
     blob: tuple[str, bytes] | None = None
     body: bytes
     if isinstance(event, MetricsEvent):
-        body = orjson.dumps(event.data)
+        try:
+            body = orjson.dumps(event.data)
+        except TypeError:  # a str-subclass key that equals a known key took log()'s fast
+            data = {str.__str__(k): v for k, v in event.data.items()}  # path: store it plain
+            event = MetricsEvent(data, event.step, event.time, event.seq)
+            body = orjson.dumps(data)
         if b"null" in body:
             body = orjson.dumps({
                 k: _nonfinite(v) if isinstance(v, float) and not math.isfinite(v) else v

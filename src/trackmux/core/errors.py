@@ -26,3 +26,8 @@ class EventRejected(TrackmuxError, ValueError):
     events that are rejected again. Any other exception is treated as transient and
     retried with backoff.
     """
+
+
+class SpoolUnsafeError(TrackmuxError, ValueError):
+    """A run's ``spool.db`` is not a regular file of its own (a symlink, a FIFO, a device):
+    reading or acknowledging into it could block or write outside the run."""

@@ -28,11 +28,22 @@ def safe_filename(key: str, max_length: int = 120) -> str:
     return name
 
 
+# File systems allow 255 bytes per name; keep room for suffixes (".tables.jsonl",
+# "-<run id>.jsonl", "_media").
+MAX_COMPONENT_BYTES = 200
+
+
 def path_component(name: str) -> str:
     """``name`` as one directory level: kept as written (verl does) unless it could leave
-    its directory (empty, ``.``, ``..``, a separator or NUL), then made safe."""
+    its directory (empty, ``.``, ``..``, a separator or NUL), then made safe; a name over
+    ``MAX_COMPONENT_BYTES`` is cut and given a hash of the whole name (stays unique)."""
     if name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
-        return safe_filename(name)
+        name = safe_filename(name, MAX_COMPONENT_BYTES)
+    encoded = name.encode("utf-8", "surrogatepass")
+    if len(encoded) > MAX_COMPONENT_BYTES:
+        digest = hashlib.sha1(encoded).hexdigest()[:10]
+        head = encoded[:MAX_COMPONENT_BYTES - 11].decode("utf-8", "ignore")
+        name = f"{head}-{digest}"
     return name
 
 

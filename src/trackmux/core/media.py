@@ -7,7 +7,10 @@ Accepted (documented in docs/values.md):
 - dtypes: bool (0/255); unsigned/signed ints clipped to 0..255; floats in [0, 1] scaled
   by 255, floats with a maximum above 1 read as 0..255; NaN becomes 0, values clipped.
 - ``PIL.Image.Image`` objects; a path (str or ``os.PathLike``) to an image file.
-Anything else, an empty image, or one above ``MAX_PIXELS`` raises an error naming ``image``.
+Anything else, an empty image, or one above ``MAX_PIXELS`` raises an error naming ``image``:
+a path that is not a regular file (a FIFO would block forever), a file whose header
+declares more than ``MAX_PIXELS`` (checked before decoding: no decompression bomb), a PIL
+mode Pillow cannot convert (``La``), torch meta, nested or sparse tensors.
 numpy and Pillow are imported only when an image is logged.
 """
 
@@ -29,17 +32,73 @@ class EncodedImage:
     mode: str
 
 
-def _from_pil(image: Any) -> EncodedImage:
-    width, height = image.size
+def _check_size(width: int, height: int) -> None:
     if width == 0 or height == 0:
         raise ValueError("image is empty (0 pixels)")
     if width * height > MAX_PIXELS:
         raise ValueError(f"image has {width}x{height} pixels; the limit is {MAX_PIXELS}")
-    if image.mode not in ("L", "RGB", "RGBA", "LA", "I;16", "1", "P"):
-        image = image.convert("RGBA" if "A" in image.mode else "RGB")
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+
+
+def _from_pil(image: Any) -> EncodedImage:
+    width, height = image.size
+    _check_size(width, height)
+    mode = image.mode
+    try:
+        if mode not in ("L", "RGB", "RGBA", "LA", "I;16", "1", "P"):
+            image = image.convert("RGBA" if "A" in mode.upper() else "RGB")
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+    except (ValueError, OSError, KeyError) as exc:
+        raise ValueError(f"image in PIL mode {mode!r} cannot be encoded as PNG: {exc}") from None
     return EncodedImage(buffer.getvalue(), width, height, image.mode)
+
+
+def _from_path(path: str) -> EncodedImage:
+    import stat
+    import warnings
+
+    from PIL import Image
+
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise ValueError(f"image path {path!r} is not readable: {exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"image path {path!r} is not a regular file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as opened:  # reads the header only
+                try:
+                    _check_size(*opened.size)
+                except ValueError as exc:
+                    raise ValueError(f"image path {path!r}: {exc}") from None
+                opened.load()
+                return _from_pil(opened)
+    except Image.DecompressionBombError as exc:
+        raise ValueError(f"image path {path!r}: {exc}") from None
+    except OSError as exc:  # UnidentifiedImageError is an OSError
+        raise ValueError(f"image path {path!r} is not a readable image: {exc}") from exc
+
+
+def _torch_to_numpy(tensor: Any) -> Any:
+    import torch
+
+    if tensor.is_meta:
+        raise ValueError("image is a meta tensor (it has no data)")
+    if getattr(tensor, "is_nested", False):
+        raise ValueError("image is a nested tensor; log each image on its own")
+    if tensor.layout != torch.strided:
+        raise ValueError(f"image is a {tensor.layout} tensor; call .to_dense() first")
+    tensor = tensor.detach().cpu()
+    if tensor.is_complex():
+        raise TypeError(f"image has dtype {tensor.dtype}; expected bool, integer or float")
+    if tensor.is_floating_point():  # numpy has no bfloat16
+        tensor = tensor.float()
+    try:
+        return tensor.numpy()
+    except (RuntimeError, TypeError) as exc:
+        raise TypeError(f"image: this tensor cannot become an array: {exc}") from None
 
 
 def _to_uint8(array: Any) -> Any:
@@ -79,23 +138,15 @@ def _from_array(array: Any) -> EncodedImage:
 def encode_image(image: object) -> EncodedImage:
     """Convert any accepted image to PNG; errors name ``image`` and what was wrong."""
     if isinstance(image, (str, os.PathLike)):
-        from PIL import Image, UnidentifiedImageError
-
-        try:
-            with Image.open(os.fspath(image)) as opened:
-                opened.load()
-                return _from_pil(opened)
-        except (OSError, UnidentifiedImageError) as exc:
-            raise ValueError(f"image path {os.fspath(image)!r} is not a readable image: {exc}"
-                             ) from exc
+        path = os.fspath(image)
+        if not isinstance(path, str):
+            raise TypeError("image path must be str, got bytes")
+        return _from_path(path)
     module = type(image).__module__.split(".")[0]
     if module == "PIL":
         return _from_pil(image)
     if module == "torch":
-        tensor = image.detach().cpu()  # type: ignore[attr-defined]
-        if tensor.is_floating_point():  # numpy has no bfloat16
-            tensor = tensor.float()
-        image = tensor.numpy()
+        image = _torch_to_numpy(image)
     if hasattr(image, "__array_interface__") or hasattr(image, "__array__"):
         import numpy as np
 

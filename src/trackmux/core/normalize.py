@@ -3,12 +3,15 @@
 The rules (documented in docs/values.md):
 
 - Keys are non-empty ``str`` of at most ``MAX_KEY_LENGTH`` characters without control
-  characters. Unicode, ``/``, ``@`` and spaces are kept; each backend maps them to what
-  it accepts (mlflow as verl does).
+  characters or lone surrogates; ``str`` subclasses (a str-mixin enum member, ``numpy.str_``)
+  are stored as the plain ``str`` they hold. Unicode, ``/``, ``@`` and spaces are kept;
+  each backend maps them to what it accepts (mlflow as verl does).
 - Metric values: ``int`` and ``float`` pass; ``bool`` becomes ``int``; numpy/torch scalars
   and 0-d arrays/tensors (anything with ``.item()`` and no dimensions) become ``int`` or
   ``float``; ints beyond 64 bits become ``float``; NaN and inf are kept. A nested dict is
-  flattened with ``/`` (``{"a": {"b": 1}}`` is ``a/b``). Everything else (str, None,
+  flattened with ``/`` (``{"a": {"b": 1}}`` is ``a/b``); a nested and a flat key that
+  flatten to the same name are a ``ValueError`` (one would silently overwrite the other).
+  An int beyond float range is a ``ValueError``. Everything else (str, None,
   lists, arrays with elements, objects whose conversion raises) is a ``TypeError`` that
   names the key and the type.
 - Steps are ints ``>= 0`` (numpy ints and integral floats accepted); bools, other floats,
@@ -35,12 +38,21 @@ _known_keys: set[str] = set()
 _KNOWN_KEYS_LIMIT = 200_000
 
 
+def plain_str(value: object, argument: str) -> str:
+    """``value`` as an exact ``str`` (subclasses unwrapped: the spool's encoder and the
+    backends take only plain ``str``); a ``TypeError`` naming ``argument`` otherwise."""
+    if type(value) is str:
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"{argument} must be str, got {type(value).__name__}: {value!r:.80}")
+    return str.__str__(value)
+
+
 def check_key(key: object, argument: str = "key") -> str:
     """Return ``key`` if it is acceptable, else raise an error naming ``argument``."""
     if type(key) is str and key in _known_keys:
         return key
-    if not isinstance(key, str):
-        raise TypeError(f"{argument} must be str, got {type(key).__name__}: {key!r:.80}")
+    key = plain_str(key, argument)
     if not key:
         raise ValueError(f"{argument} must not be empty")
     if len(key) > MAX_KEY_LENGTH:
@@ -57,13 +69,54 @@ def check_key(key: object, argument: str = "key") -> str:
     return key
 
 
+def check_name(value: object, argument: str, max_length: int = MAX_KEY_LENGTH) -> str:
+    """A run name, project or tag: a non-empty plain ``str`` UTF-8 can encode. Separators,
+    ``..`` and control characters are allowed: every place that makes a path of a name
+    maps them safely (``settings.safe_dirname``, ``fallbacks.path_component``)."""
+    value = check_text(value, argument)
+    if not value:
+        raise ValueError(f"{argument} must not be empty")
+    if len(value) > max_length:
+        raise ValueError(f"{argument} is {len(value)} characters long; the limit is "
+                         f"{max_length}")
+    return value
+
+
+def check_text(value: object, argument: str) -> str:
+    """Free text (``log_text``, a caption): a plain ``str`` that UTF-8 can encode."""
+    value = plain_str(value, argument)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{argument} is not valid unicode (lone surrogates)") from None
+    return value
+
+
+def exit_code(value: object) -> int:
+    """``finish(exit_code=...)``: an int (numpy integers accepted, bools refused)."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"exit_code must be an int, got {type(value).__name__}")
+    return int(value.__index__())
+
+
+def _to_float(value: int, key: str) -> float:
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"metric {key!r} is an int beyond float range ({len(str(value))} "
+                         "digits); log it as text or scale it") from None
+
+
 def to_scalar(value: object, key: str) -> Scalar:
     """Convert one metric value; errors name ``key`` and the offending type."""
     kind = type(value)
     if kind is float:
         return value  # type: ignore[return-value]
     if kind is int:
-        return value if -MAX_INT - 1 <= value <= MAX_INT else float(value)  # type: ignore[operator,return-value,arg-type]
+        return value if -MAX_INT - 1 <= value <= MAX_INT else _to_float(value, key)  # type: ignore[operator,return-value,arg-type]
     if kind is bool:
         return 1 if value else 0
     if isinstance(value, (str, bytes, bytearray)) or value is None:
@@ -86,7 +139,13 @@ def to_scalar(value: object, key: str) -> Scalar:
         if isinstance(converted, (bool, int, float)):
             return to_scalar(converted, key)
         if isinstance(converted, numbers.Real):  # np.longdouble.item() is a longdouble
-            return float(converted)
+            try:
+                result = float(converted)
+            except OverflowError:
+                result = math.inf
+            if math.isinf(result) and abs(converted) != math.inf:
+                raise ValueError(f"metric {key!r} is beyond float range") from None
+            return result
         raise TypeError(f"metric {key!r}: {kind.__name__} holds {type(converted).__name__}, "
                         "not a real number")
     if isinstance(value, int):  # int subclasses (IntEnum, ...)
@@ -122,16 +181,26 @@ def normalize_metrics(data: object) -> dict[str, Scalar]:
     for key, value in data.items():
         if type(value) in _FAST_TYPES and type(key) is str and key in known:
             if type(value) is int and not -MAX_INT - 1 <= value <= MAX_INT:
-                value = float(value)
-            out[key] = value
+                value = _to_float(value, key)
+            name = key
         elif isinstance(value, Mapping):
             prefix = check_key(key)
             for sub_key, sub_value in normalize_metrics(
-                {f"{prefix}/{k}" if isinstance(k, str) else k: v for k, v in value.items()}
+                {prefix + "/" + str.__str__(k) if isinstance(k, str) else k: v
+                 for k, v in value.items()}
             ).items():
+                if sub_key in out:
+                    raise ValueError(f"data has two values for key {sub_key!r} (a nested "
+                                     "dict and a flat key flatten to the same name)")
                 out[sub_key] = sub_value
+            continue
         else:
-            out[check_key(key)] = to_scalar(value, key)
+            name = check_key(key)
+            value = to_scalar(value, name)
+        if name in out:
+            raise ValueError(f"data has two values for key {name!r} (a nested dict and a "
+                             "flat key flatten to the same name)")
+        out[name] = value
     return out
 
 
@@ -147,7 +216,12 @@ def normalize_step(step: object) -> int:
         raise TypeError("step must be an int, got bool")
     item = getattr(step, "item", None)
     if item is not None and callable(item) and getattr(step, "ndim", 0) == 0:
-        return normalize_step(item())
+        try:
+            value = item()
+        except Exception as exc:  # a meta or otherwise data-less tensor
+            raise TypeError(f"step: {type(step).__name__}.item() failed ({exc}); pass an int"
+                            ) from None
+        return normalize_step(value)
     if isinstance(step, int):
         return normalize_step(int(step))
     if isinstance(step, float):
@@ -200,7 +274,13 @@ def normalize_table(
             raise TypeError(f"rows[{i}] must be a list of cells, got {type(row).__name__}")
         if len(row) != len(cols):
             raise ValueError(f"rows[{i}] has {len(row)} cells; the table has {len(cols)} columns")
-        out.append([to_cell(v) for v in row])
+        cells = [to_cell(v) for v in row]
+        for j, cell in enumerate(cells):
+            if type(cell) is str and not cell.isascii():
+                check_text(cell, f"rows[{i}][{j}]")
+            elif isinstance(cell, str):
+                cells[j] = str.__str__(cell)
+        out.append(cells)
     for j in range(len(cols)):
         kinds = {type(r[j]) for r in out if r[j] is not None}
         if str in kinds and len(kinds) > 1:
@@ -210,35 +290,61 @@ def normalize_table(
     return cols, tuple(tuple(r) for r in out)
 
 
-def to_json_value(value: object, path: str = "config") -> Any:
+MAX_CONFIG_DEPTH = 100
+
+
+def to_json_value(value: object, path: str = "config", _parents: tuple[int, ...] = ()) -> Any:
     """Config values become JSON-compatible: containers recurse, scalars unwrap, the rest str().
-    Ints beyond 64 bits become str (exact; JSON stores cannot hold them as numbers)."""
+    Ints beyond 64 bits become str (exact; JSON stores cannot hold them as numbers). Keys and
+    strings become plain ``str``; a cycle (or nesting deeper than ``MAX_CONFIG_DEPTH``) and
+    text UTF-8 cannot encode are a ``ValueError`` naming the path."""
+    if len(_parents) > MAX_CONFIG_DEPTH:
+        raise ValueError(f"{path[:200]} is nested more than {MAX_CONFIG_DEPTH} levels deep")
+    if isinstance(value, str):
+        return check_text(value, path)
     if type(value) is int and not -MAX_INT - 1 <= value <= MAX_INT:
         return str(value)
     if value is None or type(value) in (str, bool, int):
         return value
     if type(value) is float:
         return value if math.isfinite(value) else str(value)
+    if isinstance(value, (Mapping, list, tuple, set, frozenset)):
+        if id(value) in _parents:
+            raise ValueError(f"{path[:200]} contains itself (a cycle); configs must be trees")
+        _parents = (*_parents, id(value))
     if isinstance(value, Mapping):
-        return {str(k): to_json_value(v, f"{path}.{k}") for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            name = check_text(k if isinstance(k, str) else _safe_str(k), f"{path} key")
+            out[name] = to_json_value(v, f"{path}.{name}", _parents)
+        return out
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [to_json_value(v, f"{path}[{i}]", _parents) for i, v in enumerate(value)]
     item = getattr(value, "item", None)
     if item is not None and callable(item) and getattr(value, "ndim", 0) == 0:
         try:
-            return to_json_value(item(), path)
+            return to_json_value(item(), path, _parents)
+        except ValueError:
+            raise
         except Exception:
             pass
     tolist = getattr(value, "tolist", None)
     if tolist is not None and callable(tolist):
         try:
-            return to_json_value(tolist(), path)
+            return to_json_value(tolist(), path, _parents)
+        except ValueError:
+            raise
         except Exception:
             pass
     if isinstance(value, (int, float)):
-        return to_json_value(int(value) if isinstance(value, int) else float(value), path)
+        return to_json_value(int(value) if isinstance(value, int) else float(value), path,
+                             _parents)
+    return check_text(_safe_str(value), path)
+
+
+def _safe_str(value: object) -> str:
     try:
-        return str(value)
+        return str.__str__(str(value))
     except Exception as exc:
         return f"<unprintable {type(value).__name__}: {exc}>"
 

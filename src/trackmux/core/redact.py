@@ -1,11 +1,19 @@
 """Secrets never reach the spool or a backend.
 
-Applied to the config (and table/text cells are left alone: they are model output).
-- A key that names a credential (api_key, token, secret, password, access key, private
-  key, credential, auth header, ...) has its value replaced by ``REDACTED``.
-- Credentials inside URLs (``https://user:pass@host``) are stripped to ``https://***@host``.
+Applied to the config and the stored backend options (table/text cells are left alone:
+they are model output).
+- A key that names a credential (api_key, token, secret, password, passphrase, access key,
+  private key, credential, session token, auth header, ...) has its value replaced by
+  ``REDACTED``. ML words that merely contain "token" (``max_new_tokens``) are kept.
+- Credentials inside URLs (``https://user:pass@host``, ``redis://:pass@host``) are
+  stripped to ``scheme://***@host``.
+- Secret-shaped values are redacted wherever they appear: JWTs, ``Bearer``/``Basic``
+  credentials and ``Authorization:`` headers inside a string, well-known key prefixes
+  (``sk-``, ``hf_``, ``ghp_``, ``AKIA``, ...) and a whole value shaped like a wandb API
+  key (40 hex digits) unless its key names a commit or hash.
 - Any string containing the value of a secret-looking environment variable
-  (``WANDB_API_KEY``, ``HF_TOKEN``, ...) is redacted too; environment values are never logged.
+  (``WANDB_API_KEY``, ``HF_TOKEN``, ``AWS_SESSION_TOKEN`` ...) is redacted too; environment
+  values are never logged. ``PWD``/``OLDPWD`` are directories, not passwords.
 """
 
 from __future__ import annotations
@@ -18,19 +26,37 @@ from typing import Any
 REDACTED = "***REDACTED***"
 
 _SECRET_NAME = re.compile(
-    r"(api[_\-. ]?key|apikey|token|secret|passw(or)?d|passwd|pwd|access[_\-. ]?key|"
-    r"private[_\-. ]?key|credential|auth(orization)?$|session[_\-. ]?key|cookie|"
-    r"client[_\-. ]?secret|signature|bearer)",
+    r"(api[_\-. ]?key|apikey|token|secret|passw(or)?d|passwd|passphrase|(^|[^a-z])pwd|"
+    r"access[_\-. ]?key|private[_\-. ]?key|credential|auth(orization)?$|session[_\-. ]?key|"
+    r"cookie|client[_\-. ]?secret|signature|bearer)",
     re.IGNORECASE,
 )
-# Keys that contain a secret-looking word but are not secrets in ML configs.
+# Keys that contain a secret-looking word but are not secrets in ML configs. The prefix
+# words start the name or follow a separator, so ``session_token`` is not "n_token".
 _NOT_SECRET = re.compile(
-    r"(max|min|num|n|total|pad|eos|bos|unk|sep|cls|mask|special|start|end|new|prompt|"
-    r"response|input|output|context|generated|batch)[_\-. ]?tokens?|tokens$|"
+    r"(^|[_\-. ])(max|min|num|n|total|pad|eos|bos|unk|sep|cls|mask|special|start|end|new|"
+    r"prompt|response|input|output|context|generated|batch)[_\-. ]?tokens?|tokens$|"
     r"tokens?[_\-. ]?(len|length|count|num|per|budget|limit|ids?|level|type)|tokeni[sz]",
     re.IGNORECASE,
 )
-_URL_CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s@:]+(:[^/\s@]*)?)@")
+# Environment variables whose names look secret but whose values are not.
+_NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
+_URL_CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s@?#]*)@")
+_SECRET_VALUES = re.compile(
+    r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWT
+    r"|\b(sk|rk|pk)-[A-Za-z0-9_\-]{16,}"                             # OpenAI-style keys
+    r"|\bhf_[A-Za-z0-9]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abposr]-[A-Za-z0-9\-]{10,}"
+    r"|\b(AKIA|ASIA)[0-9A-Z]{16}\b|\bwandb_v\d+_[A-Za-z0-9_]{20,}"
+)
+_AUTH_IN_TEXT = re.compile(
+    r"(\b(?i:authorization|x-api-key|api-key)\s*[:=]\s*)(?:(?i:bearer|basic|token)\s+)?"
+    r"(?!\*\*\*)[^\s,;\"']+"
+    # "Bearer <credential>": a credential has a digit, a case change or base64 padding,
+    # so prose ("basic training") is left alone.
+    r"|(\b(?i:bearer|basic)\s+)(?=\S*(?:\d|[a-z][A-Z]|[=+/]))[A-Za-z0-9._~+/=\-]{8,}",
+)
+_WANDB_KEY = re.compile(r"[0-9a-f]{40}")
+_HASH_NAME = re.compile(r"sha|commit|hash|rev|digest|checksum|git|hexsha", re.IGNORECASE)
 _MIN_ENV_SECRET_LENGTH = 8
 
 
@@ -46,14 +72,21 @@ def is_secret_key(key: str) -> bool:
 def _env_secrets() -> list[str]:
     values = []
     for name, value in os.environ.items():
-        if len(value) >= _MIN_ENV_SECRET_LENGTH and is_secret_key(name):
+        if (len(value) >= _MIN_ENV_SECRET_LENGTH and name.upper() not in _NOT_SECRET_ENV
+                and is_secret_key(name)):
             values.append(value)
     return sorted(values, key=len, reverse=True)
 
 
+def _auth_sub(match: re.Match[str]) -> str:
+    return (match.group(1) or match.group(2)) + REDACTED
+
+
 def redact_text(text: str, env_secrets: list[str] | None = None) -> str:
-    """Strip URL credentials and known secret values from one string."""
+    """Strip URL credentials, secret-shaped values and known secret values from a string."""
     text = _URL_CREDENTIALS.sub(r"\1***@", text)
+    text = _SECRET_VALUES.sub(REDACTED, text)
+    text = _AUTH_IN_TEXT.sub(_auth_sub, text)
     for secret in _env_secrets() if env_secrets is None else env_secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)
@@ -70,8 +103,10 @@ def redact(config: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, Mapping):
             return {k: walk(v, str(k)) for k, v in value.items()}
         if isinstance(value, list):
-            return [walk(v, "") for v in value]
+            return [walk(v, key) for v in value]
         if isinstance(value, str):
+            if _WANDB_KEY.fullmatch(value) and not _HASH_NAME.search(key):
+                return REDACTED
             return redact_text(value, secrets)
         return value
 

@@ -66,8 +66,10 @@ class BackendSpec:
         return missing
 
     def install_hint(self) -> str:
-        target = f"trackmux[{self.extra}]" if self.extra else " ".join(self.requires)
-        return f"pip install '{target}'"
+        """The library itself (trackmux is installed from a checkout, not the index, so
+        ``pip install 'trackmux[extra]'`` would not find it), and the extra that pins it."""
+        hint = f"pip install {' '.join(self.requires)}" if self.requires else "pip install"
+        return hint + (f" (or trackmux's extra '{self.extra}')" if self.extra else "")
 
 
 @dataclass(frozen=True)
@@ -95,15 +97,19 @@ class Registry:
         if spec is None:
             installed = ", ".join(sorted(self.backends)) or "none"
             hint = KNOWN_EXTRAS.get(name)
-            advice = f"; install it with pip install 'trackmux[{hint}]'" if hint else ""
+            advice = (f"; install its library with pip install {hint} (trackmux's extra "
+                      f"'{hint}')" if hint else "")
             raise UnknownBackendError(
                 f"unknown backend {name!r}{advice}. Installed backends: {installed}"
             )
         missing = spec.missing_modules()
         if missing:
+            usable = sorted(n for n, other in self.backends.items()
+                            if n != name and not other.missing_modules())
             raise UnknownBackendError(
-                f"backend {name!r} needs {', '.join(missing)}, which is not installed: "
-                f"{spec.install_hint()}. Installed backends: {', '.join(sorted(self.backends))}"
+                f"backend {name!r} is registered, but the library it needs "
+                f"({', '.join(missing)}) is not installed: {spec.install_hint()}. "
+                f"Backends ready to use: {', '.join(usable) or 'none'}"
             )
         return spec
 

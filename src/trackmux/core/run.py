@@ -37,6 +37,9 @@ from trackmux.core.spool import RUN_LOCK, SpoolWriter
 log = logging.getLogger("trackmux")
 
 _live_runs: weakref.WeakSet[Run] = weakref.WeakSet()
+# Run names, projects and tags: long enough for any real name, short enough for backends
+# (each backend maps longer file names safely; see plugins/file.py).
+MAX_NAME_LENGTH = 1000
 
 
 @dataclass
@@ -148,8 +151,8 @@ class Run:
         from trackmux.core.media import encode_image
 
         key = normalize.check_key(key)
-        if caption is not None and not isinstance(caption, str):
-            raise TypeError(f"caption must be str or None, got {type(caption).__name__}")
+        if caption is not None:
+            caption = normalize.check_text(caption, "caption")
         encoded = encode_image(image)
         self._append(ImageEvent(key, encoded.png, encoded.width, encoded.height, encoded.mode,
                                 self._attach_step(step), time.time(), caption))
@@ -157,8 +160,7 @@ class Run:
     def log_text(self, key: str, text: str, step: int | None = None) -> None:
         """Log free text (markdown) at ``step`` (default: last)."""
         key = normalize.check_key(key)
-        if not isinstance(text, str):
-            raise TypeError(f"text must be str, got {type(text).__name__}")
+        text = normalize.check_text(text, "text")
         self._append(TextEvent(key, text, self._attach_step(step), time.time()))
 
     def log_config(self, config: Mapping[str, Any]) -> None:
@@ -198,6 +200,7 @@ class Run:
         ``trackmux sync`` command that delivers it. Called again from a signal handler
         while this thread is already inside ``finish()``, it returns at once with the
         progress so far (status "finishing") instead of deadlocking."""
+        exit_code = normalize.exit_code(exit_code)  # checked before any state changes
         if self._summary is not None:
             return self._summary
         if self._finishing_thread == threading.get_ident():
@@ -371,19 +374,37 @@ class DisabledRun:
         normalize.normalize_metrics(data)
         self._step = self._step + 1 if step is None else normalize.normalize_step(step)
 
+    # The same checks as Run (rank 0), so a bug shows on every rank, not only on rank 0.
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                   step: int | None = None) -> None:
+        normalize.check_key(key)
         normalize.normalize_table(columns, rows)
+        self._check_step(step)
 
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
+        from trackmux.core.media import encode_image
+
         normalize.check_key(key)
+        if caption is not None:
+            normalize.check_text(caption, "caption")
+        encode_image(image)
+        self._check_step(step)
 
     def log_text(self, key: str, text: str, step: int | None = None) -> None:
         normalize.check_key(key)
+        normalize.check_text(text, "text")
+        self._check_step(step)
 
     def log_config(self, config: Mapping[str, Any]) -> None:
-        pass
+        if not isinstance(config, Mapping):
+            raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+        normalize.to_json_value(config)
+
+    @staticmethod
+    def _check_step(step: object) -> None:
+        if step is not None:
+            normalize.normalize_step(step)
 
     @property
     def step(self) -> int:
@@ -393,6 +414,9 @@ class DisabledRun:
         return []
 
     def finish(self, timeout: float | None = None, exit_code: int = 0) -> FinishSummary:
+        normalize.exit_code(exit_code)
+        if timeout is not None:
+            settings.finish_timeout(timeout)
         return FinishSummary("disabled", 0)
 
     def __enter__(self) -> DisabledRun:
@@ -424,13 +448,17 @@ def init(project: str | None = None, name: str | None = None,
     process. ``orphan_timeout`` (``TRACKMUX_ORPHAN_TIMEOUT``, 600 s): how long that
     process keeps delivering after this one finished or died.
     """
-    project = project or os.environ.get("TRACKMUX_PROJECT") or "default"
-    if not isinstance(project, str):
-        raise TypeError(f"project must be str, got {type(project).__name__}")
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f"name must be str or None, got {type(name).__name__}")
+    project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
+                                   "project", MAX_NAME_LENGTH)
+    if name is not None and name != "":  # "" names the run by its id, as None does
+        name = normalize.check_name(name, "name", MAX_NAME_LENGTH)
+    if isinstance(tags, (str, bytes)) or not isinstance(tags, Sequence):
+        raise TypeError(f"tags must be a list of str, got {type(tags).__name__}")
+    tags = [normalize.check_name(t, f"tags[{i}]", MAX_NAME_LENGTH) for i, t in enumerate(tags)]
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+    if config is not None:  # a config the spool cannot store fails here, not in the writer
+        config = normalize.to_json_value(config)
     names = settings.backends_from(backends)
     mode = settings.delivery_mode(delivery)
     orphan = settings.orphan_timeout(orphan_timeout)
@@ -451,15 +479,24 @@ def init(project: str | None = None, name: str | None = None,
                delivery=mode, orphan_timeout=orphan)
 
 
+# A fork while the warm-up thread holds an import lock would leave the child waiting on
+# that lock forever (the thread does not exist in the child): fork waits for the warm-up.
+_warm_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_warm_lock.acquire, after_in_parent=_warm_lock.release,
+                        after_in_child=_warm_lock.release)
+
+
 def _warm_image_imports() -> None:
     """Import Pillow off the trainer's thread, so the first log_image() does not pay for it."""
-    try:
-        import PIL.Image
-        import PIL.PngImagePlugin
+    with _warm_lock:
+        try:
+            import PIL.Image
+            import PIL.PngImagePlugin
 
-        PIL.Image.init()
-    except Exception:  # images are optional; log_image reports its own errors
-        pass
+            PIL.Image.init()
+        except Exception:  # images are optional; log_image reports its own errors
+            pass
 
 
 def _version() -> str:

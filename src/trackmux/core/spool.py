@@ -12,17 +12,24 @@ WAL frames are in the OS page cache). So by default every event whose ``log()`` 
 ``DURABILITY_WINDOW`` seconds before a SIGKILL is in the spool. With
 ``durability="strict"`` ``log()`` returns only after its event is committed.
 
-When the spool cannot be written (disk full, or ``max_bytes`` reached), events wait in
-memory up to ``max_buffered`` and are then dropped and counted; the condition is reported
-once and the count is recorded in the run's meta and shown by ``trackmux runs``.
+When the spool cannot be written (disk full, ``max_bytes`` reached, an I/O error, a write
+lock held by another process), events wait in memory up to ``max_buffered`` events and
+``max_buffered_bytes`` (estimated) and are then dropped and counted; the condition is
+reported once (no traceback), retried every ``DISK_RETRY_INTERVAL``, and the count is
+recorded in the run's meta and shown by ``trackmux runs``. ``durability="strict"`` waits
+for a commit only while the spool is writable: while it is not, ``log()`` returns and the
+event waits in memory like the others (a training run never blocks on a full disk).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
+import stat
+import sys
 import threading
 import time
 from collections import deque
@@ -33,9 +40,9 @@ from typing import Any
 
 import orjson
 
-from trackmux.core import codec
+from trackmux.core import codec, settings
 from trackmux.core.errors import RunFinishedError
-from trackmux.core.events import Event
+from trackmux.core.events import Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
 
 log = logging.getLogger("trackmux")
 
@@ -51,6 +58,8 @@ HIGH_WATER = 4000
 LOW_WATER = 2000
 BACKPRESSURE_WAIT = 0.5
 DISK_RETRY_INTERVAL = 1.0
+BUSY_TIMEOUT = 30.0  # how long SQLite waits for another process's write lock
+DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -74,22 +83,47 @@ def make_private_dir(path: Path) -> None:
 
 def touch_private(path: Path) -> None:
     """Create ``path`` with mode 0600 if missing (SQLite's -wal/-shm inherit the mode)."""
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    os.close(fd)
+    # O_NOFOLLOW: a spool.db replaced by a symlink must not redirect the run's writes.
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a symlink; a spool is a regular file of its own run"
+                             ) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+    finally:
+        os.close(fd)
     os.chmod(path, 0o600)
 
 
 def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     """A connection tuned for the spool (WAL, NORMAL sync, generous busy timeout)."""
     if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30,
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT,
                                check_same_thread=False)
     else:
-        conn = sqlite3.connect(path, timeout=30, check_same_thread=False,
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT, check_same_thread=False,
                                isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
     return conn
+
+
+def event_bytes(event: Event) -> int:
+    """A rough size in memory of one queued event (used only while the spool is unwritable)."""
+    if isinstance(event, MetricsEvent):
+        return 200 + 80 * len(event.data)
+    if isinstance(event, ImageEvent):
+        return 300 + len(event.png)
+    if isinstance(event, TextEvent):
+        return 200 + sys.getsizeof(event.text)
+    if isinstance(event, TableEvent):
+        return 200 + sum(64 + (sys.getsizeof(c) if isinstance(c, str) else 24)
+                         for row in event.rows for c in row)
+    return 200 + len(orjson.dumps(getattr(event, "config", None)))
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -111,7 +145,8 @@ class SpoolWriter:
 
     def __init__(self, run_dir: Path, *, durability: str = "default",
                  max_bytes: int | None = None, max_buffered: int = 1_000_000,
-                 on_commit: Callable[[int], None] | None = None) -> None:
+                 on_commit: Callable[[int], None] | None = None,
+                 max_buffered_bytes: int | None = None) -> None:
         if durability not in ("default", "strict"):
             raise ValueError(f"durability must be 'default' or 'strict', got {durability!r}")
         self.run_dir = run_dir
@@ -119,6 +154,10 @@ class SpoolWriter:
         self.strict = durability == "strict"
         self.max_bytes = max_bytes
         self.max_buffered = max_buffered
+        self.max_buffered_bytes = settings.positive_int(
+            "max_buffered_bytes", max_buffered_bytes, "TRACKMUX_MAX_BUFFERED_BYTES",
+            DEFAULT_MAX_BUFFERED_BYTES)
+        self._limit = max_buffered  # lowered from the bytes bound while the spool is unwritable
         self.status = SpoolStatus()
         self._on_commit = on_commit
         make_private_dir(run_dir)
@@ -151,7 +190,7 @@ class SpoolWriter:
         with self._lock:
             if self._closing:
                 raise RunFinishedError(f"the spool {self.path} is closed; the run is finished")
-            overflow = len(self._queue) >= self.max_buffered
+            overflow = len(self._queue) >= self._limit
             if overflow:
                 self.status.dropped += 1
             else:
@@ -164,7 +203,8 @@ class SpoolWriter:
         if self.strict:
             self._wake.set()
             with self._committed_cond:
-                while self._written < ticket and self._thread.is_alive():
+                while (self._written < ticket and self._thread.is_alive()
+                       and self.status.full is None):
                     self._committed_cond.wait(0.5)
         elif len(self._queue) >= LOW_WATER:
             self._wake.set()
@@ -261,28 +301,29 @@ class SpoolWriter:
         batch = self._take()
         if not batch and not meta and self.status.dropped == self._dropped_recorded:
             return
-        if self._over_cap():
-            self._report_full(f"size cap of {self.max_bytes} bytes reached")
-            self._requeue(batch, {})
-            self._write_meta_only(meta)
-            self._retry.wait(DISK_RETRY_INTERVAL)
+        try:
+            over_cap = self._over_cap()
+        except OSError as exc:
+            self._unwritable(batch, meta, f"cannot stat the spool ({exc})")
+            return
+        if over_cap:
+            self._unwritable(batch, meta, f"size cap of {self.max_bytes} bytes reached")
             return
         try:
             self._write(batch, meta)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
+            # Disk full, an I/O error (EIO), a write lock held past the busy timeout: the
+            # batch goes back to the queue (never lost uncounted) and is retried.
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-            if not is_disk_full(exc):
-                raise
-            self._report_full(f"disk full ({exc})")
-            self._requeue(batch, {})
-            self._write_meta_only(meta)
-            self._retry.wait(DISK_RETRY_INTERVAL)
+            reason = "disk full" if is_disk_full(exc) else "cannot write"
+            self._unwritable(batch, meta, f"{reason} ({type(exc).__name__}: {exc})")
             return
         if self.status.full is not None:
             log.warning("trackmux: spool %s is writable again", self.path)
             self.status.full = None
             self._full_reported = False
+            self._limit = self.max_buffered
         with self._committed_cond:
             self._written += len(batch)
             self._pressure = True
@@ -326,12 +367,20 @@ class SpoolWriter:
         self._last_seq = seq
         self._dropped_recorded = dropped
 
+    def _unwritable(self, batch: list[Event], meta: dict[str, Any], reason: str) -> None:
+        self._report_full(reason)
+        with self._committed_cond:  # strict-mode callers stop waiting for this commit
+            self._committed_cond.notify_all()
+        self._requeue(batch, {})
+        self._write_meta_only(meta)
+        self._retry.wait(DISK_RETRY_INTERVAL)
+
     def _write_meta_only(self, meta: dict[str, Any]) -> None:
         """While events cannot be stored, still record state and the drop count: a meta
         row is tiny (the cap does not apply to it; on a full disk it may still fit)."""
         try:
             self._write([], meta)
-        except sqlite3.Error:
+        except (sqlite3.Error, OSError):
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
             self._requeue([], meta)
@@ -344,10 +393,23 @@ class SpoolWriter:
             self._queue.extendleft(reversed(batch))
             for key, value in meta.items():
                 self._meta_pending.setdefault(key, value)
-            overflow = len(self._queue) - self.max_buffered
+            self._limit = self._bytes_limit()
+            overflow = len(self._queue) - self._limit
             for _ in range(max(0, overflow)):
                 self._queue.pop()
                 self.status.dropped += 1
+
+    def _bytes_limit(self) -> int:
+        """How many events fit in ``max_buffered_bytes``, from the oldest and newest queued
+        events (a deque is O(1) at its ends; this runs under the append lock)."""
+        queue = self._queue
+        if not queue:
+            return self.max_buffered
+        ends = min(32, len(queue))
+        sample = ([event_bytes(queue[i]) for i in range(ends)]
+                  + [event_bytes(queue[-1 - i]) for i in range(ends)])
+        average = max(1, sum(sample) // len(sample))
+        return max(1, min(self.max_buffered, self.max_buffered_bytes // average))
 
     def _over_cap(self) -> bool:
         if self.max_bytes is None:
@@ -360,5 +422,6 @@ class SpoolWriter:
         if not self._full_reported:
             self._full_reported = True
             log.error("trackmux: spool %s cannot take more events: %s. Training continues; "
-                      "up to %d events wait in memory, then new events are dropped and counted.",
-                      self.path, reason, self.max_buffered)
+                      "up to %d events (%d MB) wait in memory and are retried, then new "
+                      "events are dropped and counted.", self.path, reason, self.max_buffered,
+                      self.max_buffered_bytes // 2**20)

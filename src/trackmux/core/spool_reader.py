@@ -8,7 +8,9 @@ always moves past damage and records it in :attr:`SpoolReader.damage`.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from typing import Any
 import orjson
 
 from trackmux.core import codec
+from trackmux.core.errors import SpoolUnsafeError
 from trackmux.core.events import Event
 from trackmux.core.spool import SCHEMA, SPOOL_FILE, connect
 
@@ -59,8 +62,14 @@ class SpoolReader:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.path = run_dir / SPOOL_FILE
-        if not self.path.exists():
-            raise FileNotFoundError(f"no spool at {self.path}")
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no spool at {self.path}") from None
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a symlink" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+            raise SpoolUnsafeError(f"{self.path} is {kind}; refusing to read or acknowledge "
+                                   "into it (a spool is a regular file inside its run folder)")
         self.damage = Damage([], [])
         try:
             self._conn = connect(self.path)

@@ -29,6 +29,11 @@ class SyncResult:
     acked: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     damage: list[str] = field(default_factory=list)
+    before: dict[str, int] = field(default_factory=dict)  # acknowledged when sync began
+    where: dict[str, str] = field(default_factory=dict)  # each backend's output location
+
+    def delivered_now(self, name: str) -> int:
+        return max(0, self.acked.get(name, 0) - self.before.get(name, 0))
 
     @property
     def pending(self) -> dict[str, int]:
@@ -61,6 +66,7 @@ def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
         status = str(meta.get("state") or "crashed")
         stop_orphaned_delivery(run_dir, meta)
         locks = {name: acquire_delivery_lock(run_dir, name) for name in factories}
+        before = {name: reader.cursor(name).acked_seq for name in factories}
     finally:
         reader.close()
     reporter = Reporter()
@@ -86,8 +92,16 @@ def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
             worker.join(5.0)
         raise
     damage = sorted({error for worker in workers for error in worker.damage})
+    where = {}
+    for worker in workers:
+        try:
+            place = worker.backend.where() if worker.backend is not None else None
+        except Exception:  # a plugin's where() must not fail a finished sync
+            place = None
+        if place:
+            where[worker.name] = place
     return SyncResult(run_dir, target, {w.name: w.acked for w in workers},
-                      reporter.problems(), damage)
+                      reporter.problems(), damage, before, where)
 
 
 def deliver_by_name(run_dir: Path, names: list[str],

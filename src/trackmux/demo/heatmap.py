@@ -2,7 +2,9 @@
 
 Drawn with Pillow (a core dependency) so the demo needs no plotting library. Each cell
 shows the generated token and is coloured by its k3 KL to the reference policy; the
-colour bar on the right gives the scale.
+colour bar on the right gives the scale. Pass one fixed ``scale`` for every step of a key
+so heatmaps of different steps can be compared (values above it get the top colour and
+the bar says ``>=``); without it each image scales to its own maximum.
 """
 
 from __future__ import annotations
@@ -29,12 +31,17 @@ def colour(value: float) -> tuple[int, int, int]:
 
 
 def render(token_kl: npt.NDArray[np.float64], mask: npt.NDArray[np.float64],
-           row_labels: Sequence[str], tokens: Sequence[Sequence[str]]) -> Image.Image:
+           row_labels: Sequence[str], tokens: Sequence[Sequence[str]],
+           scale: float | None = None) -> Image.Image:
     """An RGB image of ``token_kl`` (rows x positions); masked cells are left grey."""
     rows, cols = token_kl.shape
     font = ImageFont.load_default()
+    if scale is not None and scale <= 0:
+        raise ValueError(f"scale must be > 0, got {scale}")
     top = float(np.max(token_kl * mask)) if mask.any() else 0.0
-    scale = top if top > 0 else 1.0
+    fixed = scale is not None
+    if scale is None:
+        scale = top if top > 0 else 1.0
     width = MARGIN + LABEL_W + cols * CELL_W + MARGIN + BAR_W + 44
     height = HEADER + rows * CELL_H + MARGIN + 4
     image = Image.new("RGB", (width, height), (255, 255, 255))
@@ -52,7 +59,7 @@ def render(token_kl: npt.NDArray[np.float64], mask: npt.NDArray[np.float64],
             if mask[row, col] <= 0:
                 draw.rectangle(box, fill=(235, 235, 235))
                 continue
-            level = float(token_kl[row, col]) / scale
+            level = min(float(token_kl[row, col]) / scale, 1.0)
             draw.rectangle(box, fill=colour(level))
             text = tokens[row][col] if col < len(tokens[row]) else ""
             ink = (0, 0, 0) if level > 0.55 else (255, 255, 255)
@@ -62,6 +69,7 @@ def render(token_kl: npt.NDArray[np.float64], mask: npt.NDArray[np.float64],
     for i in range(bar_h):
         draw.line([(bar_x, HEADER + i), (bar_x + BAR_W, HEADER + i)],
                   fill=colour(1.0 - i / max(bar_h - 1, 1)))
-    draw.text((bar_x + BAR_W + 4, HEADER), f"{top:.2f}", fill=(30, 30, 30), font=font)
+    label = f">={scale:.2g}" if fixed else f"{top:.2f}"
+    draw.text((bar_x + BAR_W + 4, HEADER), label, fill=(30, 30, 30), font=font)
     draw.text((bar_x + BAR_W + 4, HEADER + bar_h - 10), "0", fill=(30, 30, 30), font=font)
     return image

@@ -8,25 +8,41 @@
 
 Where: option ``path``, else ``VERL_FILE_LOGGER_PATH``, else
 ``<root>/<project>/<run name>.jsonl`` with ``root`` from option ``root``, else
-``VERL_FILE_LOGGER_ROOT``, else ``.`` (verl's rules). A new run truncates the file, as
-verl does; a resumed delivery continues the same file (its path is kept with each
-acknowledgement) and truncates each file to its last acknowledged size, so a redelivered
-batch is written exactly once.
+``VERL_FILE_LOGGER_ROOT``, else ``.`` (verl's rules; a name too long for a file name is
+shortened with a hash).
+
+One run per file. ``<stem>.run-id`` names the run that owns the output, and a live
+delivery holds an exclusive lock on it. Another run with the same path (live at the same
+time or later) writes ``<stem>-<run id>.jsonl`` instead of interleaving with or
+overwriting the first run's delivered output. A file without an owner mark (verl's own,
+or older) is truncated by a new run, as verl does.
+
+Exactly once: a resumed delivery continues the same file (its path and sizes are kept with
+each acknowledgement) and truncates each file to its last acknowledged size, so a
+redelivered batch is written once. A batch that fails midway (disk full) is cut back to
+where it started before the error is raised, so its retry writes it once. When the output
+is shorter than what was acknowledged (deleted, truncated, replaced) it is never padded:
+the backend rewrites it from the run's spool and says so.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.events import ConfigEvent, Event, MetricsEvent, TableEvent, TextEvent
 from trackmux.core.fallbacks import path_component
+from trackmux.core.rebuild import acknowledged_batches
 from trackmux.hookspecs import RegisterBackend, hookimpl
+
+log = logging.getLogger("trackmux")
+KINDS = ("metrics", "table", "text")
 
 
 def resolve_path(options: dict[str, Any], run: RunInfo) -> Path:
@@ -38,65 +54,165 @@ def resolve_path(options: dict[str, Any], run: RunInfo) -> Path:
             / f"{path_component(run.name)}.jsonl")
 
 
+def _sibling(path: Path, suffix: str) -> Path:
+    stem = path.with_suffix("")
+    return stem.with_name(stem.name + suffix)
+
+
 class FileBackend(Backend):
     name = "file"
     capabilities = frozenset({"metrics", "table", "text", "config"})
 
     def open(self, run: RunInfo, resume: ResumeState) -> None:
-        earlier = (resume.state or {}).get("path")
+        state = dict(resume.state or {})
+        earlier = state.get("path")
         explicit = self.options.get("path") or self.options.get("root") or any(
             os.environ.get(v) for v in ("VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT"))
         # A resumed delivery (e.g. `trackmux sync` from another directory) continues the
         # same file unless told otherwise.
-        self.path = Path(earlier) if earlier and not explicit else resolve_path(self.options, run)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        stem = self.path.with_suffix("")
-        self._paths = {
-            "metrics": self.path,
-            "table": stem.with_name(stem.name + ".tables.jsonl"),
-            "text": stem.with_name(stem.name + ".text.jsonl"),
-        }
-        self.config_path = stem.with_name(stem.name + ".config.json")
-        self._media = stem.with_name(stem.name + "_media")
-        offsets = resume.state.get("offsets", {}) if resume.state else {}
-        self._files: dict[str, IO[bytes]] = {}
-        for kind, path in self._paths.items():
-            handle = open(path, "ab+")  # noqa: SIM115 - kept open for the run
-            handle.truncate(int(offsets.get(kind, 0)))
-            handle.seek(0, os.SEEK_END)
-            self._files[kind] = handle
+        path = Path(earlier) if earlier and not explicit else resolve_path(self.options, run)
+        offsets = {k: int(v) for k, v in (state.get("offsets") or {}).items()}
+        continuing = bool(earlier) and Path(str(earlier)) == path and resume.acked_seq > 0
+        owner = self._owner(path)
+        if owner not in (None, run.run_id):  # never overwrite or interleave another run
+            alt = _sibling(path, f"-{run.run_id}.jsonl")
+            log.warning("trackmux: file output %s belongs to run %s; run %s is written to %s",
+                        path, owner, run.run_id, alt)
+            path, continuing = alt, False
+        self.run = run
+        if not self._bind(path):  # another live run writes there
+            alt = _sibling(path, f"-{run.run_id}.jsonl")
+            log.warning("trackmux: file output %s is in use by another live run; run %s is "
+                        "written to %s", path, run.run_id, alt)
+            continuing = False
+            if not self._bind(alt):
+                raise RuntimeError(f"file output {path} and {alt} are both in use by another "
+                                   "process")
+        sizes = {kind: os.fstat(self._fds[kind]).st_size for kind in KINDS}
+        rebuild = resume.acked_seq > 0 and not continuing
+        if continuing and self._owner(self.path) != run.run_id:
+            rebuild = True  # the owner mark is gone: the output was replaced or deleted
+        short = [k for k in KINDS if sizes[k] < offsets.get(k, 0)]
+        if continuing and short:
+            log.warning("trackmux: file output %s is shorter than what was delivered (%s); "
+                        "it was deleted or truncated, so it is rewritten from the spool",
+                        self._paths[short[0]], ", ".join(
+                            f"{k}: {sizes[k]} of {offsets.get(k, 0)} bytes" for k in short))
+            rebuild = True
+        for kind in KINDS:
+            keep = offsets.get(kind, 0) if continuing and not rebuild else 0
+            os.ftruncate(self._fds[kind], keep)
+            os.lseek(self._fds[kind], keep, os.SEEK_SET)
+        self._write_owner(run.run_id)
+        if rebuild:
+            self._rebuild(run, resume.acked_seq)
+
+    def _bind(self, path: Path) -> bool:
+        """Open the files at ``path`` and lock them for this run; False if another live
+        process holds the lock."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        paths = {"metrics": path, "table": _sibling(path, ".tables.jsonl"),
+                 "text": _sibling(path, ".text.jsonl")}
+        fds = {kind: os.open(p, os.O_RDWR | os.O_CREAT, 0o644) for kind, p in paths.items()}
+        try:
+            _lock(fds["metrics"])
+        except BlockingIOError:
+            for fd in fds.values():
+                os.close(fd)
+            return False
+        self.path = path
+        self._paths = paths
+        self._fds = fds
+        self.config_path = _sibling(path, ".config.json")
+        self._media = _sibling(path, "_media")
+        return True
+
+    @staticmethod
+    def _owner(path: Path) -> str | None:
+        try:
+            return _sibling(path, ".run-id").read_text().strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def _write_owner(self, run_id: str) -> None:
+        mark = _sibling(self.path, ".run-id")
+        tmp = mark.with_suffix(".run-id.tmp")
+        tmp.write_text(run_id + "\n")
+        tmp.replace(mark)
+
+    def _rebuild(self, run: RunInfo, upto: int) -> None:
+        """Write events 1..``upto`` again from the spool: the output of what was already
+        acknowledged is gone, and core delivers only what comes after it."""
+        for batch in acknowledged_batches(run, self, upto):
+            self.write(batch)
 
     def write(self, events: Sequence[Event]) -> None:
+        out: dict[str, list[bytes]] = {kind: [] for kind in KINDS}
+        config: ConfigEvent | None = None
         for event in events:
             if isinstance(event, MetricsEvent):
                 line = {"step": event.step, "data": event.data}
-                self._files["metrics"].write(orjson.dumps(line) + b"\n")
+                out["metrics"].append(orjson.dumps(line))
             elif isinstance(event, TableEvent):
                 line = {"step": event.step, "key": event.key, "columns": event.columns,
                         "rows": event.rows}
-                self._files["table"].write(orjson.dumps(line) + b"\n")
+                out["table"].append(orjson.dumps(line))
             elif isinstance(event, TextEvent):
                 line = {"step": event.step, "key": event.key, "text": event.text}
-                self._files["text"].write(orjson.dumps(line) + b"\n")
+                out["text"].append(orjson.dumps(line))
             elif isinstance(event, ConfigEvent):
+                config = event
+        starts = {kind: os.lseek(fd, 0, os.SEEK_CUR) for kind, fd in self._fds.items()}
+        try:
+            for kind, lines in out.items():
+                if lines:
+                    _write_all(self._fds[kind], b"\n".join(lines) + b"\n")
+            if config is not None:
                 tmp = self.config_path.with_suffix(".json.tmp")
-                tmp.write_bytes(orjson.dumps(event.config, option=orjson.OPT_INDENT_2))
+                tmp.write_bytes(orjson.dumps(config.config, option=orjson.OPT_INDENT_2))
                 tmp.replace(self.config_path)
-
-    def flush(self) -> None:
-        for handle in self._files.values():
-            handle.flush()
+        except BaseException:
+            # Cut every file back to where this batch began: the retry writes it once.
+            for kind, fd in self._fds.items():
+                try:
+                    os.ftruncate(fd, starts[kind])
+                    os.lseek(fd, starts[kind], os.SEEK_SET)
+                except OSError:
+                    pass
+            raise
 
     def state(self) -> dict[str, Any]:
         return {"path": str(self.path),
-                "offsets": {kind: handle.tell() for kind, handle in self._files.items()}}
+                "offsets": {kind: os.lseek(fd, 0, os.SEEK_CUR)
+                            for kind, fd in self._fds.items()}}
 
     def media_dir(self) -> Path:
         return self._media
 
+    def where(self) -> str:
+        return str(self.path)
+
     def close(self, status: str) -> None:
-        for handle in self._files.values():
-            handle.close()
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+
+
+def _lock(fd: int) -> None:
+    """An exclusive, non-blocking lock held while a live delivery writes (released when the
+    process ends, however it ends). Where there is no ``fcntl`` there is no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
 
 
 @hookimpl

@@ -13,26 +13,32 @@ Where: option ``log_dir``, else ``TENSORBOARD_DIR``, else
 ``tensorboard_log`` (verl's rule). Each run gets one file,
 ``events.out.tfevents.<start time>.trackmux.<run id>``.
 
+The default location is announced in the log and by ``trackmux sync``.
+
 Exactly-once: ``state()`` records the file and its byte size after each flushed batch;
 a resumed delivery truncates the file back to that size before writing, so a batch
-whose acknowledgement was lost (or that was torn by a kill) is written exactly once.
+whose acknowledgement was lost (or that was torn by a kill) is written exactly once. A
+batch whose write fails (disk full) is cut back before the error is raised, so its retry
+writes it once; a file shorter than what was delivered is rewritten from the spool.
 This holds for every reader of the file, unlike a ``SessionLog.START`` marker, which
 only hides duplicates from readers that purge orphaned data and assumes steps increase.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.events import ConfigEvent, Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
 from trackmux.core.fallbacks import path_component, safe_filename, table_to_markdown
 from trackmux.core.normalize import flatten
+from trackmux.core.rebuild import acknowledged_batches
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
 log = logging.getLogger("trackmux")
@@ -146,7 +152,8 @@ class TensorBoardBackend(Backend):
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise TypeError(f"tensorboard backend: option {key!r} must be a path, "
                                 f"got {type(value).__name__}")
-        self._file: IO[bytes] | None = None
+        self._fd: int | None = None
+        self._offset = 0
 
     # -- lifecycle -------------------------------------------------------------------
     def open(self, run: RunInfo, resume: ResumeState) -> None:
@@ -167,6 +174,10 @@ class TensorBoardBackend(Backend):
             self.log_dir = Path(str(state["dir"]))  # a later sync continues where it began
         else:
             self.log_dir = resolve_log_dir(self.options, run)
+            if not explicit and not self.options.get("root"):
+                log.warning("trackmux: tensorboard writes run %s to %s (the default; set "
+                            "backend option tensorboard.log_dir or TENSORBOARD_DIR)",
+                            run.run_id, self.log_dir)
         name = str(state.get("file") or resume.remote_id or event_file_name(run))
         if Path(name).name != name or "tfevents" not in name:
             raise ValueError(f"tensorboard backend: resume state names file {name!r}, "
@@ -174,26 +185,45 @@ class TensorBoardBackend(Backend):
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.log_dir / name
         offset = state.get("offset")
-        handle = open(self.path, "ab+")  # noqa: SIM115 - kept open for the run
-        size = handle.seek(0, os.SEEK_END)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        size = os.fstat(fd).st_size
+        rebuild = False
         if offset is not None and int(offset) > size:
             log.warning("trackmux: tensorboard file %s has %d bytes, fewer than the %d "
-                        "already delivered; starting it again (earlier events are lost)",
-                        self.path, size, int(offset))
-            offset = None
+                        "already delivered (deleted or truncated); rewriting it from the "
+                        "spool", self.path, size, int(offset))
+            offset, rebuild = None, resume.acked_seq > 0
+        self._fd = fd
         if offset is None:
-            handle.truncate(0)
-            handle.seek(0)
+            os.ftruncate(fd, 0)
+            self._offset = 0
             header = event_pb2.Event(wall_time=run.started_at, step=0, file_version=FILE_VERSION)
-            handle.write(self._framer.frame([header.SerializeToString()]))
+            self._append(self._framer.frame([header.SerializeToString()]))
         else:
-            handle.truncate(int(offset))  # drop what was written after the last ack
-            handle.seek(0, os.SEEK_END)
-        handle.flush()
-        self._file = handle
+            os.ftruncate(fd, int(offset))  # drop what was written after the last ack
+            self._offset = int(offset)
+        if rebuild:
+            for batch in acknowledged_batches(run, self, resume.acked_seq):
+                self.write(batch)
+
+    def _append(self, data: bytes) -> None:
+        """Write at the end of what is delivered; on failure cut back to it, so a retried
+        batch is written once (no buffered leftovers, no torn record)."""
+        assert self._fd is not None, "write() before open()"
+        start = self._offset
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, start + len(data) - len(view))
+                view = view[written:]
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise
+        self._offset = start + len(data)
 
     def write(self, events: Sequence[Event]) -> None:
-        assert self._file is not None, "write() before open()"
+        assert self._fd is not None, "write() before open()"
         records: list[bytes] = []
         make_event = self._event_pb2.Event
         for event in events:
@@ -210,26 +240,25 @@ class TensorBoardBackend(Backend):
             elif isinstance(event, ConfigEvent):
                 records.extend(self._config(event))
         if records:  # one write per batch: a kill tears at most this batch
-            self._file.write(self._framer.frame(records))
-
-    def flush(self) -> None:
-        if self._file is not None:
-            self._file.flush()
+            self._append(self._framer.frame(records))
 
     def state(self) -> dict[str, Any]:
-        if self._file is None:
+        if self._fd is None:
             return {}
-        return {"dir": str(self.log_dir), "file": self.path.name, "offset": self._file.tell()}
+        return {"dir": str(self.log_dir), "file": self.path.name, "offset": self._offset}
+
+    def where(self) -> str | None:
+        log_dir = getattr(self, "log_dir", None)  # set by open(); kept after close()
+        return None if log_dir is None else str(log_dir)
 
     @property
     def remote_id(self) -> str | None:
-        return self.path.name if self._file is not None else None
+        return self.path.name if self._fd is not None else None
 
     def close(self, status: str) -> None:
-        if self._file is not None:
-            self._file.flush()
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     # -- encoding --------------------------------------------------------------------
     def _summary(self, summary: Any, event: Event) -> bytes:

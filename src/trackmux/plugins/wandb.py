@@ -32,7 +32,9 @@ delivering process need not be the training process).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -58,6 +60,8 @@ from trackmux.core.events import (
     TextEvent,
 )
 from trackmux.hookspecs import RegisterBackend, hookimpl
+
+log = logging.getLogger("trackmux")
 
 STEP_KEY = "trackmux/step"
 SEQ_KEY = "_trackmux_seq"
@@ -217,6 +221,24 @@ def _check_options(options: Mapping[str, Any]) -> None:
         raise ValueError("wandb option tags must be a list of strings")
 
 
+# wandb refuses these in a project name, and names over 128 characters; the project is
+# mapped (and the mapping logged) rather than retried forever.
+_WANDB_PROJECT_UNSAFE = re.compile(r"[/\\#?%:\x00-\x1f\x7f]+")
+WANDB_PROJECT_MAX = 128
+
+
+def wandb_project(project: str) -> str:
+    """``project`` as a name wandb accepts: refused characters become ``-``; a name over
+    ``WANDB_PROJECT_MAX`` characters is cut and given a hash of the whole name."""
+    mapped = _WANDB_PROJECT_UNSAFE.sub("-", project).strip("-") or "trackmux"
+    if len(mapped) > WANDB_PROJECT_MAX:
+        digest = hashlib.sha1(project.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        mapped = mapped[:WANDB_PROJECT_MAX - 11] + "-" + digest
+    if mapped != project:
+        log.warning("trackmux: wandb does not accept project %r; using %r", project, mapped)
+    return mapped
+
+
 class WandbBackend(Backend):
     name = "wandb"
     capabilities = frozenset({"metrics", "config", "table", "image", "text"})
@@ -259,7 +281,8 @@ class WandbBackend(Backend):
         self._run = wandb.init(
             dir=str(self._root), mode=opts.get("mode"), id=run_id, resume="allow",
             entity=opts.get("entity") or os.environ.get("WANDB_ENTITY") or None,
-            project=opts.get("project") or run.project, name=opts.get("name") or run.name,
+            project=wandb_project(opts.get("project") or run.project),
+            name=opts.get("name") or run.name,
             group=opts.get("group"), job_type=opts.get("job_type"), notes=opts.get("notes"),
             tags=list(opts.get("tags", ())) or list(run.tags) or None,
             settings=wandb.Settings(**settings))

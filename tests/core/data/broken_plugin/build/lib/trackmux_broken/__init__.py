@@ -1,1 +1,0 @@
-raise ImportError("this plugin is broken on purpose")
