@@ -212,7 +212,7 @@ class BackendConformance:
 
         run_dir = tmp_path / "spool" / "conformance" / "run-0001"
         writer = SpoolWriter(run_dir)
-        writer.set_meta(run_id="run-0001", project="conformance", name="mixed",
+        writer.set_meta(run_id="run-0001", project="conformance", name="conformance-run",
                         state="finished", started_at=1_700_000_000.0)
         writer.append(MetricsEvent({"reward/mean": 0.5}, 3, 1_700_000_003.0))
         writer.append(TableEvent("rollout/samples", columns, rows, 3, 1_700_000_003.0))
