@@ -8,7 +8,9 @@ off through verl's own ``VERL_USE_EXTERNAL_PLUGINS=none``.
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -227,10 +229,11 @@ def test_unknown_backend_is_trackmuxs_error(tracker_env: dict[str, Path]) -> Non
 
 
 def test_verl_names_trackmux_lacks_go_to_verls_tracking_and_alias_warns() -> None:
-    from trackmux.integrations.verl import split_backends
+    from trackmux.integrations.verl import VERL_BACKENDS, split_backends
 
-    assert split_backends(["console", "clearml", "rl_insight"]) == (
-        ["console"], ["clearml", "rl_insight"])
+    assert len(VERL_BACKENDS) == 10
+    names = [n for n in VERL_BACKENDS if n != "swanlab"]  # swanlab is not installed here
+    assert split_backends(names) == ([n for n in names if n != "rl_insight"], ["rl_insight"])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert split_backends(["tracking", "wandb"]) == (["wandb"], [])
@@ -323,3 +326,88 @@ def test_sft_run_with_plugins_off_is_verls_own_tracking(
     assert sorted(metrics["train/loss"]) == [1, 2, 3]
     assert list(metrics["val/loss"]) == [3]
     assert not log_path.with_name("run1.config.json").exists()  # a trackmux-only file
+
+
+# -- the four names verl's own adapters used to take ------------------------------------------
+def test_trackio_clearml_vemlp_wandb_through_trackmux(tracker_env: dict[str, Path],
+                                                      tmp_path: Path) -> None:
+    """trackio, clearml and vemlp_wandb (next to wandb) are trackmux backends under verl:
+    metrics and the validation table (text, numbers, None) read back from each store."""
+    import json
+    import sqlite3
+
+    import verl.utils.tracking as vt
+
+    trackio_dir = Path(os.environ["TRACKIO_DIR"])
+    config = verl_config(durability="strict", timeout=180, backend_options={
+        "clearml": {"dir": str(tmp_path / "clearml"), "offline": True},
+        "vemlp_wandb": {"dir": str(tmp_path / "vemlp")}})
+    names = ["trackio", "clearml", "vemlp_wandb", "wandb"]
+    tracking = vt.Tracking(project_name="four-names", experiment_name="exp",
+                           default_backend=names, config=config)
+    assert tracking.backends == names and tracking.verl_backends == []
+    for step in (1, 2):
+        tracking.log(data={"train/loss": 1.0 / step, "val-core/acc/mean@5": 0.25 * step},
+                     step=step)
+    vt.ValidationGenerationsLogger(project_name="four-names", experiment_name="exp").log(
+        names, [("2+2?", "4", 1.0), ("capital?", "Lyon", None)], 2)
+    summary = tracking.finish(exit_code=0)
+    assert summary.complete, summary
+
+    # trackio: its SQLite store, one row per event at its step
+    with sqlite3.connect(trackio_dir / "four-names.db") as conn:
+        rows = [(step, json.loads(m)) for step, m in
+                conn.execute("SELECT step, metrics FROM metrics ORDER BY id")]
+    losses = {step: m["train/loss"] for step, m in rows if "train/loss" in m}
+    assert losses == {1: 1.0, 2: 0.5}
+    (table,) = [m["val/generations"]["_value"] for _, m in rows if "val/generations" in m]
+    assert [list(r.values()) for r in table] == [[2, "2+2?", "4", 1.0],
+                                                 [2, "capital?", "Lyon", None]]
+    # clearml: the offline session, title/series split as verl splits keys
+    (session,) = (tmp_path / "clearml" / "offline").glob("offline-*/")
+    events = [e for line in (session / "metrics.jsonl").read_text().splitlines()
+              for e in json.loads(line)]
+    scalars = {(e["metric"], e["variant"], e["iter"]): e["value"] for e in events
+               if e["type"] == "training_stats_scalar"}
+    assert scalars[("val-core", "acc/mean@5", 2)] == 0.5
+    (plot,) = [json.loads(e["plot_str"]) for e in events if e["type"] == "plot"]
+    assert plot["data"][0]["cells"]["values"][3] == [1.0, None]
+    # vemlp_wandb and wandb: two wandb runs, each with every row
+    from trackmux.plugins.wandb import history_rows
+
+    for root in (tmp_path / "vemlp" / "wandb", tmp_path / "wandb" / "wandb_dir" / "wandb"):
+        (log,) = [p for p in root.rglob("run-*.wandb") if "latest-run" not in p.parts]
+        history = list(history_rows(log))
+        assert [r["train/loss"] for r in history if "train/loss" in r] == [1.0, 0.5]
+
+
+def test_rl_insight_is_handed_to_verls_adapter_and_spooled(
+        tracker_env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """rl_insight stays with verl's own RLInsightLogger (rl_insight is not on PyPI: a
+    stand-in module records what verl's real adapter calls), and the spool has it all."""
+    import types
+
+    import verl.utils.tracking as vt
+
+    calls: list[tuple[str, Any]] = []
+    fake = types.ModuleType("rl_insight")
+    fake.__version__ = "0.3.0"  # type: ignore[attr-defined]
+    fake.init = lambda **kw: calls.append(("init", kw))  # type: ignore[attr-defined]
+    fake.metric_gauge = lambda k, v: calls.append(("gauge", (k, v)))  # type: ignore[attr-defined]
+    fake.finish = lambda: calls.append(("finish", None))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "rl_insight", fake)
+    monkeypatch.setattr(vt.RLInsightLogger, "_rl_insight_module", None)
+    monkeypatch.setattr(vt.RLInsightLogger, "_init_done", False)
+    monkeypatch.setenv("VERL_RL_INSIGHT_ENABLE", "1")
+
+    tracking = vt.Tracking(project_name="insight", experiment_name="e",
+                           default_backend=["file", "rl_insight"],
+                           config={"trainer": {"rl_insight": {"job": "x"}}})
+    assert tracking.backends == ["file"] and tracking.verl_backends == ["rl_insight"]
+    run_dir = tracking.run.dir
+    tracking.log(data={"train/loss": 0.75}, step=3)
+    tracking.finish()
+    assert calls == [("init", {"project": "insight", "experiment_name": "e",
+                               "config": {"job": "x"}}),
+                     ("gauge", ("train_loss", 0.75)), ("finish", None)]
+    assert spool_metrics(run_dir) == {"train/loss": {3: 0.75}}

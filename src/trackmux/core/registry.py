@@ -163,7 +163,8 @@ class Registry:
 
 # Extras that provide well-known backends, for the "unknown backend" message.
 KNOWN_EXTRAS = {"wandb": "wandb", "mlflow": "mlflow", "swanlab": "swanlab",
-                "tensorboard": "tensorboard"}
+                "tensorboard": "tensorboard", "trackio": "trackio", "clearml": "clearml",
+                "vemlp_wandb": "wandb"}
 
 _registry: Registry | None = None
 _lock = threading.Lock()

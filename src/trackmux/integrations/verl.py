@@ -5,10 +5,11 @@ verl loads every ``verl.plugins`` entry point on ``import verl`` (unless
 ``verl.utils.tracking`` (the classes, not the module: other names there are used
 elsewhere), so every trainer that imports them afterwards gets these.
 
-- ``trainer.logger`` names: every installed trackmux backend (console, file, wandb, mlflow,
-  swanlab, tensorboard, third-party ones); ``tracking`` is verl's deprecated alias of
-  wandb. verl names trackmux does not provide (clearml, trackio, vemlp_wandb, rl_insight)
-  are handed to verl's own ``Tracking``. Any other name raises
+- ``trainer.logger`` names: every trackmux backend (console, file, wandb, mlflow, swanlab,
+  tensorboard, trackio, clearml, vemlp_wandb, third-party ones); ``tracking`` is verl's
+  deprecated alias of wandb. The one verl name trackmux has no backend for,
+  ``rl_insight`` (a runtime monitor fed from inside verl's workers), is handed to verl's
+  own ``Tracking`` while the trackmux run still spools every event. Any other name raises
   :class:`trackmux.UnknownBackendError` before anything is created.
 - Environment variables are read by the backends as verl reads them (``WANDB_ENTITY``,
   ``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``, ``SWANLAB_*``, ``TENSORBOARD_DIR``,

@@ -191,6 +191,40 @@ class BackendConformance:
         assert [[str(c) for c in r] for r in rows] == [[str(c) for c in r]
                                                          for r in run.table_rows]
 
+    def test_mixed_type_table_cells(self, tmp_path: Path) -> None:
+        """verl's rollout tables mix str, numbers and None (None in text and in number
+        columns, as core leaves them): every cell comes back, a missing one as missing
+        ("", "None", "null" and NaN count as missing; numbers compare as floats)."""
+        if "table" not in self.kinds:
+            return
+        columns = ("prompt", "response", "reward", "acc", "note")
+        rows = (("p0", "r0", 0.5, 1, None), ("p1", None, None, 0, "x"),
+                ("p2", "r2", -1.25, None, "y"))
+
+        def cell(value: Any) -> Any:
+            if value is None or value in ("", "None", "null", "nan", "NaN") or (
+                    isinstance(value, float) and math.isnan(value)):
+                return None
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                return str(value)
+
+        run_dir = tmp_path / "spool" / "conformance" / "run-0001"
+        writer = SpoolWriter(run_dir)
+        writer.set_meta(run_id="run-0001", project="conformance", name="conformance-run",
+                        state="finished", started_at=1_700_000_000.0)
+        writer.append(MetricsEvent({"reward/mean": 0.5}, 3, 1_700_000_003.0))
+        writer.append(TableEvent("rollout/samples", columns, rows, 3, 1_700_000_003.0))
+        writer.close()
+        self.deliver(tmp_path, SampleRun(run_dir, {}, [], []))
+        tables = self.read_back(tmp_path).tables
+        name = self.expected_key("rollout/samples")
+        assert name in tables, f"table {name!r} missing; got {sorted(tables)}"
+        step, got = tables[name][-1]
+        assert step == 3
+        assert [[cell(c) for c in r] for r in got] == [[cell(c) for c in r] for r in rows]
+
     def test_images_keep_their_sizes(self, tmp_path: Path) -> None:
         if "image" not in self.kinds:
             return

@@ -1,0 +1,243 @@
+"""trackio backend: every trackmux event as one row of trackio's local SQLite store.
+
+No server and no ``trackio.init``: trackio's own ``Run`` queues rows to a background thread
+and turns every error into a warning, so a write could never be confirmed. The backend
+calls the storage layer trackio's run uses (``SQLiteStorage.bulk_log``) directly, which
+returns once the rows are committed to ``<TRACKIO_DIR>/<project>.db``; ``trackio show``
+reads the same file.
+
+What each event becomes (see docs/backends/trackio.md):
+
+- metrics: a row at the event's own step and timestamp (trackio keeps both per row);
+- table: a ``trackio.Table`` in a row of its own (cells as logged: str, numbers, None);
+- image: a ``trackio.Image`` (PNG under trackio's media dir) with its caption;
+- text: a ``trackio.Markdown``;
+- config: the run's config (``configs`` table), plus ``_Created`` and ``_Group`` as
+  trackio's run sets them; the row carrying it holds no metrics.
+
+Exactly once: each row's ``log_id`` is ``tm-<trackio run id>-<seq>``. Before a batch is
+written the backend reads which of its log ids the store already holds and skips those
+events (so an image is not saved twice); trackio's unique index on ``log_id`` ignores any
+row that slips through. A batch redelivered after a lost acknowledgement adds nothing.
+
+``TRACKIO_DIR``: trackio reads it once, when ``trackio`` is first imported. The ``dir``
+option is applied by setting ``TRACKIO_DIR`` just for that import; if trackio was already
+imported in this process with another directory, ``open`` raises a ValueError naming
+both rather than writing somewhere else. Without ``dir`` the backend writes where
+trackio itself would (``TRACKIO_DIR``, else ``$HF_HOME/trackio``).
+
+Options (``backend_options={"trackio": {...}}``): ``dir``, ``project`` (default: the
+trackmux project), ``name`` (default: the run name), ``id`` (trackio run id for a new
+delivery; default: a new one), ``group``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.errors import EventRejected
+from trackmux.core.events import (
+    ConfigEvent,
+    Event,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+from trackmux.hookspecs import RegisterBackend, hookimpl
+
+OPTIONS = frozenset({"dir", "project", "name", "id", "group"})
+#: Keys trackio renames to ``__<key>`` (its ``RESERVED_KEYS``, and anything starting ``__``).
+RESERVED = frozenset({"project", "run", "timestamp", "step", "time", "metrics"})
+
+
+def trackio_key(key: str) -> str:
+    """The name trackio stores ``key`` under (it renames reserved keys the same way)."""
+    return f"__{key}" if key in RESERVED or key.startswith("__") else key
+
+
+def iso_time(seconds: float) -> str:
+    """trackio's timestamp format: ISO 8601 in UTC."""
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+
+
+def trackio_dir(wanted: str | os.PathLike[str] | None) -> Path:
+    """Import trackio so that it uses ``wanted`` (if given) and return the directory it uses.
+
+    Raises ValueError if trackio was imported earlier in this process with another one."""
+    if wanted is not None:
+        wanted = Path(wanted).expanduser().absolute()
+    if "trackio.utils" not in sys.modules and wanted is not None:
+        before = os.environ.get("TRACKIO_DIR")
+        os.environ["TRACKIO_DIR"] = str(wanted)
+        try:
+            import trackio.utils  # noqa: F401 - reads TRACKIO_DIR now, and only now
+        finally:
+            if before is None:
+                os.environ.pop("TRACKIO_DIR", None)
+            else:
+                os.environ["TRACKIO_DIR"] = before
+    from trackio import utils
+
+    actual = Path(utils.TRACKIO_DIR).expanduser().absolute()
+    if wanted is not None and actual != wanted:
+        raise ValueError(
+            f"trackio option dir={str(wanted)!r}, but trackio was already imported in this "
+            f"process with TRACKIO_DIR={str(actual)!r} (trackio reads it once, at import). "
+            "Set TRACKIO_DIR before anything imports trackio, or drop the dir option.")
+    return actual
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    unknown = sorted(set(options) - OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown trackio option(s) {unknown}; known: {sorted(OPTIONS)}")
+    for name in ("project", "name", "id", "group"):
+        if options.get(name) is not None and not isinstance(options[name], str):
+            raise TypeError(f"trackio option {name} must be a string, got "
+                            f"{type(options[name]).__name__}")
+    if options.get("dir") is not None and not isinstance(options["dir"], (str, os.PathLike)):
+        raise TypeError(f"trackio option dir must be a path, got {type(options['dir']).__name__}")
+
+
+class TrackioBackend(Backend):
+    name = "trackio"
+    capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(options)
+        _check_options(self.options)
+        self._project = ""
+        self._run_name = ""
+        self._run_id = ""
+        self._seq = 0
+        self._config_extra: dict[str, Any] = {}
+        self.dir: Path | None = None
+
+    @property
+    def db_path(self) -> Path:
+        """The project's SQLite file in trackio's directory."""
+        from trackio.sqlite_storage import SQLiteStorage
+
+        return Path(SQLiteStorage.get_project_db_path(self._project))
+
+    def open(self, run: RunInfo, resume: ResumeState) -> None:
+        self.dir = trackio_dir(self.options.get("dir"))
+        self._project = self.options.get("project") or run.project
+        self._run_name = self.options.get("name") or run.name
+        self._run_id = resume.remote_id or self.options.get("id") or uuid.uuid4().hex
+        self._seq = int(resume.state.get("seq", 0))
+        self._config_extra = {"_Created": iso_time(run.started_at),
+                              "_Group": self.options.get("group")}
+
+    @property
+    def remote_id(self) -> str | None:
+        return self._run_id or None
+
+    def state(self) -> dict[str, Any]:
+        return {"seq": self._seq}
+
+    def log_id(self, seq: int) -> str:
+        return f"tm-{self._run_id}-{seq}"
+
+    def _stored(self, log_ids: list[str]) -> set[str]:
+        """Which of ``log_ids`` trackio's store already holds (earlier deliveries)."""
+        path = self.db_path
+        if not log_ids or not path.exists():
+            return set()
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30) as conn:
+            try:
+                found: set[str] = set()
+                for start in range(0, len(log_ids), 500):
+                    part = log_ids[start:start + 500]
+                    marks = ",".join("?" * len(part))
+                    found.update(row[0] for row in conn.execute(
+                        f"SELECT log_id FROM metrics WHERE log_id IN ({marks})", part))
+                return found
+            except sqlite3.OperationalError as exc:
+                if "no such" in str(exc):  # an empty or older store: nothing of ours in it
+                    return set()
+                raise
+
+    def write(self, events: Sequence[Event]) -> None:
+        from trackio.sqlite_storage import SQLiteStorage
+
+        fresh = [e for e in events if not (e.seq and e.seq <= self._seq)]
+        stored = self._stored([self.log_id(e.seq) for e in fresh if e.seq])
+        rows: list[dict[str, Any]] = []
+        steps: list[int] = []
+        times: list[str] = []
+        ids: list[str] = []
+        config: dict[str, Any] | None = None
+        for event in fresh:
+            if event.seq and self.log_id(event.seq) in stored:
+                continue
+            if isinstance(event, ConfigEvent):
+                config = {**event.config, **self._config_extra}
+                row: dict[str, Any] = {}
+            else:
+                row = self._checked_row(event)
+            rows.append(row)
+            steps.append(event.step)
+            times.append(iso_time(event.time))
+            ids.append(self.log_id(event.seq) if event.seq else f"tm-{uuid.uuid4().hex}")
+        if rows:
+            SQLiteStorage.bulk_log(project=self._project, run=self._run_name, run_id=self._run_id,
+                                   metrics_list=rows, steps=steps, timestamps=times,
+                                   config=config, log_ids=ids)
+        for event in events:
+            self._seq = max(self._seq, event.seq)
+
+    def _checked_row(self, event: Event) -> dict[str, Any]:
+        """The row of ``event``; one trackio can never take is rejected, not retried."""
+        from PIL import UnidentifiedImageError
+
+        try:
+            return self._row(event)
+        except (TypeError, ValueError, UnidentifiedImageError) as exc:
+            raise EventRejected(f"trackio cannot take {event.kind} "
+                                f"{getattr(event, 'key', '')!r} at step {event.step}: {exc}"
+                                ) from exc
+
+    def _row(self, event: Event) -> dict[str, Any]:
+        if isinstance(event, MetricsEvent):
+            return {trackio_key(k): v for k, v in event.data.items()}
+        if isinstance(event, TableEvent):
+            from trackio.table import Table
+
+            table = Table(columns=list(event.columns), data=[list(r) for r in event.rows])
+            return {trackio_key(event.key): table._to_dict(project=self._project,
+                                                            run=self._run_name, step=event.step)}
+        if isinstance(event, ImageEvent):
+            from PIL import Image
+            from trackio.media.image import TrackioImage
+
+            with Image.open(BytesIO(event.png)) as image:
+                image.load()
+                media = TrackioImage(image, caption=event.caption)
+                media._save(self._project, self._run_name, event.step)
+            return {trackio_key(event.key): media._to_dict()}
+        if isinstance(event, TextEvent):
+            from trackio.markdown import Markdown
+
+            return {trackio_key(event.key): Markdown(event.text)._to_dict()}
+        raise TypeError(f"unknown event kind {event.kind!r}")
+
+    def close(self, status: str) -> None:
+        """Nothing to end: every row is committed by ``write``."""
+
+
+@hookimpl
+def trackmux_register_backends(register: RegisterBackend) -> None:
+    register("trackio", TrackioBackend, requires=("trackio",), extra="trackio",
+             description="trackio's local SQLite store: rows at their own step and time, "
+                         "tables, images, markdown, config")
