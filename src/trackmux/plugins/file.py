@@ -64,6 +64,15 @@ class FileBackend(Backend):
     capabilities = frozenset({"metrics", "table", "text", "config"})
 
     def open(self, run: RunInfo, resume: ResumeState) -> None:
+        try:
+            self._open(run, resume)
+        except BaseException:
+            # A failed open (a full disk while writing the owner mark) must not keep its
+            # files locked: the retry binds them again, from a fresh backend object.
+            self.close("retrying")
+            raise
+
+    def _open(self, run: RunInfo, resume: ResumeState) -> None:
         state = dict(resume.state or {})
         earlier = state.get("path")
         explicit = self.options.get("path") or self.options.get("root") or any(
@@ -193,7 +202,7 @@ class FileBackend(Backend):
         return str(self.path)
 
     def close(self, status: str) -> None:
-        for fd in self._fds.values():
+        for fd in getattr(self, "_fds", {}).values():
             os.close(fd)
         self._fds = {}
 
