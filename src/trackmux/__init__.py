@@ -13,6 +13,7 @@ from __future__ import annotations
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.errors import (
     EventRejected,
+    PermanentBackendError,
     RunFinishedError,
     SpoolLockedError,
     TrackmuxError,
@@ -41,6 +42,7 @@ __all__ = [
     "FinishSummary",
     "ImageEvent",
     "MetricsEvent",
+    "PermanentBackendError",
     "ResumeState",
     "Run",
     "RunFinishedError",

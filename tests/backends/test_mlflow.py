@@ -87,6 +87,7 @@ def read_mlflow(uri: str, experiment: str, tmp_path: Path,
     for key in runs[0].data.metrics:
         history = client.get_metric_history(run_id, key)
         out.metrics[key] = sorted((m.step, m.value) for m in history)
+        out.times[key] = sorted((m.step, m.timestamp / 1000) for m in history)
     out.config = dict(runs[0].data.params) or None
     download = tmp_path / "download"
     download.mkdir(exist_ok=True)  # mlflow 2 refuses a missing destination
@@ -96,6 +97,10 @@ def read_mlflow(uri: str, experiment: str, tmp_path: Path,
             local = client.download_artifacts(run_id, path, str(download))
             table = json.loads(Path(local).read_text())
             out.tables.setdefault(match[1], []).append((int(match[2]), table["data"]))
+        text = re.fullmatch(r"text/(.+)/step_(\d+)\.md", path)
+        if text:
+            local = client.download_artifacts(run_id, path, str(download))
+            out.texts.setdefault(text[1], []).append((int(text[2]), Path(local).read_text()))
         name = path.rpartition("/")[2]
         stepped = _IMAGE_NAME.match(name) if path.startswith("images/") else None
         plain = re.fullmatch(r"images/(.+)/step_(\d+)\.png", path)  # mlflow 2.x
@@ -118,7 +123,8 @@ def _experiment(tmp_path: Path) -> str:
 
 
 class TestMlflowSqlite(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image"})
+    kinds = frozenset({"metrics", "config", "table", "image", "text", "time"})
+    invalid_options = {"no_such_option": 1}
     nonfinite = "kept"  # NaN kept; inf comes back as 1.797e308 (accepted by the suite)
 
     def uri(self, tmp_path: Path) -> str:

@@ -16,6 +16,7 @@ import importlib.util
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import pluggy
 
 from trackmux import hookspecs
-from trackmux.core.errors import UnknownBackendError
+from trackmux.core.errors import PermanentBackendError, UnknownBackendError
 
 log = logging.getLogger("trackmux")
 
@@ -57,8 +58,25 @@ class BackendSpec:
         return missing
 
     def install_hint(self) -> str:
-        target = f"trackmux[{self.extra}]" if self.extra else " ".join(self.requires)
+        """What to install: trackmux's extra for a built-in backend, the plugin's own
+        distribution (with its extra) for a third party's."""
+        own = self.distribution in ("", OWN_DISTRIBUTION)
+        if self.extra:
+            target = f"{OWN_DISTRIBUTION if own else self.distribution}[{self.extra}]"
+        elif own:
+            target = " ".join(self.requires)
+        else:
+            target = self.distribution
         return f"pip install '{target}'"
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Build the backend once and drop it: constructors validate their options and do
+        no I/O, so a bad option is a ValueError naming the backend here, at ``init()`` or
+        at the start of ``trackmux sync``, not a failure the delivery would retry."""
+        try:
+            self.factory(dict(options))
+        except (ValueError, TypeError, PermanentBackendError) as exc:
+            raise ValueError(f"backend_options[{self.name!r}]: {exc}") from exc
 
 
 @dataclass(frozen=True)

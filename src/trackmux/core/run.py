@@ -49,6 +49,12 @@ class FinishSummary:
     pending: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     dropped: int = 0
+    #: backends that failed permanently (not retried), with the cause
+    failed: dict[str, str] = field(default_factory=dict)
+    #: expected limits (a kind a backend cannot show), apart from ``problems``
+    notes: list[Problem] = field(default_factory=list)
+    #: events (or keys of events) each backend quarantined
+    quarantined: dict[str, int] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -76,6 +82,8 @@ class Run:
             if key not in backends:
                 raise ValueError(f"backend_options has options for {key!r}, which is not in "
                                  f"backends {backends}")
+        for spec in specs:  # bad options fail here, before any I/O or delivery starts
+            spec.check_options(options.get(spec.name, {}))
         self.id = run_id or new_run_id()
         self.project = project
         self.name = name or self.id
@@ -173,8 +181,13 @@ class Run:
         return self._step
 
     def problems(self) -> list[Problem]:
-        """Backend problems seen so far (each reported once in the log)."""
+        """Backend problems seen so far (each reported once in the log); an empty list
+        means healthy (expected limits are in :meth:`notes`)."""
         return self._reporter.problems()
+
+    def notes(self) -> list[Problem]:
+        """Expected limits seen so far, e.g. an event kind a backend cannot show."""
+        return self._reporter.notes()
 
     def delivery(self) -> dict[str, tuple[int, int]]:
         """Per backend: (acknowledged seq, last committed seq)."""
@@ -214,7 +227,11 @@ class Run:
             _live_runs.discard(self)
             summary = FinishSummary(status, target, {w.name: w.acked for w in self._workers},
                                     pending, self._reporter.problems(),
-                                    self._spool.status.dropped)
+                                    self._spool.status.dropped,
+                                    {w.name: w.error or "" for w in self._workers if w.failed},
+                                    self._reporter.notes(),
+                                    {w.name: w.quarantined for w in self._workers
+                                     if w.quarantined})
             if pending:
                 names = ",".join(pending)
                 log.warning("trackmux: run %s finished with undelivered events %s; they are "

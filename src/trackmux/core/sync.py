@@ -28,6 +28,10 @@ class SyncResult:
     acked: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     damage: list[str] = field(default_factory=list)
+    #: backends that failed permanently (not retried), with the cause
+    failed: dict[str, str] = field(default_factory=dict)
+    notes: list[Problem] = field(default_factory=list)
+    quarantined: dict[str, int] = field(default_factory=dict)
 
     @property
     def pending(self) -> dict[str, int]:
@@ -84,7 +88,9 @@ def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
         raise
     damage = sorted({error for worker in workers for error in worker.damage})
     return SyncResult(run_dir, target, {w.name: w.acked for w in workers},
-                      reporter.problems(), damage)
+                      reporter.problems(), damage,
+                      {w.name: w.error or "" for w in workers if w.failed},
+                      reporter.notes(), {w.name: w.quarantined for w in workers if w.quarantined})
 
 
 def deliver_by_name(run_dir: Path, names: list[str],
