@@ -199,3 +199,20 @@ print(store[run.id].metrics())
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "{'x': [(3, 1.5)]}"
+
+
+def test_a_backend_failing_on_every_event_is_retried_not_quarantined(
+        test_backends: Any, tmp_path: Path) -> None:
+    """Every write raises the same RuntimeError: the first event is skipped tentatively,
+    the second fails the same way, so the skip is undone and nothing is quarantined."""
+    run = trackmux.init(project="q", backends=["raising", "memory"], dir=tmp_path,
+                        backend_options={"raising": {"where": "write"}})
+    for step in range(20):
+        run.log({"x": step}, step=step)
+    summary = run.finish(timeout=20)
+    assert summary.quarantined == {}
+    assert summary.pending == {"raising": summary.events}
+    reader = SpoolReader(run.dir)
+    assert reader.quarantined() == [] and reader.cursor("raising").acked_seq == 0
+    reader.close()
+    assert [p.kind for p in summary.problems] == ["write"], summary.problems

@@ -16,8 +16,10 @@ crash. Three outcomes are not retried forever:
 - ``EventRejected``: the batch is retried one event at a time and an event rejected on
   its own is quarantined (recorded in the spool, counted, reported); later events flow;
 - the same non-``OSError`` failure of one event on its own ``QUARANTINE_AFTER`` times in a
-  row: deterministic, so quarantined too. ``OSError`` (disk full, network) never is,
-  except a file name too long.
+  row: deterministic, so that event is skipped, and quarantined once the next event
+  succeeds (or it was the last). If the next event fails the same way first, the backend
+  is broken, not the event: the skip is undone and retrying goes on. ``OSError`` (disk
+  full, network) never counts, except a file name too long.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import filelock
 
@@ -234,6 +237,11 @@ class DeliveryWorker:
         single_until = 0  # deliver one event at a time up to this seq
         last_failure: tuple[int, str] | None = None
         repeats = 0  # identical failures of one event on its own, in a row
+        # Events skipped for a deterministic failure, confirmed as quarantined by the next
+        # success; if the next event fails the same way first, the backend (not the event)
+        # is at fault: the skips are undone and plain retrying goes on until a success.
+        tentative: list[tuple[int, Event, str]] = []  # (acked before it, event, error)
+        trust_skips = True
 
         while not self._stop.is_set():
             self._wake.clear()  # before reading, so a commit notified meanwhile is not lost
@@ -270,32 +278,44 @@ class DeliveryWorker:
                 failures += 1
                 deterministic = (not isinstance(exc, OSError)
                                  or exc.errno == errno.ENAMETOOLONG)
-                if len(batch.events) == 1 and deterministic:
-                    seq = batch.events[0].seq
-                    repeats = repeats + 1 if last_failure == (seq, error) else 1
-                    last_failure = (seq, error)
-                    if repeats >= QUARANTINE_AFTER:
-                        self._quarantine(reader, batch.events[0],
-                                         f"failed {repeats} times on its own: {error}")
-                        self.acked = batch.upto
-                        self._ack(reader, backend)
+                move_to: int | None = None
+                if len(batch.events) == 1 and deterministic and trust_skips:
+                    event = batch.events[0]
+                    repeats = repeats + 1 if last_failure == (event.seq, error) else 1
+                    last_failure = (event.seq, error)
+                    if repeats >= QUARANTINE_AFTER and tentative and tentative[-1][2] == error:
+                        move_to = tentative[0][0]  # the backend fails on everything
+                        self._record(reader.unquarantine, self.name,
+                                     [e.seq for _, e, _ in tentative])
+                        tentative, trust_skips = [], False
+                        failures, repeats, last_failure = 0, 0, None
+                    elif repeats >= QUARANTINE_AFTER:
+                        self._record(reader.quarantine, self.name, event.seq, event.kind,
+                                     (), f"failed {repeats} times on its own: {error}")
+                        tentative.append((self.acked, event, error))
+                        move_to = batch.upto
                         failures, repeats, last_failure = 0, 0, None
                 elif len(batch.events) > 1 and deterministic and failures >= ISOLATE_AFTER:
                     single_until = batch.upto
                 if self._past_deadline():
                     self._progress("stopped")
                     return
-                self._sleep(backoff * (1 + random.random() / 4))
-                # a failure that looks deterministic is retried soon, to quarantine it soon
-                backoff = min(backoff * 2, BACKOFF_DETERMINISTIC if deterministic
-                              else BACKOFF_MAX)
+                if move_to is None:
+                    self._sleep(backoff * (1 + random.random() / 4))
+                    # a failure that looks deterministic is retried soon, to isolate it soon
+                    backoff = min(backoff * 2, BACKOFF_DETERMINISTIC if deterministic
+                                  else BACKOFF_MAX)
                 reopened = self._reopen(reader, backend)
                 if reopened is None:
                     break
                 backend = reopened
+                if move_to is not None:
+                    self.acked = move_to
+                    self._ack(reader, backend)
                 continue
-            if failures:
-                self.reporter.resolve(self.name, "write", "delivering again")
+            self.reporter.resolve(self.name, "write", "delivering again")
+            self._confirm(tentative)
+            tentative, trust_skips = [], True
             backoff = BACKOFF_INITIAL
             failures, repeats, last_failure = 0, 0, None
             self.acked = batch.upto
@@ -304,8 +324,22 @@ class DeliveryWorker:
         if self._stop.is_set() or self.backend is None:
             self._progress("stopped")
             return
+        self._confirm(tentative)  # the skipped event was the last one
         self._close(backend, self._status)
         self._progress("done")
+
+    def _record(self, write: Callable[..., None], *args: Any) -> None:
+        try:
+            write(*args)
+        except Exception as exc:
+            self.reporter.report(self.name, "ack", f"cannot record a quarantine: {exc}")
+
+    def _confirm(self, tentative: list[tuple[int, Event, str]]) -> None:
+        for _, event, error in tentative:
+            self.quarantined += 1
+            self.reporter.report(self.name, "rejected", f"event {event.seq} ({event.kind}) "
+                                 f"quarantined: failed {QUARANTINE_AFTER} times on its own: "
+                                 f"{error}")
 
     def _prepare(self, reader: SpoolReader, events: list[Event], backend: Backend
                  ) -> list[Event]:
@@ -329,10 +363,7 @@ class DeliveryWorker:
     def _quarantine(self, reader: SpoolReader, event: Event, reason: str,
                     keys: tuple[str, ...] = ()) -> None:
         """Move past an event (or some keys of it) the backend refuses for good."""
-        try:
-            reader.quarantine(self.name, event.seq, event.kind, keys, reason)
-        except Exception as exc:
-            self.reporter.report(self.name, "ack", f"cannot record a quarantine: {exc}")
+        self._record(reader.quarantine, self.name, event.seq, event.kind, keys, reason)
         self.quarantined += 1
         what = f"keys {list(keys)} of event {event.seq}" if keys else f"event {event.seq}"
         self.reporter.report(self.name, "rejected",

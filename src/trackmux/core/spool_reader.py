@@ -269,6 +269,14 @@ class SpoolReader:
                 raise
             self._note(f"quarantine of event {seq} for {backend!r} not saved: {exc}")
 
+    def unquarantine(self, backend: str, seqs: list[int]) -> None:
+        """Forget quarantine rows (a skip that turned out to be the backend's fault)."""
+        try:
+            self._conn.executemany("DELETE FROM quarantine WHERE backend = ? AND seq = ?",
+                                   [(backend, seq) for seq in seqs])
+        except _READ_ERRORS as exc:
+            self._note(f"quarantine of {backend!r} not undone: {exc}")
+
     def quarantined(self, backend: str | None = None) -> list[Quarantined]:
         """Quarantined events, of one backend or of all, in seq order."""
         sql = "SELECT backend, seq, kind, keys, reason, time FROM quarantine"
