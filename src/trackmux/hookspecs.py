@@ -48,7 +48,10 @@ def trackmux_register_backends(register: RegisterBackend) -> None:
 
     ``requires`` names the modules the backend imports (checked lazily, so a missing
     library shows as "library not installed" instead of breaking the plugin); ``extra``
-    is the pip extra that installs them (``trackmux[extra]``). Returns nothing.
+    is the pip extra of the plugin's distribution that installs them (the hint says
+    ``pip install 'trackmux[extra]'`` for built-ins, ``'<distribution>[extra]'`` for a
+    third party). ``factory(options)`` must check options and do no I/O: core calls it
+    once at ``init()`` only to validate them. Returns nothing.
     """
 
 
