@@ -313,7 +313,8 @@ class DeliveryWorker:
                     self.acked = move_to
                     self._ack(reader, backend)
                 continue
-            self.reporter.resolve(self.name, "write", "delivering again")
+            if batch.upto >= single_until:  # not while isolating the failing event
+                self.reporter.resolve(self.name, "write", "delivering again")
             self._confirm(tentative)
             tentative, trust_skips = [], True
             backoff = BACKOFF_INITIAL
