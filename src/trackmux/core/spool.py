@@ -6,8 +6,9 @@ Layout of a run directory (0700; files 0600)::
     <root>/<project>/<run_id>/run.lock     held by the live process; free + "running" = crashed
     <root>/<project>/<run_id>/deliver-<backend>.lock   held by whoever delivers to that backend
 
-Table ``quarantine`` lists events (or some keys of an event) a backend refused for good:
-delivery moved past them; they stay in ``events``.
+Table ``quarantine`` (created by the first quarantine, see spool_reader) lists events,
+or some keys of an event, a backend refused for good: delivery moved past them; they stay
+in ``events``.
 
 Durability contract (docs/guarantees.md): the writer thread commits at least every
 ``COMMIT_INTERVAL`` seconds; a commit in WAL mode survives SIGKILL of the process (the
@@ -63,9 +64,6 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS cursors (
     backend TEXT PRIMARY KEY, acked_seq INTEGER NOT NULL, remote_id TEXT,
     state BLOB NOT NULL, updated REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS quarantine (
-    backend TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, keys BLOB NOT NULL,
-    reason TEXT NOT NULL, time REAL NOT NULL, PRIMARY KEY (backend, seq));
 """
 
 

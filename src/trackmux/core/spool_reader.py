@@ -21,6 +21,13 @@ from trackmux.core import codec
 from trackmux.core.events import Event
 from trackmux.core.spool import SCHEMA, SPOOL_FILE, connect
 
+# Created on first use, so a spool without quarantined events keeps the layout it had.
+QUARANTINE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS quarantine (
+    backend TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, keys BLOB NOT NULL,
+    reason TEXT NOT NULL, time REAL NOT NULL, PRIMARY KEY (backend, seq));
+"""
+
 # A damaged file can also fail with a UnicodeDecodeError (of SQLite's error message).
 _READ_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
 
@@ -260,6 +267,7 @@ class SpoolReader:
                    reason: str) -> None:
         """Record that ``backend`` refused event ``seq`` (or only ``keys`` of it) for good."""
         try:
+            self._conn.executescript(QUARANTINE_SCHEMA)
             self._conn.execute(
                 "INSERT OR REPLACE INTO quarantine(backend, seq, kind, keys, reason, time) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -271,6 +279,8 @@ class SpoolReader:
 
     def unquarantine(self, backend: str, seqs: list[int]) -> None:
         """Forget quarantine rows (a skip that turned out to be the backend's fault)."""
+        if not self._has_quarantine():
+            return
         try:
             self._conn.executemany("DELETE FROM quarantine WHERE backend = ? AND seq = ?",
                                    [(backend, seq) for seq in seqs])
@@ -279,6 +289,8 @@ class SpoolReader:
 
     def quarantined(self, backend: str | None = None) -> list[Quarantined]:
         """Quarantined events, of one backend or of all, in seq order."""
+        if not self._has_quarantine():
+            return []
         sql = "SELECT backend, seq, kind, keys, reason, time FROM quarantine"
         args: tuple[Any, ...] = ()
         if backend is not None:
@@ -297,3 +309,11 @@ class SpoolReader:
             except (TypeError, ValueError):
                 self._note(f"quarantine row of event {seq} is unreadable")
         return out
+
+    def _has_quarantine(self) -> bool:
+        try:
+            return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                      "name = 'quarantine'").fetchone() is not None
+        except _READ_ERRORS as exc:
+            self._note(f"quarantine: {exc}")
+            return False
