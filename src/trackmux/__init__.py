@@ -14,6 +14,7 @@ from trackmux.attached import AttachedRun, NotAttachableError, attach, serve
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.errors import (
     EventRejected,
+    PermanentBackendError,
     RunFinishedError,
     SpoolLockedError,
     TrackmuxError,
@@ -44,6 +45,7 @@ __all__ = [
     "ImageEvent",
     "MetricsEvent",
     "NotAttachableError",
+    "PermanentBackendError",
     "ResumeState",
     "Run",
     "RunFinishedError",

@@ -49,10 +49,12 @@ def trackmux_register_backends(register: RegisterBackend) -> None:
 
     ``requires`` names the modules the backend imports (checked lazily, so a missing
     library shows as "library not installed" instead of breaking the plugin); ``extra``
-    is the pip extra that installs them (``trackmux[extra]``). ``in_trainer=True`` asks
-    for delivery on a thread of the training process instead of the delivery process: for
-    a backend whose output belongs to the trainer itself (the console backend writes to the
-    trainer's terminal). Returns nothing.
+    is the pip extra of the plugin's distribution that installs them (the hint names
+    ``'<distribution>[extra]'`` for a third party). ``factory(options)`` must check options
+    and do no I/O: core calls it once at ``init()`` only to validate them.
+    ``in_trainer=True`` asks for delivery on a thread of the training process instead of
+    the delivery process: for a backend whose output belongs to the trainer itself (the
+    console backend writes to the trainer's terminal). Returns nothing.
     """
 
 

@@ -38,6 +38,10 @@ def test_fast_loop_is_rate_limited_but_last_step_printed(tmp_path: Path,
 def test_bad_stream_option_names_the_option() -> None:
     with pytest.raises(ValueError, match="stream"):
         ConsoleBackend({"stream": "nowhere"})
+    with pytest.raises(ValueError, match="interval"):
+        ConsoleBackend({"interval": "often"})
+    with pytest.raises(ValueError, match="intervall"):
+        ConsoleBackend({"intervall": 1})
 
 
 def test_unrated_console_prints_every_step(tmp_path: Path, capsys: Any) -> None:

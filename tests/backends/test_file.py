@@ -12,8 +12,9 @@ from trackmux.testing import BackendConformance, Readback
 
 
 class TestFileBackend(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image"})
+    kinds = frozenset({"metrics", "config", "table", "image", "text"})
     nonfinite = "any"  # verl's format writes NaN/inf as null
+    invalid_options = {"no_such_option": 1}
 
     def make_backend(self, tmp_path: Path) -> FileBackend:
         return FileBackend({"root": str(tmp_path / "files")})
@@ -31,6 +32,11 @@ class TestFileBackend(BackendConformance):
             for line in tables.read_bytes().splitlines():
                 record = orjson.loads(line)
                 out.tables.setdefault(record["key"], []).append((record["step"], record["rows"]))
+        texts = base / "conformance-run.text.jsonl"
+        if texts.exists():
+            for line in texts.read_bytes().splitlines():
+                record = orjson.loads(line)
+                out.texts.setdefault(record["key"], []).append((record["step"], record["text"]))
         for png in sorted((base / "conformance-run_media").glob("*.png")):
             key, _, rest = png.stem.rpartition("_step")
             step = int(rest.split("_")[0])

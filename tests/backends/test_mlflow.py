@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytest.importorskip("mlflow")
@@ -23,9 +24,10 @@ from mlflow import MlflowClient
 from PIL import Image
 
 from trackmux.core.backend import ResumeState, RunInfo
-from trackmux.core.events import ConfigEvent, MetricsEvent
+from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent
 from trackmux.plugins.mlflow import (
     MlflowBackend,
+    artifact_key,
     mlflow_key,
     verl_key,
 )
@@ -87,6 +89,7 @@ def read_mlflow(uri: str, experiment: str, tmp_path: Path,
     for key in runs[0].data.metrics:
         history = client.get_metric_history(run_id, key)
         out.metrics[key] = sorted((m.step, m.value) for m in history)
+        out.times[key] = sorted((m.step, m.timestamp / 1000) for m in history)
     out.config = dict(runs[0].data.params) or None
     download = tmp_path / "download"
     download.mkdir(exist_ok=True)  # mlflow 2 refuses a missing destination
@@ -96,6 +99,10 @@ def read_mlflow(uri: str, experiment: str, tmp_path: Path,
             local = client.download_artifacts(run_id, path, str(download))
             table = json.loads(Path(local).read_text())
             out.tables.setdefault(match[1], []).append((int(match[2]), table["data"]))
+        text = re.fullmatch(r"text/(.+)/step_(\d+)\.md", path)
+        if text:
+            local = client.download_artifacts(run_id, path, str(download))
+            out.texts.setdefault(text[1], []).append((int(text[2]), Path(local).read_text()))
         name = path.rpartition("/")[2]
         stepped = _IMAGE_NAME.match(name) if path.startswith("images/") else None
         plain = re.fullmatch(r"images/(.+)/step_(\d+)\.png", path)  # mlflow 2.x
@@ -118,7 +125,8 @@ def _experiment(tmp_path: Path) -> str:
 
 
 class TestMlflowSqlite(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image"})
+    kinds = frozenset({"metrics", "config", "table", "image", "text", "time"})
+    invalid_options = {"no_such_option": 1}
     nonfinite = "kept"  # NaN kept; inf comes back as 1.797e308 (accepted by the suite)
 
     def uri(self, tmp_path: Path) -> str:
@@ -399,3 +407,73 @@ def test_crashed_run_is_marked_failed(tmp_path: Path) -> None:
     info = MlflowClient(tracking_uri=uri).get_run(backend.remote_id).info  # type: ignore[arg-type]
     assert info.status == "FAILED"
     assert info.end_time == int((1.7e9 + 5) * 1000)  # the last event's time, not "now"
+
+
+# -- head-of-line: one event or key mlflow refuses must not wedge the rest -----------------
+class _OneBadKey(MlflowBackend):
+    """Maps one trackmux key to a name mlflow's own validation refuses ('..' segment), the
+    way an unforeseen refusal would arrive; everything else is the real backend."""
+
+    def _key(self, key: str) -> str:
+        return "bad/../key" if key == "refused" else super()._key(key)
+
+
+def test_a_refused_metric_key_is_quarantined_and_the_events_other_keys_land(
+        tmp_path: Path) -> None:
+    from trackmux.core.spool import SpoolWriter
+    from trackmux.core.spool_reader import SpoolReader
+    from trackmux.core.sync import deliver
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    run_dir = tmp_path / "spool" / "p" / "r1"
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="r1", project="hol", name="n", state="finished", started_at=1.0)
+    for step in range(6):
+        data = {"kept/a": float(step), "kept/b": step * 2.0}
+        if step == 3:
+            data["refused"] = 1.0
+        writer.append(MetricsEvent(data, step, 1_700_000_000.0 + step))
+    writer.close()
+    options = {"tracking_uri": uri, "artifact_location": str(tmp_path / "art")}
+    result = deliver(run_dir, {"mlflow": lambda: _OneBadKey(options)}, timeout=120)
+    assert result.complete, result.problems
+    assert result.quarantined == {"mlflow": 1}
+    back = read_mlflow(uri, "hol", tmp_path)
+    assert back.metrics["kept/a"] == [(s, float(s)) for s in range(6)]
+    assert back.metrics["kept/b"] == [(s, s * 2.0) for s in range(6)]
+    reader = SpoolReader(run_dir)
+    entries = reader.quarantined("mlflow")
+    reader.close()
+    assert [(q.seq, q.keys) for q in entries] == [(4, ("refused",))]
+    assert "INVALID_PARAMETER_VALUE" in entries[0].reason or "Invalid" in entries[0].reason
+    again = deliver(run_dir, {"mlflow": lambda: _OneBadKey(options)}, timeout=120)
+    assert again.complete and not again.quarantined  # a later sync is not wedged either
+
+
+def test_an_image_key_making_a_long_file_name_does_not_wedge(tmp_path: Path) -> None:
+    """A key of 250 characters (and one of multi-byte letters) would give mlflow a stepped
+    image file name over 255 bytes; the key is shortened with a hash instead."""
+    from trackmux.core.sync import deliver
+
+    long_ascii = "eval/" + "k" * 245
+    long_unicode = "eval/" + "ключ" * 60
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    run_dir = tmp_path / "spool" / "p" / "r2"
+    from trackmux.core.media import encode_image
+    from trackmux.core.spool import SpoolWriter
+
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="r2", project="img", name="n", state="finished", started_at=1.0)
+    image = encode_image(np.zeros((6, 5, 3), dtype=np.uint8))
+    for i, key in enumerate((long_ascii, long_unicode)):
+        writer.append(ImageEvent(key, image.png, image.width, image.height, image.mode, i,
+                                 1_700_000_000.0 + i))
+    writer.append(MetricsEvent({"after": 1.0}, 2, 1_700_000_002.0))
+    writer.close()
+    options = {"tracking_uri": uri, "artifact_location": str(tmp_path / "art")}
+    result = deliver(run_dir, {"mlflow": lambda: MlflowBackend(options)}, timeout=120)
+    assert result.complete and not result.quarantined, result.problems
+    back = read_mlflow(uri, "img", tmp_path)
+    assert sorted(back.images) == sorted({artifact_key(long_ascii), artifact_key(long_unicode)})
+    assert all(len(artifact_key(k).encode()) <= 120 for k in (long_ascii, long_unicode))
+    assert back.metrics["after"] == [(2, 1.0)]

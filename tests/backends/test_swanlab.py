@@ -92,6 +92,8 @@ def read_swanlab(log_dir: Path) -> tuple[Readback, dict[str, Any]]:
                             out.images.setdefault(media.key, []).append(
                                 (media.step, image.width, image.height))
                         extra["captions"][media.key] = item.caption
+                        out.captions.setdefault(media.key, []).append(
+                            (media.step, item.caption))
                     elif media.type == ColumnType.COLUMN_TYPE_ECHARTS:
                         table = json.loads((run_dir / "media" / "echarts" / item.filename)
                                            .read_text(encoding="utf-8"))
@@ -112,8 +114,9 @@ def read_swanlab(log_dir: Path) -> tuple[Readback, dict[str, Any]]:
 
 
 class TestSwanLabBackend(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image", "text"})
+    kinds = frozenset({"metrics", "config", "table", "image", "text", "caption"})
     nonfinite = "kept"
+    invalid_options = {"no_such_option": 1}
 
     def make_backend(self, tmp_path: Path) -> SwanLabBackend:
         return SwanLabBackend({"log_dir": str(tmp_path / "swanlog")})

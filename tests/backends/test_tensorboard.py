@@ -63,6 +63,7 @@ def readback_dir(log_dir: Path) -> Readback:
     out = Readback()
     for tag in tags["scalars"]:
         out.metrics[tag] = [(e.step, e.value) for e in acc.Scalars(tag)]
+        out.times[tag] = [(e.step, e.wall_time) for e in acc.Scalars(tag)]
     for tag in tags["images"]:
         out.images[tag] = [(e.step, e.width, e.height) for e in acc.Images(tag)]
     for tag in tags["tensors"]:
@@ -86,8 +87,10 @@ def event_files(tmp_path: Path) -> list[Path]:
 
 
 class TestTensorBoardBackend(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image", "text"})
+    kinds = frozenset({"metrics", "config", "table", "image", "text", "time"})
     nonfinite = "kept"
+    precision = "float32"  # scalars are simple_value, a float32
+    invalid_options = {"no_such_option": 1}
 
     def make_backend(self, tmp_path: Path) -> TensorBoardBackend:
         return TensorBoardBackend({"root": str(tmp_path / "tb")})

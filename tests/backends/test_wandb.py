@@ -91,6 +91,8 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
                     if kind_ == "image-file":
                         out.images.setdefault(key, []).append(
                             (step, int(item[f"{key}.width"]), int(item[f"{key}.height"])))
+                        out.captions.setdefault(key, []).append(
+                            (step, item.get(f"{key}.caption")))
                     elif kind_ in ("incremental-table-file", "table-file"):
                         table = json.loads((files_dir / item[f"{key}.path"]).read_text())
                         out.tables.setdefault(key, []).append((step, table["data"]))
@@ -109,8 +111,9 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
 
 
 class TestWandbBackend(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image"})
+    kinds = frozenset({"metrics", "config", "table", "image", "caption"})
     nonfinite = "kept"
+    invalid_options = {"no_such_option": 1}
 
     def make_backend(self, tmp_path: Path) -> WandbBackend:
         return WandbBackend({})

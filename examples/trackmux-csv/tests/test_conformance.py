@@ -11,7 +11,8 @@ from trackmux.testing import BackendConformance, Readback
 
 
 class TestCsvBackend(BackendConformance):
-    kinds = frozenset({"metrics"})
+    kinds = frozenset({"metrics", "time"})
+    invalid_options = {"directory": "typo"}
 
     def make_backend(self, tmp_path: Path) -> CsvBackend:
         return CsvBackend({"dir": str(tmp_path / "csv")})
@@ -21,6 +22,8 @@ class TestCsvBackend(BackendConformance):
         for path in (tmp_path / "csv").glob("*.csv"):
             with open(path, newline="", encoding="utf-8") as handle:
                 for row in csv.DictReader(handle):
-                    out.metrics.setdefault(row["key"], []).append(
-                        (int(row["step"]), float(row["value"])))
+                    value = float(row["value"])
+                    out.metrics.setdefault(row["key"], []).append((int(row["step"]), value))
+                    out.times.setdefault(row["key"], []).append(
+                        (int(row["step"]), float(row["time"])))
         return out

@@ -36,6 +36,8 @@ def runs(directory: Path | None) -> None:
             acked = summary.delivered.get(name, 0)
             pending = max(0, summary.last_seq - acked)
             status = "delivered" if pending == 0 else f"{pending} pending"
+            if summary.quarantined.get(name):
+                status += f", {summary.quarantined[name]} quarantined"
             click.echo(f"    {name}: {status} (acknowledged up to event {acked} of "
                        f"{summary.last_seq})")
         if summary.damage:

@@ -1,5 +1,5 @@
-"""``trackmux show RUN``: config, metric keys (last value, step range), tables, images,
-and delivery state of one run, read from its spool."""
+"""``trackmux show RUN``: config (merged, nested), metric keys (last value, step range),
+tables, images, quarantined events and delivery state of one run, read from its spool."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import click
 import orjson
 
+from trackmux.core.configmerge import merge_config
 from trackmux.core.errors import SpoolUnsafeError
 from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
 from trackmux.core.runs import resolve_run, summarize
@@ -60,8 +61,9 @@ def show(run_arg: str, root: str | None) -> None:
                 images.setdefault(event.key, []).append(event.step)
             elif isinstance(event, TextEvent):
                 texts.setdefault(event.key, []).append(event.step)
-            elif isinstance(event, ConfigEvent):
-                config = event.config
+            elif isinstance(event, ConfigEvent):  # each log_config merges, nested
+                config = merge_config(config or {}, event.config)
+        quarantined = reader.quarantined()
         damage = list(reader.damage.errors)
     finally:
         reader.close()
@@ -81,8 +83,16 @@ def show(run_arg: str, root: str | None) -> None:
         acked = summary.delivered.get(name, 0)
         pending = max(0, summary.last_seq - acked)
         remote = summary.remote_ids.get(name)
+        count = summary.quarantined.get(name, 0)
         click.echo(f"  {name}: {'delivered' if not pending else f'{pending} pending'}"
+                   + (f", {count} quarantined" if count else "")
                    + (f", remote run {remote}" if remote else ""))
+    if quarantined:
+        click.echo(f"quarantined ({len(quarantined)}; refused for good, kept in the spool):")
+        for entry in quarantined[:20]:
+            what = f"keys {list(entry.keys)} of " if entry.keys else ""
+            click.echo(f"  {entry.backend}: {what}event {entry.seq} ({entry.kind}): "
+                       f"{entry.reason}")
     if damage:
         click.echo(f"damage ({len(damage)}):")
         for line in damage[:20]:

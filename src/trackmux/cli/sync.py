@@ -2,9 +2,10 @@
 
 The same delivery worker as a live run; a backend the run never used gets everything,
 and its remote identity is kept so a later sync continues the same remote run. Exit
-status: 0 when everything is delivered, 1 while anything is left or when part of the spool
-was damaged (what was intact is delivered; the damage is printed), 2 for a usage error or
-a sync of the same run and backend already in progress.
+status: 0 when everything is delivered, 1 while anything is left, when a backend failed
+permanently (its cause is printed) or when part of the spool was damaged (what was intact
+is delivered; the damage is printed), 2 for a usage error (a bad ``-o`` option included)
+or a sync of the same run and backend already in progress.
 """
 
 from __future__ import annotations
@@ -56,10 +57,10 @@ def check_options(names: list[str], options: dict[str, dict[str, Any]]) -> None:
     registry = get_registry()
     for name in names:
         try:
-            registry.backend(name).factory(options.get(name, {}))
+            registry.backend(name).check_options(options.get(name, {}))
         except UnknownBackendError as exc:
             raise click.UsageError(str(exc)) from None
-        except (ValueError, TypeError) as exc:
+        except ValueError as exc:
             raise click.UsageError(f"backend {name!r}: {exc}") from None
 
 
@@ -100,6 +101,7 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
     show = sys.stderr.isatty() if progress is None else progress
     left = 0
     damaged = False
+    failed = False
     for arg in run_args:
         try:
             run_dir = resolve_run(arg, root)
@@ -145,15 +147,26 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             for bar in bars.values():
                 bar.close()
         for name in names:
-            click.echo(f"{run_dir.name} -> {name}: {outcome(result, name)}")
+            if name in result.failed:
+                click.echo(f"{run_dir.name} -> {name}: FAILED, not retried: "
+                           f"{result.failed[name]} (acknowledged "
+                           f"{result.acked.get(name, 0)} of {result.target})")
+                failed = True
+            else:
+                click.echo(f"{run_dir.name} -> {name}: {outcome(result, name)}")
+            if result.quarantined.get(name):
+                click.echo(f"  {name}: {result.quarantined[name]} event(s) quarantined "
+                           "(refused for good; see trackmux show)", err=True)
             left += max(0, result.target - result.acked.get(name, 0))
         for problem in result.problems:
+            if problem.kind == "failed":
+                continue  # printed with its backend above
             click.echo(f"  {problem.backend}: {problem.kind}: {problem.message}", err=True)
         if result.damage:
             damaged = True
             click.echo(f"  spool damage ({len(result.damage)}): "
                        + "; ".join(result.damage[:5]), err=True)
-    sys.exit(1 if left or damaged else 0)
+    sys.exit(1 if left or damaged or failed else 0)
 
 
 def outcome(result: SyncResult, name: str) -> str:

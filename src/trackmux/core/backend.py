@@ -7,10 +7,14 @@ identity, a file offset, ...) it returns from ``state()``; core stores that next
 acknowledged position in the spool and hands it back to ``open`` on the next delivery,
 live or from ``trackmux sync``.
 
-Redelivery contract: if a process dies after ``write`` returned but before core
-acknowledged the batch, the same events (same seq, step and time) are written again.
-A backend must make that harmless (dedupe on seq, truncate to its checkpoint, or rely
-on the remote store's own dedupe of identical points).
+Call order: the constructor (also once at ``init()`` just to check options: no I/O
+there), ``open``, ``state``, then per batch ``write``, ``flush``, ``state``; ``close`` at
+the end. Retry contract: after a failed ``write`` core calls ``close("retrying")``, builds
+a new backend and ``open``s it with the last acknowledged state, as after a crash. So the
+one rule is: events redelivered after ``open`` must be harmless (dedupe on seq, truncate
+to the checkpoint in ``state()``, or rely on the store's own dedupe of identical points).
+Raise ``PermanentBackendError`` for what retrying cannot fix and ``EventRejected`` for one
+event the store can never take (see docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -77,15 +81,18 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def close(self, status: str) -> None:
-        """End the remote run; ``status`` is "finished" or "crashed"."""
+        """End the remote run; ``status`` is "finished", "failed" or "crashed". "retrying":
+        a write failed and the run is opened again at once; release, do not end it."""
 
     @property
     def remote_id(self) -> str | None:
-        """The backend's identity of the run, stored so a later sync continues it."""
+        """The backend's identity of the run, stored so a later sync continues it. A
+        read-only property: override it (do not assign to it)."""
         return None
 
     def state(self) -> dict[str, Any]:
-        """A small JSON-compatible checkpoint stored with each acknowledgement."""
+        """A small JSON-compatible checkpoint, asked right after ``open`` and after each
+        batch, and stored with the acknowledgement; ``open`` gets it back."""
         return {}
 
     def where(self) -> str | None:

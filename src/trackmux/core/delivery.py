@@ -1,28 +1,47 @@
 """One delivery worker per backend: spool -> batch -> backend, from the acknowledged cursor.
 
-The same worker runs live (a thread in the training process, woken by each spool commit)
-and offline (``trackmux sync``), so resync is not a second implementation. It reads from
-the spool, never from memory, so a backend that is down costs disk, not memory. Failures
-are retried with exponential backoff (the backend is probed again, not dropped); they are
-reported once per backend and kind and never reach the caller.
+The same worker runs live (in the training process or its delivery process, woken by each
+spool commit) and offline (``trackmux sync``), so resync is not a second implementation.
+It reads from the spool, never from memory, so a backend that is down costs disk, not
+memory. Failures never reach the caller; they are reported once per backend and kind.
+
+The retry contract (docs/plugins.md): after a failed ``write()`` the worker closes the
+backend with status "retrying", builds a new one, ``open()``s it with the last
+acknowledged state and retries from the acknowledged position. A backend therefore only
+has to make redelivery after ``open()`` harmless, the rule it already follows after a
+crash. Three outcomes are not retried forever:
+
+- ``PermanentBackendError`` (or a constructor that raises: it does no I/O, so a failure
+  there is a bad option): the worker stops in state "failed" at once;
+- ``EventRejected``: the batch is retried one event at a time and an event rejected on
+  its own is quarantined (recorded in the spool, counted, reported); later events flow;
+- the same non-``OSError`` failure of one event on its own ``QUARANTINE_AFTER`` times in a
+  row: deterministic, so that event is skipped, and quarantined once the next event
+  succeeds (or it was the last). If the next event fails the same way first, the backend
+  is broken, not the event: the skip is undone and retrying goes on. ``OSError`` (disk
+  full, network) never counts, except a file name too long.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import filelock
 
 from trackmux.core import fallbacks
 from trackmux.core.backend import Backend, ResumeState, RunInfo
-from trackmux.core.errors import EventRejected, SpoolLockedError
-from trackmux.core.events import Event
+from trackmux.core.configmerge import merge_config, merged
+from trackmux.core.errors import EventRejected, PermanentBackendError, SpoolLockedError
+from trackmux.core.events import ConfigEvent, Event
 from trackmux.core.reporting import Reporter
 from trackmux.core.spool_reader import SpoolReader
 
@@ -30,7 +49,14 @@ log = logging.getLogger("trackmux")
 
 BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 10.0  # a backend that comes back is probed again within ~10 s
+BACKOFF_DETERMINISTIC = 2.0  # cap while the error is not an OSError (likely deterministic)
 DEFAULT_BATCH = 1000
+ISOLATE_AFTER = 2  # failures of a multi-event batch before it is retried event by event
+QUARANTINE_AFTER = 3  # identical failures of one event on its own before it is quarantined
+
+
+class _Failed(Exception):
+    """Internal: this backend failed permanently; the message names the cause."""
 
 
 def delivery_lock(run_dir: Path, backend: str) -> filelock.BaseFileLock:
@@ -80,7 +106,14 @@ class DeliveryWorker:
         self._deadline: float | None = None
         self.acked = 0
         self.damage: list[str] = []
+        #: opening, delivering, retrying, then done, stopped or failed (terminal states)
         self.state = "opening"
+        #: the cause when ``state == "failed"`` (a permanent failure; nothing is retried)
+        self.error: str | None = None
+        #: events (or keys of events) quarantined by this worker
+        self.quarantined = 0
+        self._config: dict[str, object] = {}
+        self._config_upto: int | None = None
         self.backend: Backend | None = None
         self.thread = threading.Thread(target=self._main, name=f"trackmux-deliver-{name}",
                                        daemon=True)
@@ -110,6 +143,11 @@ class DeliveryWorker:
         self.thread.join(timeout)
         return not self.thread.is_alive()
 
+    @property
+    def failed(self) -> bool:
+        """True once the backend failed permanently (the worker has then ended)."""
+        return self.state == "failed"
+
     # -- worker thread ---------------------------------------------------------------
     def _progress(self, state: str) -> None:
         self.state = state
@@ -129,6 +167,10 @@ class DeliveryWorker:
         try:
             reader = SpoolReader(self.run.run_dir)
             self._deliver(reader)
+        except _Failed as failed:
+            self.error = str(failed)
+            self.reporter.fail(self.name, self.error)
+            self._progress("failed")
         except Exception as exc:  # the worker reports; it never raises into anyone
             self.reporter.report(self.name, "worker", f"{type(exc).__name__}: {exc}")
             self._progress("failed")
@@ -140,14 +182,21 @@ class DeliveryWorker:
                 self._lock.release()
 
     def _open(self, reader: SpoolReader) -> Backend | None:
-        cursor = reader.cursor(self.name)
-        self.acked = cursor.acked_seq
+        """A new backend, opened with the stored cursor; None once stopped or past the
+        deadline. Raises _Failed for a permanent failure."""
         backoff = BACKOFF_INITIAL
         while not self._stop.is_set():
+            cursor = reader.cursor(self.name)
+            self.acked = cursor.acked_seq
             try:
                 backend = self._make_backend()
+            except Exception as exc:  # a constructor does no I/O: this is a bad option
+                raise _Failed(f"cannot be created: {type(exc).__name__}: {exc}") from exc
+            try:
                 backend.open(self.run, ResumeState(cursor.remote_id, cursor.state,
                                                    cursor.acked_seq))
+            except PermanentBackendError as exc:
+                raise _Failed(f"open: {exc}") from exc
             except Exception as exc:
                 self.reporter.report(self.name, "open", f"{type(exc).__name__}: {exc}")
                 self._progress("retrying")
@@ -157,9 +206,24 @@ class DeliveryWorker:
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
             self.reporter.resolve(self.name, "open", "opened after earlier failures")
-            self._ack(reader, backend)  # keeps the remote identity before the first batch
+            self._ack(reader, backend)  # state() right after open: keeps the remote identity
             return backend
         return None
+
+    def _reopen(self, reader: SpoolReader, backend: Backend) -> Backend | None:
+        """The retry contract: close, then a new backend opened at the acknowledged cursor."""
+        self._close(backend, "retrying")
+        self.backend = self._open(reader)
+        return self.backend
+
+    def _close(self, backend: Backend, status: str) -> None:
+        try:
+            backend.close(status)
+        except Exception as exc:
+            if status == "retrying":  # part of the failure already reported; not another
+                log.debug("trackmux: backend %r: close after a failure: %s", self.name, exc)
+            else:
+                self.reporter.report(self.name, "close", f"{type(exc).__name__}: {exc}")
 
     def _deliver(self, reader: SpoolReader) -> None:
         self._progress("opening")
@@ -169,13 +233,20 @@ class DeliveryWorker:
             return
         self.backend = backend
         backoff = BACKOFF_INITIAL
-
-        def skipped(kind: str, message: str) -> None:
-            self.reporter.note(self.name, kind, message)
+        failures = 0  # failed attempts at the current position
+        single_until = 0  # deliver one event at a time up to this seq
+        last_failure: tuple[int, str] | None = None
+        repeats = 0  # identical failures of one event on its own, in a row
+        # Events skipped for a deterministic failure, confirmed as quarantined by the next
+        # success; if the next event fails the same way first, the backend (not the event)
+        # is at fault: the skips are undone and plain retrying goes on until a success.
+        tentative: list[tuple[int, Event, str]] = []  # (acked before it, event, error)
+        trust_skips = True
 
         while not self._stop.is_set():
             self._wake.clear()  # before reading, so a commit notified meanwhile is not lost
-            batch = reader.read(self.acked, self.batch_size)
+            limit = 1 if self.acked < single_until else self.batch_size
+            batch = reader.read(self.acked, limit)
             if batch.upto <= self.acked:
                 if self._target is not None and self.acked >= self._target:
                     break
@@ -184,32 +255,120 @@ class DeliveryWorker:
                 self._wake.wait(0.25)
                 continue
             try:
-                events = fallbacks.adapt(batch.events, backend, skipped)
-                if events:
-                    self._write(backend, events)
+                self._write(backend, self._prepare(reader, batch.events, backend))
+            except PermanentBackendError as exc:
+                self._close(backend, "failed")
+                raise _Failed(f"write: {exc}") from exc
+            except EventRejected as exc:
+                if len(batch.events) == 1:
+                    self._quarantine(reader, batch.events[0], str(exc), exc.keys)
+                    with contextlib.suppress(Exception):
+                        backend.flush()
+                else:
+                    single_until = batch.upto
+                    reopened = self._reopen(reader, backend)
+                    if reopened is None:
+                        break
+                    backend = reopened
+                    continue
             except Exception as exc:
-                self.reporter.report(self.name, "write", f"{type(exc).__name__}: {exc}")
+                error = f"{type(exc).__name__}: {exc}"
+                self.reporter.report(self.name, "write", error)
                 self._progress("retrying")
+                failures += 1
+                deterministic = (not isinstance(exc, OSError)
+                                 or exc.errno == errno.ENAMETOOLONG)
+                move_to: int | None = None
+                if len(batch.events) == 1 and deterministic and trust_skips:
+                    event = batch.events[0]
+                    repeats = repeats + 1 if last_failure == (event.seq, error) else 1
+                    last_failure = (event.seq, error)
+                    if repeats >= QUARANTINE_AFTER and tentative and tentative[-1][2] == error:
+                        move_to = tentative[0][0]  # the backend fails on everything
+                        self._record(reader.unquarantine, self.name,
+                                     [e.seq for _, e, _ in tentative])
+                        tentative, trust_skips = [], False
+                        failures, repeats, last_failure = 0, 0, None
+                    elif repeats >= QUARANTINE_AFTER:
+                        self._record(reader.quarantine, self.name, event.seq, event.kind,
+                                     (), f"failed {repeats} times on its own: {error}")
+                        tentative.append((self.acked, event, error))
+                        move_to = batch.upto
+                        failures, repeats, last_failure = 0, 0, None
+                elif len(batch.events) > 1 and deterministic and failures >= ISOLATE_AFTER:
+                    single_until = batch.upto
                 if self._past_deadline():
                     self._progress("stopped")
                     return
-                self._sleep(backoff * (1 + random.random() / 4))
-                backoff = min(backoff * 2, BACKOFF_MAX)
+                if move_to is None:
+                    self._sleep(backoff * (1 + random.random() / 4))
+                    # a failure that looks deterministic is retried soon, to isolate it soon
+                    backoff = min(backoff * 2, BACKOFF_DETERMINISTIC if deterministic
+                                  else BACKOFF_MAX)
+                reopened = self._reopen(reader, backend)
+                if reopened is None:
+                    break
+                backend = reopened
+                if move_to is not None:
+                    self.acked = move_to
+                    self._ack(reader, backend)
                 continue
-            if backoff > BACKOFF_INITIAL:
+            if batch.upto >= single_until:  # not while isolating the failing event
                 self.reporter.resolve(self.name, "write", "delivering again")
-                backoff = BACKOFF_INITIAL
+            self._confirm(tentative)
+            tentative, trust_skips = [], True
+            backoff = BACKOFF_INITIAL
+            failures, repeats, last_failure = 0, 0, None
             self.acked = batch.upto
             self._ack(reader, backend)
             self._progress("delivering")
-        if self._stop.is_set():
+        if self._stop.is_set() or self.backend is None:
             self._progress("stopped")
             return
-        try:
-            backend.close(self._status)
-        except Exception as exc:
-            self.reporter.report(self.name, "close", f"{type(exc).__name__}: {exc}")
+        self._confirm(tentative)  # the skipped event was the last one
+        self._close(backend, self._status)
         self._progress("done")
+
+    def _record(self, write: Callable[..., None], *args: Any) -> None:
+        try:
+            write(*args)
+        except Exception as exc:
+            self.reporter.report(self.name, "ack", f"cannot record a quarantine: {exc}")
+
+    def _confirm(self, tentative: list[tuple[int, Event, str]]) -> None:
+        for _, event, error in tentative:
+            self.quarantined += 1
+            self.reporter.report(self.name, "rejected", f"event {event.seq} ({event.kind}) "
+                                 f"quarantined: failed {QUARANTINE_AFTER} times on its own: "
+                                 f"{error}")
+
+    def _prepare(self, reader: SpoolReader, events: list[Event], backend: Backend
+                 ) -> list[Event]:
+        """Config events carry the merged config so far; fallbacks for kinds not shown."""
+        prepared: list[Event] = []
+        for event in events:
+            if isinstance(event, ConfigEvent):
+                if self._config_upto is None or event.seq <= self._config_upto:
+                    self._config = merged(e.config for e in reader.config_events(event.seq)
+                                          if isinstance(e, ConfigEvent))
+                self._config = merge_config(self._config, event.config)
+                self._config_upto = event.seq
+                event = replace(event, config=self._config)
+            prepared.append(event)
+
+        def skipped(kind: str, message: str) -> None:
+            self.reporter.note(self.name, kind, message)
+
+        return fallbacks.adapt(prepared, backend, skipped)
+
+    def _quarantine(self, reader: SpoolReader, event: Event, reason: str,
+                    keys: tuple[str, ...] = ()) -> None:
+        """Move past an event (or some keys of it) the backend refuses for good."""
+        self._record(reader.quarantine, self.name, event.seq, event.kind, keys, reason)
+        self.quarantined += 1
+        what = f"keys {list(keys)} of event {event.seq}" if keys else f"event {event.seq}"
+        self.reporter.report(self.name, "rejected",
+                             f"{what} ({event.kind}) quarantined: {reason}")
 
     def _ack(self, reader: SpoolReader, backend: Backend) -> None:
         """Store the cursor; if the spool cannot be written (disk full) keep delivering and
@@ -222,13 +381,6 @@ class DeliveryWorker:
             self.reporter.resolve(self.name, "ack", "recording progress again")
 
     def _write(self, backend: Backend, events: list[Event]) -> None:
-        try:
+        if events:
             backend.write(events)
-        except EventRejected:
-            for event in events:
-                try:
-                    backend.write([event])
-                except EventRejected as exc:
-                    self.reporter.report(self.name, "rejected",
-                                         f"event {event.seq} ({event.kind}) skipped: {exc}")
         backend.flush()

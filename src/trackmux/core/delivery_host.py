@@ -68,6 +68,12 @@ class ThreadDelivery:
     def acked(self) -> dict[str, int]:
         return {w.name: w.acked for w in self.workers}
 
+    def failed(self) -> dict[str, str]:
+        return {w.name: w.error or "" for w in self.workers if w.failed}
+
+    def quarantined(self) -> dict[str, int]:
+        return {w.name: w.quarantined for w in self.workers if w.quarantined}
+
     def request_finish(self, target: int, status: str, deadline: float) -> None:
         for worker in self.workers:
             worker.finish(target, status, deadline)
@@ -106,6 +112,8 @@ class ProcessDelivery:
         self._send_lock = threading.Lock()
         self._acked = {name: 0 for name in self._names}
         self._states = {name: "starting" for name in self._names}
+        self._failed: dict[str, str] = {}
+        self._quarantined: dict[str, int] = {}
         self._finish: dict[str, Any] | None = None
         self._done = False      # the process said it finished its work
         self._gone = False      # no process, and none will be started again
@@ -138,6 +146,14 @@ class ProcessDelivery:
     def acked(self) -> dict[str, int]:
         with self._cond:
             return dict(self._acked)
+
+    def failed(self) -> dict[str, str]:
+        with self._cond:
+            return dict(self._failed)
+
+    def quarantined(self) -> dict[str, int]:
+        with self._cond:
+            return {name: n for name, n in self._quarantined.items() if n}
 
     def request_finish(self, target: int, status: str, deadline: float) -> None:
         with self._cond:
@@ -271,6 +287,10 @@ class ProcessDelivery:
                 self._acked.update(message["acked"])
             if "state" in message:
                 self._states.update(message["state"])
+            if "failed" in message:
+                self._failed.update(message["failed"])
+            if "quarantined" in message:
+                self._quarantined.update(message["quarantined"])
             if message.get("done"):
                 self._done = True
             self._cond.notify_all()

@@ -69,7 +69,8 @@ class DeliveryProcess:
                 lock = acquire_delivery_lock(self.info.run_dir, name)
             except (SpoolLockedError, Exception) as exc:
                 self.reporter.report(name, "start", f"{type(exc).__name__}: {exc}")
-                self._send({"state": {name: "failed"}})
+                self._send({"state": {name: "failed"},
+                            "failed": {name: f"{type(exc).__name__}: {exc}"}})
                 continue
             self.workers.append(DeliveryWorker(
                 name, functools.partial(spec.factory, dict(options)), self.info,
@@ -89,8 +90,14 @@ class DeliveryProcess:
         self._send({"problem": [op, backend, kind, message]})
 
     def _progress(self, progress: Progress) -> None:
-        self._send({"acked": {progress.backend: progress.acked},
-                    "state": {progress.backend: progress.state}})
+        message: dict[str, Any] = {"acked": {progress.backend: progress.acked},
+                                   "state": {progress.backend: progress.state}}
+        worker = next((w for w in self.workers if w.name == progress.backend), None)
+        if worker is not None:
+            message["quarantined"] = {worker.name: worker.quarantined}
+            if worker.failed:
+                message["failed"] = {worker.name: worker.error or ""}
+        self._send(message)
         if progress.state in ("done", "failed", "stopped"):
             self._event.set()
 

@@ -22,9 +22,24 @@ class SpoolLockedError(TrackmuxError, RuntimeError):
 class EventRejected(TrackmuxError, ValueError):
     """Raised by a backend for an event it can never accept (as opposed to being down).
 
-    Core then delivers that batch one event at a time and skips, reporting once, the
-    events that are rejected again. Any other exception is treated as transient and
-    retried with backoff.
+    Core then delivers that batch one event at a time; an event rejected on its own is
+    quarantined: recorded in the spool, counted and reported, and later events flow.
+    ``keys``: the backend delivered the event except these keys (per-key quarantine);
+    empty means nothing of the event was delivered.
+    """
+
+    def __init__(self, message: str, *, keys: tuple[str, ...] | list[str] = ()) -> None:
+        super().__init__(message)
+        self.keys: tuple[str, ...] = tuple(keys)
+
+
+class PermanentBackendError(TrackmuxError):
+    """Raised by a backend for a failure that retrying cannot fix (a refused project name,
+    bad credentials, an unknown option).
+
+    Core does not retry it: the backend's delivery stops in the state "failed", the cause
+    is reported once naming the backend, ``finish()`` does not wait for it and
+    ``trackmux sync`` exits non-zero. Its events stay in the spool for a later sync.
     """
 
 

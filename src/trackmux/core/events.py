@@ -32,7 +32,10 @@ class MetricsEvent:
 
 @dataclass(frozen=True, slots=True)
 class ConfigEvent:
-    """The run's hyperparameters: nested JSON-compatible data, secrets already redacted."""
+    """The run's hyperparameters: nested JSON-compatible data, secrets already redacted.
+
+    In the spool each event holds the keys of one ``log_config`` call; a backend receives
+    the config merged so far (nested, :mod:`trackmux.core.configmerge`)."""
 
     config: dict[str, Any]
     step: int

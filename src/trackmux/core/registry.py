@@ -16,6 +16,7 @@ import importlib.util
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import pluggy
 
 from trackmux import hookspecs
-from trackmux.core.errors import UnknownBackendError
+from trackmux.core.errors import PermanentBackendError, UnknownBackendError
 
 log = logging.getLogger("trackmux")
 
@@ -66,10 +67,25 @@ class BackendSpec:
         return missing
 
     def install_hint(self) -> str:
-        """The library itself (trackmux is installed from a checkout, not the index, so
-        ``pip install 'trackmux[extra]'`` would not find it), and the extra that pins it."""
+        """What to install. For a built-in backend, the library itself (trackmux is
+        installed from a checkout, not the index, so ``pip install 'trackmux[extra]'`` would
+        not find it) and the extra that pins it; for a third party's backend, the plugin's
+        own distribution (with its extra)."""
+        own = self.distribution in ("", OWN_DISTRIBUTION)
+        if not own:
+            target = f"{self.distribution}[{self.extra}]" if self.extra else self.distribution
+            return f"pip install '{target}'"
         hint = f"pip install {' '.join(self.requires)}" if self.requires else "pip install"
         return hint + (f" (or trackmux's extra '{self.extra}')" if self.extra else "")
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Build the backend once and drop it: constructors validate their options and do
+        no I/O, so a bad option is a ValueError naming the backend here, at ``init()`` or
+        at the start of ``trackmux sync``, not a failure the delivery would retry."""
+        try:
+            self.factory(dict(options))
+        except (ValueError, TypeError, PermanentBackendError) as exc:
+            raise ValueError(f"backend_options[{self.name!r}]: {exc}") from exc
 
 
 @dataclass(frozen=True)

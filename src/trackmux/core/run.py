@@ -52,6 +52,12 @@ class FinishSummary:
     pending: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     dropped: int = 0
+    #: backends that failed permanently (not retried), with the cause
+    failed: dict[str, str] = field(default_factory=dict)
+    #: expected limits (a kind a backend cannot show), apart from ``problems``
+    notes: list[Problem] = field(default_factory=list)
+    #: events (or keys of events) each backend quarantined
+    quarantined: dict[str, int] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -80,6 +86,8 @@ class Run:
             if key not in backends:
                 raise ValueError(f"backend_options has options for {key!r}, which is not in "
                                  f"backends {backends}")
+        for spec in specs:  # bad options fail here, before any I/O or delivery starts
+            spec.check_options(options.get(spec.name, {}))
         self.id = run_id or new_run_id()
         self.project = project
         self.name = name or self.id
@@ -176,8 +184,13 @@ class Run:
         return self._step
 
     def problems(self) -> list[Problem]:
-        """Backend problems seen so far (each reported once in the log)."""
+        """Backend problems seen so far (each reported once in the log); an empty list
+        means healthy (expected limits are in :meth:`notes`)."""
         return self._reporter.problems()
+
+    def notes(self) -> list[Problem]:
+        """Expected limits seen so far, e.g. an event kind a backend cannot show."""
+        return self._reporter.notes()
 
     def delivery(self) -> dict[str, tuple[int, int]]:
         """Per backend: (acknowledged seq, last committed seq)."""
@@ -242,7 +255,7 @@ class Run:
         self._run_lock.release()
         _live_runs.discard(self)
         summary = FinishSummary(status, total, acked, pending, self._reporter.problems(),
-                                self._spool.status.dropped)
+                                self._spool.status.dropped, *self._outcomes())
         if pending:
             names = ",".join(pending)
             log.warning("trackmux: run %s finished with undelivered events %s; they are "
@@ -276,7 +289,17 @@ class Run:
         acked = self._acked()
         return FinishSummary(status, total, acked,
                              {name: total - n for name, n in acked.items() if n < total},
-                             self._reporter.problems(), self._spool.status.dropped)
+                             self._reporter.problems(), self._spool.status.dropped,
+                             *self._outcomes())
+
+    def _outcomes(self) -> tuple[dict[str, str], list[Problem], dict[str, int]]:
+        """Backends that failed for good (with the cause), notes, quarantined counts."""
+        failed: dict[str, str] = {}
+        quarantined: dict[str, int] = {}
+        for host in self._deliveries:
+            failed.update(host.failed())
+            quarantined.update(host.quarantined())
+        return failed, self._reporter.notes(), quarantined
 
     def __enter__(self) -> Run:
         return self

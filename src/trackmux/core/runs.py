@@ -28,6 +28,8 @@ class RunSummary:
     delivered: dict[str, int] = field(default_factory=dict)
     remote_ids: dict[str, str | None] = field(default_factory=dict)
     damage: list[str] = field(default_factory=list)
+    #: per backend, how many events (or keys of events) it refused for good
+    quarantined: dict[str, int] = field(default_factory=dict)
 
     @property
     def pending(self) -> dict[str, int]:
@@ -66,10 +68,13 @@ def summarize(run_dir: Path) -> RunSummary:
         meta = reader.meta()
         last = reader.last_seq()
         cursors = reader.cursors()
+        quarantined: dict[str, int] = {}
+        for entry in reader.quarantined():
+            quarantined[entry.backend] = quarantined.get(entry.backend, 0) + 1
         return RunSummary(run_dir, meta, run_state(run_dir, meta), reader.count(), last,
                           {n: c.acked_seq for n, c in cursors.items()},
                           {n: c.remote_id for n, c in cursors.items()},
-                          list(reader.damage.errors))
+                          list(reader.damage.errors), quarantined)
     finally:
         reader.close()
 

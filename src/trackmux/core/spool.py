@@ -6,6 +6,10 @@ Layout of a run directory (0700; files 0600)::
     <root>/<project>/<run_id>/run.lock     held by the live process; free + "running" = crashed
     <root>/<project>/<run_id>/deliver-<backend>.lock   held by whoever delivers to that backend
 
+Table ``quarantine`` (created by the first quarantine, see spool_reader) lists events,
+or some keys of an event, a backend refused for good: delivery moved past them; they stay
+in ``events``.
+
 Durability contract (docs/guarantees.md): the writer thread commits at least every
 ``COMMIT_INTERVAL`` seconds; a commit in WAL mode survives SIGKILL of the process (the
 WAL frames are in the OS page cache). So by default every event whose ``log()`` returned

@@ -24,6 +24,13 @@ from trackmux.core.errors import SpoolUnsafeError
 from trackmux.core.events import Event
 from trackmux.core.spool import SCHEMA, SPOOL_FILE, connect
 
+# Created on first use, so a spool without quarantined events keeps the layout it had.
+QUARANTINE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS quarantine (
+    backend TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, keys BLOB NOT NULL,
+    reason TEXT NOT NULL, time REAL NOT NULL, PRIMARY KEY (backend, seq));
+"""
+
 # A damaged file can also fail with a UnicodeDecodeError (of SQLite's error message).
 _READ_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
 
@@ -34,6 +41,18 @@ class Cursor:
     remote_id: str | None
     state: dict[str, Any]
     updated: float
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """An event (or some of its keys: ``keys``) that ``backend`` refused for good."""
+
+    backend: str
+    seq: int
+    kind: str
+    keys: tuple[str, ...]
+    reason: str
+    time: float
 
 
 @dataclass(frozen=True)
@@ -182,6 +201,17 @@ class SpoolReader:
                 self._bad(seq, f"{type(exc).__name__}: {exc}")
         return events
 
+    def config_events(self, before: int) -> list[Event]:
+        """The config events with seq < ``before``, in order (to rebuild the merged config)."""
+        try:
+            rows = self._conn.execute(
+                "SELECT seq, kind, step, time, body, crc FROM events WHERE kind = 'config' "
+                "AND seq < ? ORDER BY seq", (before,)).fetchall()
+        except _READ_ERRORS as exc:
+            self._note(f"config events: {exc}")
+            return []
+        return self._decode_rows(rows)
+
     def _salvage(self, seq: int, limit: int) -> Batch:
         """Read row by row past a damaged page; give up at the last readable seq."""
         last = self._probe_last_seq()
@@ -254,3 +284,59 @@ class SpoolReader:
             if not self.damage:
                 raise  # a healthy spool that cannot take an ack: let the worker retry
             self._note(f"cursor of {backend!r} not saved: {exc}")
+
+    # -- quarantine ------------------------------------------------------------------
+    def quarantine(self, backend: str, seq: int, kind: str, keys: tuple[str, ...],
+                   reason: str) -> None:
+        """Record that ``backend`` refused event ``seq`` (or only ``keys`` of it) for good."""
+        try:
+            self._conn.executescript(QUARANTINE_SCHEMA)
+            self._conn.execute(
+                "INSERT OR REPLACE INTO quarantine(backend, seq, kind, keys, reason, time) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (backend, seq, kind, orjson.dumps(list(keys)), reason[:2000], time.time()))
+        except _READ_ERRORS as exc:
+            if not self.damage:
+                raise
+            self._note(f"quarantine of event {seq} for {backend!r} not saved: {exc}")
+
+    def unquarantine(self, backend: str, seqs: list[int]) -> None:
+        """Forget quarantine rows (a skip that turned out to be the backend's fault)."""
+        if not self._has_quarantine():
+            return
+        try:
+            self._conn.executemany("DELETE FROM quarantine WHERE backend = ? AND seq = ?",
+                                   [(backend, seq) for seq in seqs])
+        except _READ_ERRORS as exc:
+            self._note(f"quarantine of {backend!r} not undone: {exc}")
+
+    def quarantined(self, backend: str | None = None) -> list[Quarantined]:
+        """Quarantined events, of one backend or of all, in seq order."""
+        if not self._has_quarantine():
+            return []
+        sql = "SELECT backend, seq, kind, keys, reason, time FROM quarantine"
+        args: tuple[Any, ...] = ()
+        if backend is not None:
+            sql += " WHERE backend = ?"
+            args = (backend,)
+        try:
+            rows = self._conn.execute(sql + " ORDER BY seq, backend", args).fetchall()
+        except _READ_ERRORS as exc:
+            self._note(f"quarantine: {exc}")
+            return []
+        out = []
+        for name, seq, kind, keys, reason, ts in rows:
+            try:
+                out.append(Quarantined(name, int(seq), kind, tuple(orjson.loads(keys)),
+                                       reason, float(ts)))
+            except (TypeError, ValueError):
+                self._note(f"quarantine row of event {seq} is unreadable")
+        return out
+
+    def _has_quarantine(self) -> bool:
+        try:
+            return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                      "name = 'quarantine'").fetchone() is not None
+        except _READ_ERRORS as exc:
+            self._note(f"quarantine: {exc}")
+            return False

@@ -31,6 +31,10 @@ class SyncResult:
     damage: list[str] = field(default_factory=list)
     before: dict[str, int] = field(default_factory=dict)  # acknowledged when sync began
     where: dict[str, str] = field(default_factory=dict)  # each backend's output location
+    #: backends that failed permanently (not retried), with the cause
+    failed: dict[str, str] = field(default_factory=dict)
+    notes: list[Problem] = field(default_factory=list)
+    quarantined: dict[str, int] = field(default_factory=dict)
 
     def delivered_now(self, name: str) -> int:
         return max(0, self.acked.get(name, 0) - self.before.get(name, 0))
@@ -101,7 +105,9 @@ def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
         if place:
             where[worker.name] = place
     return SyncResult(run_dir, target, {w.name: w.acked for w in workers},
-                      reporter.problems(), damage, before, where)
+                      reporter.problems(), damage, before, where,
+                      {w.name: w.error or "" for w in workers if w.failed},
+                      reporter.notes(), {w.name: w.quarantined for w in workers if w.quarantined})
 
 
 def deliver_by_name(run_dir: Path, names: list[str],

@@ -6,6 +6,9 @@ fast loop does not flood the terminal; tables arrive as markdown text through co
 fallback and are printed as such.
 
 Options: ``interval`` (seconds), ``stream`` ("stdout" or "stderr").
+
+Not run through the conformance kit: a terminal cannot take back a printed line, so a
+redelivered batch is printed again (its own tests are in tests/backends/test_console.py).
 """
 
 from __future__ import annotations
@@ -36,7 +39,13 @@ class ConsoleBackend(Backend):
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.interval = float(self.options.get("interval", 1.0))
+        unknown = sorted(set(self.options) - {"interval", "stream"})
+        if unknown:
+            raise ValueError(f"unknown console option(s) {unknown}; known: interval, stream")
+        interval = self.options.get("interval", 1.0)
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
+            raise ValueError(f"console option interval must be seconds >= 0, got {interval!r}")
+        self.interval = float(interval)
         stream = self.options.get("stream", "stdout")
         if stream not in ("stdout", "stderr"):
             raise ValueError(f"console option stream must be 'stdout' or 'stderr', got {stream!r}")

@@ -3,7 +3,8 @@
 - metrics: ``<path>`` gets one line per ``log()``: ``{"step": N, "data": {...}}`` (NaN and
   inf are written as ``null``, as verl's logger does);
 - tables: ``<stem>.tables.jsonl``, one line ``{"step", "key", "columns", "rows"}`` per table;
-- text: ``<stem>.text.jsonl``; config: ``<stem>.config.json``;
+- text: ``<stem>.text.jsonl``; config: ``<stem>.config.json`` (the merged config so far,
+  rewritten whole on each config event);
 - images: PNG files in ``<stem>_media/`` through core's fallback.
 
 Where: option ``path``, else ``VERL_FILE_LOGGER_PATH``, else
@@ -57,11 +58,21 @@ def resolve_path(options: dict[str, Any], run: RunInfo) -> Path:
 def _sibling(path: Path, suffix: str) -> Path:
     stem = path.with_suffix("")
     return stem.with_name(stem.name + suffix)
+OPTIONS = ("path", "root")
 
 
 class FileBackend(Backend):
     name = "file"
     capabilities = frozenset({"metrics", "table", "text", "config"})
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        for key, value in self.options.items():
+            if key not in OPTIONS:
+                raise ValueError(f"unknown file option {key!r}; known: {list(OPTIONS)}")
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise TypeError(f"file option {key!r} must be a path (str), got "
+                                f"{type(value).__name__}")
 
     def open(self, run: RunInfo, resume: ResumeState) -> None:
         try:

@@ -106,9 +106,19 @@ def mlflow_key(key: str) -> str:
     return name
 
 
+MAX_ARTIFACT_KEY = 120  # bytes; log_image adds ~70 (step, timestamp, uuid) to a file name
+
+
 def artifact_key(key: str) -> str:
-    """A key usable in ``log_image(key=)`` and in artifact paths."""
-    return _INVALID_ARTIFACT.sub("_", mlflow_key(key)).strip("/") or "_"
+    """A key usable in ``log_image(key=)`` and in artifact paths: ASCII, and short enough
+    that mlflow's stepped image file name (the key with ``/`` replaced, plus step,
+    timestamp and a uuid) stays under the 255-byte limit of file systems; a longer key
+    is cut and ends in a hash of the whole key, so distinct keys stay distinct."""
+    name = _INVALID_ARTIFACT.sub("_", mlflow_key(key)).strip("/") or "_"
+    if len(name) > MAX_ARTIFACT_KEY:
+        digest = hashlib.sha1(key.encode()).hexdigest()[:8]
+        name = name[:MAX_ARTIFACT_KEY - 9].rstrip("/") + "_" + digest
+    return name
 
 
 def _old_stepped_image_names() -> bool:
@@ -289,6 +299,34 @@ class MlflowBackend(Backend):
             self._done_seq = done
 
     def write(self, events: Sequence[Event]) -> None:
+        if len(events) == 1 and isinstance(events[0], MetricsEvent):
+            try:
+                self._write(events)
+            except EventRejected:  # core retries a refused event alone: find the keys
+                self._write_keys_alone(events[0])
+            return
+        self._write(events)
+
+    def _write_keys_alone(self, event: MetricsEvent) -> None:
+        """Per-key quarantine: send each key of a refused event on its own, so one key
+        mlflow refuses does not drop the others; raise EventRejected naming the refused."""
+        from mlflow.entities import Metric
+
+        stamp = int(event.time * 1000)
+        refused: list[str] = []
+        reason = ""
+        for key, value in event.data.items():
+            try:
+                self._batch(metrics=[Metric(self._key(key), float(value), stamp, event.step)])
+            except EventRejected as exc:
+                refused.append(key)
+                reason = str(exc)
+        self._batch(done=event.seq)
+        if refused:
+            raise EventRejected(f"mlflow refused {len(refused)} key(s) of event {event.seq}: "
+                                f"{reason}", keys=refused)
+
+    def _write(self, events: Sequence[Event]) -> None:
         from mlflow.entities import Metric
 
         assert self._client is not None
@@ -403,10 +441,11 @@ class MlflowBackend(Backend):
         return {"run_id": self._run_id, "seq": self._done_seq}
 
     def close(self, status: str) -> None:
-        """End the run: "finished" -> FINISHED, "crashed" -> FAILED (mlflow's KILLED means
-        stopped on purpose; a crash is a failure). End time: the last event's time."""
-        if self._client is None or self._run_id is None:
-            return
+        """End the run: "finished" -> FINISHED, "crashed"/"failed" -> FAILED (mlflow's
+        KILLED means stopped on purpose; a crash is a failure). End time: the last event's
+        time. "retrying" (core reopens after a failed write) leaves the run as it is."""
+        if self._client is None or self._run_id is None or status == "retrying":
+            return  # "retrying": core opens the same run again at once; it stays RUNNING
         end = int(self._last_time * 1000) if self._last_time else int(time.time() * 1000)
         self._client.set_terminated(self._run_id, STATUS.get(status, "FAILED"), end_time=end)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from trackmux.core import settings
+from trackmux.core.configmerge import merge_config
 from trackmux.core.events import (
     ConfigEvent,
     ImageEvent,
@@ -111,7 +112,7 @@ def load_run(run_dir: Path) -> RunData:
             elif isinstance(event, TextEvent):
                 data.texts.append(event)
             elif isinstance(event, ConfigEvent):
-                data.config = {**(data.config or {}), **event.config}
+                data.config = merge_config(data.config or {}, event.config)
         data.last_seq = reader.last_seq()
         cursors = reader.cursors()
         names = list(data.meta.get("backends") or [])

@@ -3,17 +3,23 @@
     from trackmux.testing import BackendConformance, Readback
 
     class TestMyBackend(BackendConformance):
-        def make_backend(self, tmp_path): return MyBackend({"dir": tmp_path})
-        def read_back(self, backend, tmp_path): return Readback(metrics=...)
+        def make_backend(self, tmp_path): return MyBackend({"dir": str(tmp_path)})
+        def read_back(self, tmp_path): return Readback(metrics=...)
 
-The pytest plugin (auto-loaded through the ``pytest11`` entry point) registers the
-``memory`` backend and offers the ``memory_backend`` fixture.
+The ``memory`` backend keeps delivered events in the process: ``use_memory_backend()``
+registers it anywhere; under pytest the ``memory_backend`` fixture does (the plugin is
+auto-loaded through the ``pytest11`` entry point).
 """
 
 from __future__ import annotations
 
 from trackmux.testing.conformance import BackendConformance, Readback, sample_run
-from trackmux.testing.memory import MemoryBackend, MemoryStore, memory_store
+from trackmux.testing.memory import (
+    MemoryBackend,
+    MemoryStore,
+    memory_store,
+    use_memory_backend,
+)
 
 __all__ = ["BackendConformance", "MemoryBackend", "MemoryStore", "Readback", "memory_store",
-           "sample_run"]
+           "sample_run", "use_memory_backend"]

@@ -1,33 +1,62 @@
 """The conformance suite every built-in backend passes, and third parties run on theirs.
 
-A subclass provides two things: ``make_backend(tmp_path)`` (the backend under test, told
-to keep its storage inside ``tmp_path``) and ``read_back(tmp_path)`` (what the backend's
-own storage holds, read with the backend library's own reader). The suite writes a
-sample run to a real spool and delivers it through core's real delivery worker, so
-fallbacks, batching and cursors are exercised exactly as in production.
+A subclass provides two methods: ``make_backend(self, tmp_path)`` (the backend under test,
+told to keep its storage inside ``tmp_path``) and ``read_back(self, tmp_path)`` (what the
+backend's own storage holds, read with the backend library's own reader). The suite
+writes a sample run to a real spool and delivers it through core's real delivery worker,
+so fallbacks, batching, cursors, retries and quarantine run exactly as in production.
+Values are compared with ``math.isclose(rel_tol=1e-6, abs_tol=1e-9)`` except in
+``test_exact_ints_and_float64``, which asks for equality (``precision = "float32"``
+relaxes it to float32's 2**-23 for stores that keep float32).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trackmux.core.backend import Backend
-from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
-from trackmux.core.normalize import to_json_value
+from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.errors import PermanentBackendError
+from trackmux.core.events import (
+    ConfigEvent,
+    Event,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+from trackmux.core.normalize import flatten, to_json_value
 from trackmux.core.redact import redact
 from trackmux.core.spool import SpoolWriter
 from trackmux.core.spool_reader import SpoolReader
 from trackmux.core.sync import SyncResult, deliver
+
+if TYPE_CHECKING:  # pytest only when the suite runs: trackmux.testing works without it
+    import pytest
 
 SECRET = "sk-CONFORMANCE-SECRET-8f3a9c"
 URL_PASSWORD = "hunter2-conformance"
 METRIC_KEYS = ("reward/mean", "kl/divergence", "timing_s/gen", "val-core/acc/mean@5")
 TABLE_STEP = 50
 TABLE_COLUMNS = ("input", "output", "score")
+T0 = 1_700_000_000.0
+CAPTION = "KL per token"
+TEXT_KEY = "notes/sample"
+TEXT = "**bold** note"
+#: keys of the extended run: exact ints, float64 precision, reserved words, space, unicode
+EXACT_INT_KEY = "exact/int"
+FLOAT64_KEY = "exact/float64"
+AWKWARD_KEYS = ("step", "time", "eval/with space", "ünïcode/ключ")
+SECOND_CONFIG = {"actor": {"optim": {"warmup_steps": 10}}, "stage": "second"}
+SECOND_CONFIG_STEP = 2
+#: leaves the merged config must hold after the two config events (path -> value)
+MERGED_LEAVES = {("actor", "optim", "lr"): 1e-6, ("actor", "optim", "warmup_steps"): 10,
+                 ("actor", "ppo_mini_batch_size"): 64, ("stage",): "second",
+                 ("trainer", "total_epochs"): 3}
 
 
 @dataclass
@@ -36,7 +65,9 @@ class Readback:
 
     metrics: key -> [(step, value)], in step order; tables: key -> [(step, rows)];
     images: key -> [(step, width, height)]; texts: key -> [(step, text)];
-    config: flat key -> value (values may come back as strings), or None if not stored.
+    config: key -> value, flat (keys joined with ``/`` or ``.``) or nested; values may
+    come back as strings; None if not stored. Only for kinds "caption" and "time":
+    captions: image key -> [(step, caption)]; times: metric key -> [(step, unix time)].
     """
 
     metrics: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
@@ -44,6 +75,8 @@ class Readback:
     images: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
     texts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     config: dict[str, Any] | None = None
+    captions: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
+    times: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -65,11 +98,20 @@ def _png(width: int, height: int, channels_first: bool) -> ImageEvent:
     encoded = encode_image(array)
     key = "kl/heatmap_chw" if channels_first else "kl/heatmap_hwc"
     return ImageEvent(key, encoded.png, encoded.width, encoded.height, encoded.mode,
-                      TABLE_STEP, 1_700_000_000.0 + TABLE_STEP, "KL per token")
+                      TABLE_STEP, T0 + TABLE_STEP, CAPTION)
 
 
-def sample_run(tmp_path: Path, steps: int = 100, nonfinite: bool = False) -> SampleRun:
-    """Write the suite's sample run straight into a spool under ``tmp_path``."""
+def metric_time(step: int) -> float:
+    """The wall time the sample run stamps on step ``step`` (whole milliseconds)."""
+    return T0 + step + 0.25
+
+
+def sample_run(tmp_path: Path, steps: int = 100, nonfinite: bool = False,
+               extended: bool = False) -> SampleRun:
+    """Write the suite's sample run straight into a spool under ``tmp_path``.
+
+    ``extended`` adds a second config event (merged into the first), exact ints
+    (``2**40 + step``), a float64-only value and awkward keys to every step."""
     run_dir = tmp_path / "spool" / "conformance" / "run-0001"
     writer = SpoolWriter(run_dir)
     writer.set_meta(run_id="run-0001", project="conformance", name="conformance-run",
@@ -94,30 +136,107 @@ def sample_run(tmp_path: Path, steps: int = 100, nonfinite: bool = False) -> Sam
             data["kl/divergence"] = math.nan
         if nonfinite and step == 11:
             data["kl/divergence"] = math.inf
+        if extended:
+            data[EXACT_INT_KEY] = 2**40 + step
+            data[FLOAT64_KEY] = 1 / 3 + step
+            for i, key in enumerate(AWKWARD_KEYS):
+                data[key] = step * 10 + i
         for key, value in data.items():
-            expected[key].append((step, value))
-        writer.append(MetricsEvent(data, step, 1_700_000_000.0 + step))
+            expected.setdefault(key, []).append((step, value))
+        writer.append(MetricsEvent(data, step, metric_time(step)))
+        if extended and step == SECOND_CONFIG_STEP:
+            writer.append(ConfigEvent(dict(SECOND_CONFIG), step, metric_time(step)))
         if step == TABLE_STEP:
             writer.append(TableEvent("val/generations", TABLE_COLUMNS,
                                      tuple(tuple(r) for r in rows), step, 1_700_000_000.0 + step))
             writer.append(_png(32, 16, channels_first=False))
             writer.append(_png(24, 8, channels_first=True))
-            writer.append(TextEvent("notes/sample", "**bold** note", step,
-                                    1_700_000_000.0 + step))
+            writer.append(TextEvent(TEXT_KEY, TEXT, step, T0 + step))
     writer.close()
     return SampleRun(run_dir, expected, rows, [(32, 16), (24, 8)])
+
+
+class _Injected(Backend):
+    """Wraps the backend under test and fails on purpose on one ``write()`` call."""
+
+    def __init__(self, inner: Backend, plan: dict[str, Any]) -> None:
+        super().__init__(inner.options)
+        self.inner = inner
+        self.plan = plan
+        setattr(self, "capabilities", inner.capabilities)  # noqa: B010 - a ClassVar
+        setattr(self, "name", inner.name)  # noqa: B010
+
+    def _call(self, what: str) -> None:
+        self.plan["calls"].append(what)
+
+    def open(self, run: RunInfo, resume: ResumeState) -> None:
+        self._call("open")
+        self.inner.open(run, resume)
+
+    def write(self, events: Sequence[Event]) -> None:
+        self._call("write")
+        self.plan["writes"] += 1
+        if self.plan["writes"] == self.plan["fail_at"]:
+            if self.plan["how"] == "permanent":
+                raise PermanentBackendError("injected: the project name is refused")
+            self.inner.write(events[:max(1, len(events) // 2)])
+            self.inner.flush()
+            raise OSError("injected failure in the middle of a batch")
+        self.inner.write(events)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close(self, status: str) -> None:
+        self._call(f"close:{status}")
+        self.inner.close(status)
+
+    @property
+    def remote_id(self) -> str | None:
+        return self.inner.remote_id
+
+    def state(self) -> dict[str, Any]:
+        self._call("state")
+        return self.inner.state()
+
+    def media_dir(self) -> Path | None:
+        return self.inner.media_dir()
+
+
+def _config_leaves(config: dict[str, Any]) -> dict[tuple[str, ...], Any]:
+    """Readback config (flat with ``/`` or ``.``, or nested) as path -> value."""
+    return {tuple(p for p in re.split(r"[/.]", key) if p): value
+            for key, value in flatten(config).items()}
+
+
+def _same_value(have: Any, want: Any) -> bool:
+    if str(have) == str(want):
+        return True
+    try:
+        return math.isclose(float(have), float(want), rel_tol=1e-9)
+    except (TypeError, ValueError):
+        return False
 
 
 class BackendConformance:
     """Subclass and implement ``make_backend`` and ``read_back``; pytest collects the tests.
 
-    Class attributes to adjust: ``kinds`` (what ``read_back`` can see: a subset of
-    metrics, config, table, image, text), ``expected_key`` (how the backend renames keys),
-    ``nonfinite`` ("kept": NaN/inf read back as such; "any": not checked).
+    Class attributes to adjust:
+
+    - ``kinds``: what ``read_back`` can see, a subset of metrics, config, table, image,
+      text, caption (image captions) and time (each metric's original wall time);
+    - ``nonfinite``: "kept" (NaN/inf read back as such) or "any" (not checked);
+    - ``precision``: "float64" (values read back exactly) or "float32";
+    - ``invalid_options``: options the backend's constructor must refuse (ValueError,
+      TypeError or PermanentBackendError) without any I/O; None skips that check.
+
+    Method to override: ``expected_key(key)``, how the backend renames a key.
     """
 
     kinds: frozenset[str] = frozenset({"metrics", "config", "table", "image"})
     nonfinite: str = "kept"
+    precision: str = "float64"
+    invalid_options: dict[str, Any] | None = None
 
     def make_backend(self, tmp_path: Path) -> Backend:
         raise NotImplementedError
@@ -130,8 +249,10 @@ class BackendConformance:
 
     # -- helpers -------------------------------------------------------------------
     def deliver(self, tmp_path: Path, run: SampleRun, batch_size: int = 1000,
-                on_progress: Callable[[Any], None] | None = None) -> SyncResult:
-        result = deliver(run.run_dir, {"under-test": lambda: self.make_backend(tmp_path)},
+                on_progress: Callable[[Any], None] | None = None,
+                factory: Callable[[], Backend] | None = None) -> SyncResult:
+        result = deliver(run.run_dir,
+                         {"under-test": factory or (lambda: self.make_backend(tmp_path))},
                          timeout=120, batch_size=batch_size, on_progress=on_progress)
         assert result.complete, f"delivery incomplete: {result.pending} {result.problems}"
         return result
@@ -266,3 +387,129 @@ class BackendConformance:
         second = self.deliver(tmp_path, run)
         assert second.acked == first.acked
         self.assert_metrics(self.read_back(tmp_path), run)
+
+    # -- the plugin contract v1 ------------------------------------------------------
+    def test_text(self, tmp_path: Path) -> None:
+        if "text" not in self.kinds:
+            return
+        run = sample_run(tmp_path, steps=TABLE_STEP + 1)
+        self.deliver(tmp_path, run)
+        texts = self.read_back(tmp_path).texts
+        name = self.expected_key(TEXT_KEY)
+        assert name in texts, f"text {name!r} missing; got {sorted(texts)}"
+        assert texts[name][-1] == (TABLE_STEP, TEXT), texts[name]
+
+    def test_captions(self, tmp_path: Path) -> None:
+        if "caption" not in self.kinds:
+            return
+        run = sample_run(tmp_path, steps=TABLE_STEP + 1)
+        self.deliver(tmp_path, run)
+        captions = self.read_back(tmp_path).captions
+        for key in ("kl/heatmap_hwc", "kl/heatmap_chw"):
+            name = self.expected_key(key)
+            assert captions.get(name), f"caption of {name!r} missing; got {sorted(captions)}"
+            assert captions[name][-1] == (TABLE_STEP, CAPTION), captions[name]
+
+    def test_original_timestamps(self, tmp_path: Path) -> None:
+        if "time" not in self.kinds:
+            return
+        run = sample_run(tmp_path, steps=10)
+        self.deliver(tmp_path, run)
+        times = self.read_back(tmp_path).times
+        name = self.expected_key("reward/mean")
+        assert name in times, f"times of {name!r} missing; got {sorted(times)}"
+        got = sorted(times[name])
+        assert [s for s, _ in got] == list(range(10))
+        for step, have in got:
+            assert abs(have - metric_time(step)) < 1e-3, f"{name}@{step}: time {have}"
+
+    def test_config_merged_across_two_events(self, tmp_path: Path) -> None:
+        if "config" not in self.kinds:
+            return
+        run = sample_run(tmp_path, steps=5, extended=True)
+        self.deliver(tmp_path, run)
+        config = self.read_back(tmp_path).config
+        assert config, "config was not stored"
+        leaves = _config_leaves(config)
+        for path, want in MERGED_LEAVES.items():
+            found = [v for p, v in leaves.items() if p[-len(path):] == path]
+            assert found, f"config {'/'.join(path)} missing after the second log_config; " \
+                          f"got {sorted(leaves)[:40]}"
+            assert any(_same_value(v, want) for v in found), (path, found, want)
+
+    def test_exact_ints_and_float64(self, tmp_path: Path) -> None:
+        run = sample_run(tmp_path, steps=12, extended=True)
+        self.deliver(tmp_path, run)
+        metrics = self.read_back(tmp_path).metrics
+        rel = 0.0 if self.precision == "float64" else 2.0 ** -23
+        for key in (EXACT_INT_KEY, FLOAT64_KEY):
+            name = self.expected_key(key)
+            assert name in metrics, f"{name!r} missing; got {sorted(metrics)}"
+            got = sorted(metrics[name])
+            assert [s for s, _ in got] == [s for s, _ in run.metrics[key]], name
+            for (step, want), (_, have) in zip(run.metrics[key], got, strict=True):
+                ok = have == want if rel == 0.0 else math.isclose(have, want, rel_tol=rel)
+                assert ok, f"{name}@{step}: read back {have!r}, logged {want!r}"
+
+    def test_awkward_keys(self, tmp_path: Path) -> None:
+        """Reserved words (step, time), a space and unicode are ordinary keys."""
+        run = sample_run(tmp_path, steps=12, extended=True)
+        self.deliver(tmp_path, run)
+        self.assert_metrics(self.read_back(tmp_path), run)
+
+    def test_mid_batch_failure_is_retried_exactly_once(self, tmp_path: Path) -> None:
+        """A write() that delivered half its batch, then raised: core closes the backend
+        ("retrying"), opens a new one at the acknowledged state and retries; nothing is
+        stored twice."""
+        run = sample_run(tmp_path, steps=40)
+        plan: dict[str, Any] = {"calls": [], "writes": 0, "fail_at": 3, "how": "mid-batch"}
+        self.deliver(tmp_path, run, batch_size=8,
+                     factory=lambda: _Injected(self.make_backend(tmp_path), plan))
+        calls = plan["calls"]
+        failed_at = [i for i, c in enumerate(calls) if c == "write"][2]
+        assert calls[failed_at + 1:failed_at + 5] == ["close:retrying", "open", "state",
+                                                     "write"], calls
+        self.assert_metrics(self.read_back(tmp_path), run)
+
+    def test_permanent_failure_is_not_retried(self, tmp_path: Path) -> None:
+        """PermanentBackendError: one report naming the backend and cause, no retry, the
+        delivery ends "failed" at once; a later delivery continues exactly once."""
+        run = sample_run(tmp_path, steps=30)
+        plan: dict[str, Any] = {"calls": [], "writes": 0, "fail_at": 2, "how": "permanent"}
+        result = deliver(run.run_dir, {"under-test": lambda: _Injected(
+            self.make_backend(tmp_path), plan)}, timeout=120, batch_size=8)
+        assert "project name is refused" in result.failed.get("under-test", ""), result
+        assert plan["calls"].count("write") == 2 and plan["calls"].count("open") == 1, plan
+        failures = [p for p in result.problems if p.kind == "failed"]
+        assert [(p.backend, p.count) for p in failures] == [("under-test", 1)], failures
+        assert "project name is refused" in failures[0].message
+        assert 0 < result.acked["under-test"] < result.target
+        self.deliver(tmp_path, run, batch_size=8)
+        self.assert_metrics(self.read_back(tmp_path), run)
+
+    def test_invalid_options_refused_before_any_io(self, tmp_path: Path) -> None:
+        if self.invalid_options is None:
+            return
+        import pytest
+
+        cls = type(self.make_backend(tmp_path))
+        before = sorted(tmp_path.rglob("*"))
+        with pytest.raises((ValueError, TypeError, PermanentBackendError)):
+            cls(self.invalid_options)
+        assert sorted(tmp_path.rglob("*")) == before, "the constructor wrote files"
+
+    def test_nothing_written_outside_tmp_path(self, tmp_path: Path,
+                                              tmp_path_factory: pytest.TempPathFactory,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+        """Every kind, delivered from an empty working directory with an empty HOME:
+        both stay empty (storage goes where ``make_backend`` said)."""
+        outside = tmp_path_factory.mktemp("outside")
+        (outside / "cwd").mkdir()
+        (outside / "home").mkdir()
+        monkeypatch.chdir(outside / "cwd")
+        monkeypatch.setenv("HOME", str(outside / "home"))
+        run = sample_run(tmp_path, steps=TABLE_STEP + 1, extended=True)
+        self.deliver(tmp_path, run)
+        leftovers = sorted(str(p.relative_to(outside)) for p in outside.rglob("*")
+                           if p.is_file())
+        assert not leftovers, f"written outside {tmp_path}: {leftovers[:20]}"

@@ -1,7 +1,8 @@
 """An in-memory backend: every delivered event kept per run, for assertions in tests.
 
-Redelivery is made harmless the way a real backend would: events with a seq at or below
-the last one stored are ignored.
+Usable anywhere, not only under pytest: :func:`use_memory_backend` registers it in the
+process and returns the store. Redelivery is made harmless the way a real backend would:
+events with a seq at or below the last one stored are ignored.
 """
 
 from __future__ import annotations
@@ -83,3 +84,17 @@ class MemoryBackend(Backend):
 @hookimpl
 def trackmux_register_backends(register: RegisterBackend) -> None:
     register("memory", MemoryBackend, description="in-memory, for tests")
+
+
+def use_memory_backend() -> MemoryStore:
+    """Register the ``memory`` backend in this process (once) and return its store, so
+    ``trackmux.init(backends=["memory"])`` works in a script, a notebook or any test runner."""
+    import sys
+
+    from trackmux.core.registry import get_registry
+
+    registry = get_registry()
+    if "memory" not in registry.backends:
+        registry.register_plugin(sys.modules[__name__], "trackmux.testing.memory", "trackmux",
+                                 "")
+    return memory_store

@@ -12,11 +12,7 @@ from trackmux.testing import memory
 @pytest.fixture
 def memory_backend() -> Iterator[memory.MemoryStore]:
     """Registers the ``memory`` backend; yields the store of what it received."""
-    from trackmux.core.registry import get_registry
-
-    registry = get_registry()
-    if "memory" not in registry.backends:
-        registry.register_plugin(memory, "trackmux.testing.memory", "trackmux", "")
+    memory.use_memory_backend()
     memory.memory_store.clear()
     yield memory.memory_store
     memory.memory_store.clear()
