@@ -88,6 +88,12 @@ class Backend(abc.ABC):
         """A small JSON-compatible checkpoint stored with each acknowledgement."""
         return {}
 
+    def rewind(self, step: int) -> None:  # noqa: B027 - optional hook, empty by default
+        """A resumed attempt went back to ``step``: events with a higher step that this
+        backend got from earlier attempts are superseded. Called once, just before the
+        first event of that attempt, only when the backend holds such events. Replace or
+        hide them where the backend can (its docs page says how); the default keeps them."""
+
     def media_dir(self) -> Path | None:
         """Where core's image fallback may write PNG files; None: images are reported skipped."""
         return None

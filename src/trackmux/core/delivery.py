@@ -19,7 +19,8 @@ from pathlib import Path
 
 import filelock
 
-from trackmux.core import fallbacks
+from trackmux.core import attempts, fallbacks
+from trackmux.core.attempts import Attempt
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.errors import EventRejected, SpoolLockedError
 from trackmux.core.events import Event
@@ -82,6 +83,7 @@ class DeliveryWorker:
         self.damage: list[str] = []
         self.state = "opening"
         self.backend: Backend | None = None
+        self._rewinds: list[Attempt] = []
         self.thread = threading.Thread(target=self._main, name=f"trackmux-deliver-{name}",
                                        daemon=True)
 
@@ -157,6 +159,7 @@ class DeliveryWorker:
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
             self.reporter.resolve(self.name, "open", "opened after earlier failures")
+            self._rewinds = attempts.rewinds_due(reader.attempts(), self.acked)
             self._ack(reader, backend)  # keeps the remote identity before the first batch
             return backend
         return None
@@ -184,9 +187,14 @@ class DeliveryWorker:
                 self._wake.wait(0.25)
                 continue
             try:
-                events = fallbacks.adapt(batch.events, backend, skipped)
-                if events:
-                    self._write(backend, events)
+                for part, rewind in self._split_at_rewinds(batch.events, batch.upto):
+                    events = fallbacks.adapt(part, backend, skipped)
+                    if events:
+                        self._write(backend, events)
+                    if rewind is not None:
+                        backend.rewind(rewind.rewind_to or 0)
+                        backend.flush()
+                        self._rewinds.remove(rewind)
             except Exception as exc:
                 self.reporter.report(self.name, "write", f"{type(exc).__name__}: {exc}")
                 self._progress("retrying")
@@ -210,6 +218,21 @@ class DeliveryWorker:
         except Exception as exc:
             self.reporter.report(self.name, "close", f"{type(exc).__name__}: {exc}")
         self._progress("done")
+
+    def _split_at_rewinds(self, events: list[Event], upto: int
+                          ) -> list[tuple[list[Event], Attempt | None]]:
+        """``events`` cut before the first event of each attempt whose rewind the backend
+        must get first (core/attempts.py); each part is followed by that rewind, if any."""
+        parts: list[tuple[list[Event], Attempt | None]] = []
+        rest = events
+        for attempt in list(self._rewinds):
+            if attempt.first_seq > upto:
+                break
+            before = [e for e in rest if e.seq < attempt.first_seq]
+            rest = [e for e in rest if e.seq >= attempt.first_seq]
+            parts.append((before, attempt))
+        parts.append((rest, None))
+        return parts
 
     def _ack(self, reader: SpoolReader, backend: Backend) -> None:
         """Store the cursor; if the spool cannot be written (disk full) keep delivering and

@@ -25,7 +25,7 @@ from typing import Any
 
 import filelock
 
-from trackmux.core import normalize, redact, settings
+from trackmux.core import attempts, normalize, redact, settings
 from trackmux.core.backend import RunInfo
 from trackmux.core.delivery import DeliveryWorker, acquire_delivery_lock
 from trackmux.core.errors import RunFinishedError
@@ -68,7 +68,8 @@ class Run:
                  backend_options: Mapping[str, Mapping[str, Any]] | None,
                  finish_timeout: float, tags: Sequence[str], max_spool_bytes: int | None,
                  max_buffered: int = 1_000_000,
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None,
+                 resume_plan: attempts.ResumePlan | None = None) -> None:
         registry = get_registry()
         specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
         options = dict(backend_options or {})
@@ -78,11 +79,18 @@ class Run:
                                  f"backends {backends}")
         self.id = run_id or new_run_id()
         self.project = project
+        # -- resume (issue 13): an existing run continues under its name, step and start
+        resuming = resume_plan is not None and resume_plan.resuming
+        earlier = resume_plan.meta if resume_plan is not None and resuming else {}
+        name = name or earlier.get("name")
         self.name = name or self.id
         self.backends = list(backends)
         self.dir = root / settings.safe_dirname(project) / settings.safe_dirname(self.id)
         self.finish_timeout = finish_timeout
         self._step = -1
+        if resume_plan is not None and resuming:
+            self._step = (resume_plan.last_step if resume_plan.rewind_to is None
+                          else resume_plan.rewind_to)
         self._finished = False
         self._summary: FinishSummary | None = None
         self._finish_lock = threading.Lock()
@@ -93,8 +101,15 @@ class Run:
                                   on_commit=self._committed)
         self._run_lock = filelock.FileLock(str(self.dir / RUN_LOCK), thread_local=False,
                                            mode=0o600)
-        self._run_lock.acquire()
-        self.started_at = time.time()
+        try:
+            attempts.acquire_run_lock(self._run_lock, self.dir)
+        except BaseException:
+            self._spool.close(1.0)
+            raise
+        #: this start of the run (number, pid, host, rewind) as recorded in the spool
+        self.attempt = attempts.begin(self.dir, resume_plan.rewind_to if resuming and
+                                      resume_plan is not None else None, pid=self._pid)
+        self.started_at = float(earlier.get("started_at") or time.time())
         self._info = RunInfo(project, self.name, self.id, self.dir, self.started_at,
                              tuple(tags))
         self._spool.set_meta(
@@ -102,7 +117,7 @@ class Run:
             started_at=self.started_at, pid=self._pid, host=socket.gethostname(),
             backends=self.backends, durability=durability, tags=list(tags),
             backend_options=redact.redact(normalize.to_json_value(options)),
-            trackmux_version=_version(),
+            trackmux_version=_version(), attempt=self.attempt.number,
         )
         if config is not None:
             self.log_config(config)
@@ -315,7 +330,8 @@ def init(project: str | None = None, name: str | None = None,
          backend_options: Mapping[str, Mapping[str, Any]] | None = None,
          timeout: float | None = None, tags: Sequence[str] = (),
          max_spool_bytes: int | None = None, max_buffered: int | None = None,
-         all_ranks: bool = False) -> Run | DisabledRun:
+         all_ranks: bool = False, run_id: str | None = None, resume: str = "never",
+         rewind_to: int | None = None) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
     ``backends``: names (or a comma string); None reads ``TRACKMUX_BACKENDS``, then uses
@@ -323,6 +339,12 @@ def init(project: str | None = None, name: str | None = None,
     ``all_ranks=True``; other ranks get a :class:`DisabledRun`. With ``all_ranks=True``
     each rank gets its own run (its own run id; put the rank in ``name`` if you want it
     shown) -- frameworks that already pick the logging process pass it too.
+
+    Resume (docs/guarantees.md): ``run_id`` names the run's folder under ``dir/project``.
+    ``resume="allow"`` continues that run if it exists (same spool, same remote runs, one
+    attempt more) and starts it otherwise; ``"must"`` fails if it does not exist; ``"never"``
+    (default) fails if it does. ``rewind_to=N`` (with allow/must) supersedes every event of
+    earlier attempts with step > N, e.g. the steps re-done after restoring a checkpoint.
     """
     project = project or os.environ.get("TRACKMUX_PROJECT") or "default"
     if not isinstance(project, str):
@@ -331,6 +353,7 @@ def init(project: str | None = None, name: str | None = None,
         raise TypeError(f"name must be str or None, got {type(name).__name__}")
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+    run_id = attempts.check_args(run_id, resume, rewind_to)
     names = settings.backends_from(backends)
     rank = settings.rank()
     if rank != 0 and not all_ranks:
@@ -339,8 +362,10 @@ def init(project: str | None = None, name: str | None = None,
     env_cap = os.environ.get("TRACKMUX_MAX_SPOOL_BYTES")
     if max_bytes is None and env_cap:
         max_bytes = int(env_cap)
+    root = settings.spool_root(dir)
+    resume_plan = attempts.plan(root, project, run_id, resume, rewind_to)
     return Run(project=project, name=name, backends=names, config=config,
-               root=settings.spool_root(dir), durability=durability,
+               root=root, durability=durability, run_id=run_id, resume_plan=resume_plan,
                backend_options=backend_options,
                finish_timeout=settings.finish_timeout(timeout), tags=list(tags),
                max_spool_bytes=max_bytes,
