@@ -18,6 +18,12 @@ a resumed delivery truncates the file back to that size before writing, so a bat
 whose acknowledgement was lost (or that was torn by a kill) is written exactly once.
 This holds for every reader of the file, unlike a ``SessionLog.START`` marker, which
 only hides duplicates from readers that purge orphaned data and assumes steps increase.
+
+Resume (core/attempts.py): the same file continues (its name and offset are in the spool).
+When an attempt rewound to step N and this file already holds later steps, ``rewind``
+writes ``SessionLog(status=START)`` at step N + 1 before the attempt's first event, which
+is what ``SummaryWriter(purge_step=N + 1)`` writes: TensorBoard then drops every point at
+step > N written before it, so each step shows one point, the resumed one.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -211,6 +218,13 @@ class TensorBoardBackend(Backend):
                 records.extend(self._config(event))
         if records:  # one write per batch: a kill tears at most this batch
             self._file.write(self._framer.frame(records))
+
+    def rewind(self, step: int) -> None:
+        """Purge steps > ``step`` for TensorBoard's reader (see the module docstring)."""
+        assert self._file is not None, "rewind() before open()"
+        marker = self._event_pb2.Event(wall_time=time.time(), step=step + 1)
+        marker.session_log.status = self._event_pb2.SessionLog.START
+        self._file.write(self._framer.frame([marker.SerializeToString()]))
 
     def flush(self) -> None:
         if self._file is not None:
