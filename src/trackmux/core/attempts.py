@@ -235,10 +235,12 @@ def read(conn: sqlite3.Connection) -> list[Attempt]:
             for n, t, p, h, f, r, c, m in rows]
 
 
-def rewinds_due(attempts: Sequence[Attempt], acked: int) -> list[Attempt]:
+def rewinds_due(attempts: Sequence[Attempt], acked: int, delivered_before: bool
+                ) -> list[Attempt]:
     """Attempts a backend at cursor ``acked`` must be told about (``Backend.rewind``) before
-    their first event: they rewound, and the backend already holds events they superseded
-    (superseded events are never delivered after they were marked, so only events up to
-    the cursor at open can have been)."""
+    their first event: they rewound and superseded events, and this backend may hold some
+    of them -- acknowledged (seq <= ``acked``) or written but never acknowledged (a crash
+    between write and ack). ``delivered_before``: the spool has a cursor for the backend;
+    a fresh destination never got a superseded event, so it is not told."""
     return [a for a in attempts if a.rewind_to is not None and a.first_seq > acked
-            and a.first_superseded is not None and a.first_superseded <= acked]
+            and a.first_superseded is not None and delivered_before]

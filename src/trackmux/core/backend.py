@@ -90,9 +90,11 @@ class Backend(abc.ABC):
 
     def rewind(self, step: int) -> None:  # noqa: B027 - optional hook, empty by default
         """A resumed attempt went back to ``step``: events with a higher step that this
-        backend got from earlier attempts are superseded. Called once, just before the
-        first event of that attempt, only when the backend holds such events. Replace or
-        hide them where the backend can (its docs page says how); the default keeps them."""
+        backend got from earlier attempts are superseded. Called just before the first
+        event of that attempt, when this backend delivered the run before (it may hold
+        such events, acknowledged or not); a fresh destination never gets superseded
+        events and is not told. Replace or hide them where the backend can (its docs page
+        says how); the default keeps them. Called again if the ack after it was lost."""
 
     def media_dir(self) -> Path | None:
         """Where core's image fallback may write PNG files; None: images are reported skipped."""

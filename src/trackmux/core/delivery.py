@@ -159,7 +159,8 @@ class DeliveryWorker:
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
             self.reporter.resolve(self.name, "open", "opened after earlier failures")
-            self._rewinds = attempts.rewinds_due(reader.attempts(), self.acked)
+            self._rewinds = attempts.rewinds_due(reader.attempts(), self.acked,
+                                                 cursor.updated > 0)
             self._ack(reader, backend)  # keeps the remote identity before the first batch
             return backend
         return None
