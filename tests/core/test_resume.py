@@ -141,7 +141,7 @@ def test_show_and_runs_list_attempts(tmp_path: Path) -> None:
     shown = CliRunner().invoke(cli, ["show", str(again.dir)])
     assert shown.exit_code == 0, shown.output
     assert "attempts (2):" in shown.output
-    assert f"attempt 2: started" in shown.output and f"pid {os.getpid()}" in shown.output
+    assert "attempt 2: started" in shown.output and f"pid {os.getpid()}" in shown.output
     assert "rewound to step 4 (7 earlier events superseded)" in shown.output
     assert "loss: last 5.5 at step 5; steps 1..5, 5 points" in shown.output
     listed = CliRunner().invoke(cli, ["runs", str(tmp_path)])
