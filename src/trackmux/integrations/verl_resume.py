@@ -2,7 +2,8 @@
 
 verl resumes when ``trainer.resume_mode`` is ``auto`` (the newest ``global_step_N`` under
 ``trainer.default_local_dir``, named by ``latest_checkpointed_iteration.txt``) or
-``resume_path`` (``trainer.resume_from_path``, a ``.../global_step_N`` folder). The drop-in
+``resume_path`` (``trainer.resume_from_path``, a ``.../global_step_N`` folder; the SFT
+trainer also takes it in ``auto`` mode when it is set). The drop-in
 reads the same config, finds the same checkpoint the same way and, when the run id of the
 trackmux run is recorded beside the checkpoints (:data:`RECORD` in the checkpoint folder's
 parent), continues that run with ``rewind_to=N``: the steps after N that the crashed
@@ -37,6 +38,10 @@ def resume_checkpoint(config: Mapping[str, Any]) -> tuple[Path, int] | None:
     """The ``global_step_N`` folder verl will resume from, and N; None for a fresh start."""
     trainer = _trainer(config)
     mode = trainer.get("resume_mode", "auto")
+    explicit = trainer.get("resume_from_path")
+    if mode == "auto" and explicit and "global_step_" in str(explicit) \
+            and Path(str(explicit)).exists():
+        mode = "resume_path"  # the SFT trainer's rule (checkpoint_handler._determine_resume_path)
     if mode == "auto":
         root = trainer.get("default_local_dir")
         if not root:
