@@ -371,9 +371,11 @@ RESUME_STEPS = 7
 
 
 def resume_command(assets: dict[str, Path], work: Path) -> list[str]:
-    """The SFT command for 7 steps over 2 epochs, a checkpoint every 2 steps (model,
-    optimizer and extra state, which verl needs to resume), resume_mode auto."""
-    overrides = {"trainer.total_training_steps": str(RESUME_STEPS), "trainer.total_epochs": "2",
+    """The SFT command for 7 steps in one epoch (batches of 2 of the 16 rows: a checkpoint
+    at an epoch's end resumes into an empty epoch in verl 0.9.1), a checkpoint every 2 steps
+    (model, optimizer and extra state, which verl needs to resume), resume_mode auto."""
+    overrides = {"trainer.total_training_steps": str(RESUME_STEPS), "trainer.total_epochs": "1",
+                 "data.train_batch_size": "2",
                  "trainer.resume_mode": "auto", "trainer.save_freq": "2",
                  "checkpoint.save_contents": "[model,optimizer,extra]"}
     command = [arg for arg in sft_command(assets, work)
@@ -392,9 +394,30 @@ def _spool_steps(spool_root: Path) -> int:
         return -1
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (torchrun starts its workers in their own session, so a
+    process-group kill would leave the trainer running)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        parent = int(text[text.rfind(")") + 2:].split()[1])
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 @pytest.mark.slow
 def test_sft_killed_and_resumed_is_one_run_with_one_value_per_step(
         tiny_assets: dict[str, Path], tmp_path: Path, tracker_env: dict[str, Path]) -> None:
+    import contextlib
     import os
     import signal
 
@@ -409,7 +432,9 @@ def test_sft_killed_and_resumed_is_one_run_with_one_value_per_step(
             assert time.monotonic() < deadline, "the first attempt did not reach step 5"
             time.sleep(0.05)
     finally:
-        os.killpg(first.pid, signal.SIGKILL)  # torchrun and its trainer process
+        for pid in [first.pid, *_descendants(first.pid)]:  # torchrun and its trainer
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         first.wait(30)
     (run_dir,) = spool_dirs(tracker_env["spool"], "tiny-sft")
     checkpoint_step = int((tmp_path / "ckpt" / "latest_checkpointed_iteration.txt")
