@@ -17,17 +17,36 @@ import sqlite3
 import time
 from pathlib import Path
 
+import orjson
 from _reliability import file_lines, spawn, trackmux_cli
 
-from trackmux.core.attempts import run_last_step
 from trackmux.core.spool_reader import SpoolReader
 
 CHILD = r"""
-import sys, time, trackmux
+import sys, time, types, trackmux
+from trackmux.plugins.file import FileBackend
+
+class SlowFile(FileBackend):  # delivery slower than logging: a kill leaves a backlog
+    def write(self, events):
+        for event in events:
+            super().write([event])
+            self.flush()
+            time.sleep(0.0005)
+
+@trackmux.hookimpl
+def trackmux_register_backends(register):
+    register("slowfile", SlowFile)
+
+trackmux.register_plugin(types.SimpleNamespace(
+    trackmux_register_backends=trackmux_register_backends), "slowfile-test")
+if sys.argv[1] == "sync":
+    sys.argv = ["trackmux", *sys.argv[1:]]
+    from trackmux.cli.main import main
+    main()
 attempt, out, root = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 extra = {} if attempt == 1 else {"resume": "must", "rewind_to": int(sys.argv[4])}
-run = trackmux.init(project="k", backends=["file"], dir=root, run_id="k",
-                    backend_options={"file": {"path": out}}, **extra)
+run = trackmux.init(project="k", backends=["slowfile"], dir=root, run_id="k",
+                    backend_options={"slowfile": {"path": out}}, **extra)
 start = run.step + 1
 for step in range(start, start + 3000):
     run.log({"v": float(step), "attempt": float(attempt)}, step=step)
@@ -67,13 +86,16 @@ def test_kill_during_the_resumed_attempt_then_sync_duplicates_nothing(tmp_path: 
         out = root / "out" / "m.jsonl"
         _attempt(["1", str(out), str(root)], out, rng.uniform(0.05, 0.4))
         run_dir = root / "k" / "k"
-        rewind = run_last_step(run_dir) // 2
+        # back to the middle of what the file already shows: superseded lines delivered
+        whole = out.read_bytes().rsplit(b"\n", 1)[0].splitlines()  # a kill may tear the last
+        rewind = orjson.loads(whole[-1])["step"] // 2
         _attempt(["2", str(out), str(root), str(rewind)], out, rng.uniform(0.05, 0.4))
         reader = SpoolReader(run_dir)
-        left_for_sync += reader.cursor("file").acked_seq < reader.last_seq()
+        left_for_sync += reader.cursor("slowfile").acked_seq < reader.last_seq()
         reader.close()
-        done = trackmux_cli("sync", str(run_dir), "--to", "file", "--no-progress")
-        assert done.returncode == 0, done.stdout + done.stderr
+        done = spawn(CHILD, "sync", str(run_dir), "--to", "slowfile", "--no-progress")
+        stdout, stderr = done.communicate(timeout=120)
+        assert done.returncode == 0, stdout.decode() + stderr.decode()
         got = [(int(r["data"]["attempt"]), r["step"]) for r in file_lines(out)]
         live = live_events(run_dir)
         assert len(got) == len(set(got)), f"trial {trial}: an event was written twice"
