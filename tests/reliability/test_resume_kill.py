@@ -17,7 +17,6 @@ import sqlite3
 import time
 from pathlib import Path
 
-import orjson
 from _reliability import file_lines, spawn, trackmux_cli
 
 from trackmux.core.spool_reader import SpoolReader
@@ -84,11 +83,14 @@ def test_kill_during_the_resumed_attempt_then_sync_duplicates_nothing(tmp_path: 
     for trial in range(3):
         root = tmp_path / f"t{trial}"
         out = root / "out" / "m.jsonl"
-        _attempt(["1", str(out), str(root)], out, rng.uniform(0.05, 0.4))
+        # long enough for a batch (1000 events) to be acknowledged
+        _attempt(["1", str(out), str(root)], out, rng.uniform(0.8, 1.2))
         run_dir = root / "k" / "k"
-        # back to the middle of what the file already shows: superseded lines delivered
-        whole = out.read_bytes().rsplit(b"\n", 1)[0].splitlines()  # a kill may tear the last
-        rewind = orjson.loads(whole[-1])["step"] // 2
+        reader = SpoolReader(run_dir)
+        acked = reader.cursor("slowfile").acked_seq
+        reader.close()
+        assert acked > 2, "nothing acknowledged before the kill"
+        rewind = (acked - 1) // 2  # seq n is step n - 1: back into what the file shows
         _attempt(["2", str(out), str(root), str(rewind)], out, rng.uniform(0.05, 0.4))
         reader = SpoolReader(run_dir)
         left_for_sync += reader.cursor("slowfile").acked_seq < reader.last_seq()
