@@ -52,3 +52,24 @@ def test_unrated_console_prints_every_step(tmp_path: Path, capsys: Any) -> None:
     run.finish()
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("step:")]
     assert [int(x.split()[0][5:]) for x in lines] == list(range(20))
+
+
+def test_resume_with_rewind_prints_the_redone_steps_again(tmp_path: Path,
+                                                          capsys: Any) -> None:
+    """Resume rule (docs/backends/console.md): what was printed stays printed; the resumed
+    attempt prints the re-done steps with their new values."""
+    options = {"console": {"interval": 0}}
+    run = trackmux.init(project="c", backends=["console"], dir=tmp_path, run_id="r",
+                        backend_options=options)
+    for step in range(1, 8):
+        run.log({"x": float(step)}, step=step)
+    run.finish()
+    first = [x for x in capsys.readouterr().out.splitlines() if x.startswith("step:")]
+    assert first[-1] == "step:7 - x:7.0"
+    again = trackmux.init(project="c", backends=["console"], dir=tmp_path, run_id="r",
+                          resume="must", rewind_to=4, backend_options=options)
+    for step in range(5, 10):
+        again.log({"x": step + 0.5}, step=step)
+    again.finish()
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("step:")]
+    assert lines == [f"step:{s} - x:{s + 0.5}" for s in range(5, 10)]

@@ -49,3 +49,30 @@ class TestFileBackend(BackendConformance):
 
             out.config = flatten(orjson.loads(config.read_bytes()))
         return out
+
+
+def test_resume_with_rewind_appends_and_the_last_line_per_step_is_live(tmp_path: Path) -> None:
+    """Resume rule (docs/backends/file.md): the same file continues; lines are appended,
+    so each step's last line is the live value; a sync into a new file has one line per
+    step."""
+    import trackmux
+
+    path = tmp_path / "out" / "m.jsonl"
+    options = {"file": {"path": str(path)}}
+    run = trackmux.init(project="p", backends=["file"], dir=tmp_path, run_id="r",
+                        backend_options=options)
+    for step in range(1, 8):
+        run.log({"loss": float(step)}, step=step)
+    assert run.finish(timeout=30).complete
+    again = trackmux.init(project="p", backends=["file"], dir=tmp_path, run_id="r",
+                          resume="must", rewind_to=4, backend_options=options)
+    for step in range(5, 10):
+        again.log({"loss": step + 0.5}, step=step)
+    assert again.finish(timeout=30).complete
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    live = [(s, float(s)) for s in range(1, 5)] + [(s, s + 0.5) for s in range(5, 10)]
+    assert [(r["step"], r["data"]["loss"]) for r in lines] == [
+        (s, float(s)) for s in range(1, 8)] + live[4:]
+    last = {r["step"]: r["data"]["loss"] for r in lines}
+    assert sorted(last.items()) == live
+    # a sync into a new destination: tests/core/test_resume.py (one line per live step)

@@ -477,3 +477,56 @@ def test_an_image_key_making_a_long_file_name_does_not_wedge(tmp_path: Path) -> 
     assert sorted(back.images) == sorted({artifact_key(long_ascii), artifact_key(long_unicode)})
     assert all(len(artifact_key(k).encode()) <= 120 for k in (long_ascii, long_unicode))
     assert back.metrics["after"] == [(2, 1.0)]
+def test_resume_continues_the_run_and_the_latest_value_per_step_is_the_resumed_one(
+        tmp_path: Path) -> None:
+    """Resume rule (docs/backends/mlflow.md): the same mlflow run continues (its id is in
+    the spool); values re-done after a rewind carry later timestamps, so the latest value
+    of each step is the resumed one. mlflow keeps the superseded points delivered before
+    the crash (it has no call to delete them); a fresh ``sync`` sends only live ones."""
+    import trackmux
+    from trackmux.core.sync import deliver_by_name
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    options = {"mlflow": {"tracking_uri": uri, "artifact_location": str(tmp_path / "a")}}
+    run = trackmux.init(project="resume", backends=["mlflow"], dir=tmp_path, run_id="r",
+                        backend_options=options, config={"lr": 0.1})
+    for step in range(1, 8):
+        run.log({"loss": float(step)}, step=step)
+    assert run.finish(timeout=120).complete
+    again = trackmux.init(project="resume", backends=["mlflow"], dir=tmp_path, run_id="r",
+                          resume="must", rewind_to=4, backend_options=options,
+                          config={"lr": 0.1})
+    for step in range(5, 10):
+        again.log({"loss": step + 0.5}, step=step)
+    assert again.finish(timeout=120).complete
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("resume")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 1  # one mlflow run for both attempts
+    history = client.get_metric_history(runs[0].info.run_id, "loss")
+    latest: dict[int, Any] = {}
+    for point in history:
+        if point.step not in latest or point.timestamp >= latest[point.step].timestamp:
+            latest[point.step] = point
+    assert {s: p.value for s, p in latest.items()} == {
+        1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0, 5: 5.5, 6: 6.5, 7: 7.5, 8: 8.5, 9: 9.5}
+    assert sorted(p.value for p in history if p.step == 6) == [6.0, 6.5]
+    assert runs[0].data.metrics["loss"] == 9.5
+    # a fresh destination (a copy of the spool, mlflow never delivered) gets only the live
+    # series, one value per step
+    import shutil
+    import sqlite3
+
+    copy = tmp_path / "copy"
+    shutil.copytree(again.dir, copy)
+    with sqlite3.connect(copy / "spool.db") as conn:
+        conn.execute("DELETE FROM cursors")
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    result = deliver_by_name(copy, ["mlflow"], {"mlflow": {
+        "tracking_uri": fresh, "artifact_location": str(tmp_path / "b")}}, timeout=120)
+    assert result.complete, result
+    client = MlflowClient(tracking_uri=fresh)
+    (only,) = client.search_runs([client.get_experiment_by_name("resume").experiment_id])
+    assert sorted((p.step, p.value) for p in client.get_metric_history(
+        only.info.run_id, "loss")) == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0), (5, 5.5),
+                                       (6, 6.5), (7, 7.5), (8, 8.5), (9, 9.5)]

@@ -317,3 +317,54 @@ def test_flush_puts_written_events_on_disk_before_finish(tmp_path: Path) -> None
         assert checkpoint["offset"] >= last_end  # resume reads only what follows
     finally:
         backend.close("finished")
+
+
+def test_resume_with_rewind_writes_the_resumed_values_to_the_same_id(tmp_path: Path) -> None:
+    """Resume rule (docs/backends/swanlab.md): the same swanlab id continues in a second
+    folder; after rewind_to=4 the re-done steps 5.. are written there (not skipped as
+    redelivered, even when the earlier folder holds them past the acknowledged point); the
+    first folder keeps the superseded values; a fresh sync sends only live values."""
+    import shutil
+    import sqlite3
+
+    from trackmux.core.spool_reader import SpoolReader
+    from trackmux.core.sync import deliver_by_name
+
+    log_dir = tmp_path / "swanlog"
+    options = {"swanlab": {"log_dir": str(log_dir)}}
+    run = trackmux.init(project="resume", backends=["swanlab"], dir=tmp_path / "spool",
+                        run_id="r", backend_options=options)
+    for step in range(1, 8):
+        run.log({"loss": float(step)}, step=step)
+    assert run.finish(timeout=120).complete
+    # the crash lost the acknowledgement of steps 3..7: they are in the folder, not acked
+    reader = SpoolReader(run.dir)
+    cursor = reader.cursor("swanlab")
+    reader.ack("swanlab", 2, cursor.remote_id, {"run_dirs": cursor.state["run_dirs"],
+                                                "checkpoint": None})
+    reader.close()
+    again = trackmux.init(project="resume", backends=["swanlab"], dir=tmp_path / "spool",
+                          run_id="r", resume="must", rewind_to=4, backend_options=options)
+    for step in range(5, 10):
+        again.log({"loss": step + 0.5}, step=step)
+    assert again.finish(timeout=120).complete
+    first, second = run_dirs(log_dir)
+    _, extra = read_swanlab(log_dir)
+    assert extra["ids"] == {cursor.remote_id}
+
+    def points(folder: Path) -> list[tuple[int, float]]:
+        return [(r.scalar.step, r.scalar.value.number) for r in records(folder)
+                if r.WhichOneof("record_type") == "scalar" and r.scalar.key == "loss"]
+
+    assert points(first) == [(s, float(s)) for s in range(1, 8)]
+    assert points(second) == [(s, s + 0.5) for s in range(5, 10)]  # 3, 4 not twice
+    copy = tmp_path / "copy"
+    shutil.copytree(again.dir, copy)
+    with sqlite3.connect(copy / "spool.db") as conn:
+        conn.execute("DELETE FROM cursors")
+    fresh = tmp_path / "fresh"
+    assert deliver_by_name(copy, ["swanlab"], {"swanlab": {"log_dir": str(fresh)}},
+                           timeout=120).complete
+    (only,) = run_dirs(fresh)
+    assert points(only) == [(s, float(s)) for s in range(1, 5)] + [
+        (s, s + 0.5) for s in range(5, 10)]

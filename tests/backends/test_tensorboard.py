@@ -390,3 +390,29 @@ def test_an_output_disk_that_fills_then_frees_writes_each_event_once(
     back = readback_dir(small_tmpfs / "tb")
     assert [s for s, _ in back.metrics["x"]] == list(range(120))
     assert [s for s, _, _ in back.images["noise"]] == list(range(40, 120, 10))
+def test_resume_with_rewind_shows_one_point_per_step(tmp_path: Path) -> None:
+    """Resume rule (docs/backends/tensorboard.md): the same event file continues, and the
+    SessionLog START marker at rewind_to + 1 makes TensorBoard's own reader (purging
+    orphaned data, its default) show the resumed value at each re-done step."""
+    import trackmux
+
+    options = {"tensorboard": {"log_dir": str(tmp_path / "tb")}}
+    run = trackmux.init(project="p", backends=["tensorboard"], dir=tmp_path, run_id="r",
+                        backend_options=options)
+    for step in range(1, 8):
+        run.log({"loss": float(step)}, step=step)
+    assert run.finish(timeout=60).complete
+    again = trackmux.init(project="p", backends=["tensorboard"], dir=tmp_path, run_id="r",
+                          resume="must", rewind_to=4, backend_options=options)
+    for step in range(5, 10):
+        again.log({"loss": step + 0.5}, step=step)
+    assert again.finish(timeout=60).complete
+    assert len(event_files(tmp_path)) == 1  # the same file, continued
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "tb"),
+                                             size_guidance=SIZE_GUIDANCE)  # purges (default)
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("loss")] == [
+        (1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0), (5, 5.5), (6, 6.5), (7, 7.5), (8, 8.5),
+        (9, 9.5)]
+    raw = [(e.step, e.value) for e in load(tmp_path / "tb").Scalars("loss")]
+    assert (6, 6.0) in raw  # without purging, the superseded point is still in the file

@@ -403,3 +403,47 @@ def test_an_event_wandb_cannot_take_is_reported_not_retried(tmp_path: Path) -> N
     readback, _ = read_wandb(tmp_path)
     assert readback.metrics["m"] == [(0, 0.0), (2, 2.0)]
     assert "bad/img" not in readback.images
+
+
+def test_resume_with_rewind_keeps_one_wandb_run(tmp_path: Path) -> None:
+    """Resume rule (docs/backends/wandb.md): the resumed attempt continues the same wandb run
+    id; rows are appended (wandb's ``_step`` keeps growing), the resumed values follow the
+    superseded ones on the ``trackmux/step`` axis, so the summary (last row) holds the live
+    values; a fresh sync of the spool sends only the live rows."""
+    import sqlite3
+
+    import trackmux
+
+    spool_root = tmp_path / "spool"
+    run = trackmux.init(project="resume", backends=["wandb"], dir=spool_root, run_id="r")
+    for step in range(1, 8):
+        run.log({"loss": float(step)}, step=step)
+    assert run.finish(timeout=120).complete
+    first_id = cursor(run.dir).remote_id
+    again = trackmux.init(project="resume", backends=["wandb"], dir=spool_root, run_id="r",
+                          resume="must", rewind_to=4)
+    for step in range(5, 10):
+        again.log({"loss": step + 0.5}, step=step)
+    assert again.finish(timeout=120).complete
+    assert cursor(run.dir).remote_id == first_id
+    files = all_run_files(tmp_path)
+    assert len(files) == 2 and all(p.name == f"run-{first_id}.wandb" for p in files)
+    readback, rows = read_wandb(tmp_path)
+    live = [(s, float(s)) for s in range(1, 5)] + [(s, s + 0.5) for s in range(5, 10)]
+    assert readback.metrics["loss"] == [(s, float(s)) for s in range(1, 8)] + live[4:]
+    assert [r["_step"] for r in rows] == list(range(12))
+    # the last row of each step is the live value
+    last = {}
+    for step, value in readback.metrics["loss"]:
+        last[step] = value
+    assert sorted(last.items()) == live
+    # fresh destination: a copy of the spool whose wandb cursor is gone
+    copy = tmp_path / "copy"
+    shutil.copytree(again.dir, copy)
+    with sqlite3.connect(copy / "spool.db") as conn:
+        conn.execute("DELETE FROM cursors")
+    fresh = tmp_path / "fresh"
+    deliver(copy, {"wandb": lambda: WandbBackend({"dir": str(fresh)})}, timeout=120)
+    (path,) = [p for p in fresh.rglob("run-*.wandb") if "latest-run" not in p.parts]
+    got = [(int(r["trackmux/step"]), float(r["loss"])) for r in history_rows(path)]
+    assert got == live

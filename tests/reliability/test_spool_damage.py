@@ -146,8 +146,14 @@ def test_cli_reports_damage_in_sync_show_and_runs(
     data = bytearray(spool.read_bytes())
     if how == "truncated":
         data = data[: len(data) * 2 // 3]
-    else:  # a leaf page in the middle of the events table
-        page = (len(data) // 4096) // 2 * 4096
+    else:  # a leaf page in the middle of the events table (found, not guessed: the
+        # spool's other tables shift the layout)
+        with sqlite3.connect(spool) as conn:
+            leaves = [n for (n,) in conn.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'events' AND pagetype = 'leaf' "
+                "ORDER BY pageno")]
+        data = bytearray(spool.read_bytes())
+        page = (leaves[len(leaves) // 2] - 1) * 4096
         data[page:page + 4096] = bytes(4096)
     spool.write_bytes(bytes(data))
     out = tmp_path / "out.jsonl"

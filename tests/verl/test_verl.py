@@ -411,3 +411,158 @@ def test_rl_insight_is_handed_to_verls_adapter_and_spooled(
                                "config": {"job": "x"}}),
                      ("gauge", ("train_loss", 0.75)), ("finish", None)]
     assert spool_metrics(run_dir) == {"train/loss": {3: 0.75}}
+# -- resume: a killed verl run restarted from its checkpoint is the same run ------------------
+def test_tracking_resumes_the_recorded_run_when_verl_resumes(tmp_path: Path,
+                                                             tracker_env: dict[str, Path]) -> None:
+    """verl's Tracking as its trainers create it: a restart with a global_step_4 checkpoint
+    (resume_mode auto, then resume_path) continues the run recorded beside the checkpoints,
+    rewound to step 4; resume_mode disable starts a new run."""
+    import verl.utils.tracking as vt
+
+    ckpt = tmp_path / "ckpt"
+    config = {"trainer": {"resume_mode": "auto", "default_local_dir": str(ckpt)}}
+    tracking = vt.Tracking(project_name="res", experiment_name="e", default_backend="file",
+                           config=config)
+    run_dir = tracking.run.dir
+    for step in range(1, 7):
+        tracking.log(data={"train/loss": float(step)}, step=step)
+    tracking.finish()
+    assert orjson.loads((ckpt / "trackmux_run.json").read_bytes())["run_id"] == run_dir.name
+    (ckpt / "global_step_4").mkdir()
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("4")
+    again = vt.Tracking(project_name="res", experiment_name="e", default_backend="file",
+                        config=config)
+    assert again.run.dir == run_dir and again.run.attempt.number == 2
+    assert again.run.attempt.rewind_to == 4
+    for step in (5, 6):
+        again.log(data={"train/loss": step + 0.5}, step=step)
+    again.finish()
+    assert spool_metrics(run_dir)["train/loss"] == {1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0, 5: 5.5,
+                                                    6: 6.5}
+    by_path = vt.Tracking(project_name="res", experiment_name="e", default_backend="file",
+                          config={"trainer": {"resume_mode": "resume_path",
+                                              "resume_from_path": str(ckpt / "global_step_4"),
+                                              "default_local_dir": str(ckpt)}})
+    assert by_path.run.dir == run_dir and by_path.run.attempt.rewind_to == 4
+    by_path.finish()
+    fresh = vt.Tracking(project_name="res", experiment_name="e", default_backend="file",
+                        config={"trainer": {"resume_mode": "disable",
+                                            "default_local_dir": str(ckpt)}})
+    assert fresh.run.dir != run_dir and fresh.run.attempt.number == 1
+    fresh.finish()
+    assert orjson.loads((ckpt / "trackmux_run.json").read_bytes())["run_id"] == fresh.run.id
+
+
+RESUME_STEPS = 7
+
+
+def resume_command(assets: dict[str, Path], work: Path) -> list[str]:
+    """The SFT command for 7 steps in one epoch (batches of 2 of the 16 rows: a checkpoint
+    at an epoch's end resumes into an empty epoch in verl 0.9.1), a checkpoint every 2 steps
+    (model, optimizer and extra state, which verl needs to resume), resume_mode auto."""
+    overrides = {"trainer.total_training_steps": str(RESUME_STEPS), "trainer.total_epochs": "1",
+                 "data.train_batch_size": "2",
+                 "trainer.resume_mode": "auto", "trainer.save_freq": "2",
+                 "checkpoint.save_contents": "[model,optimizer,extra]"}
+    command = [arg for arg in sft_command(assets, work)
+               if arg.split("=", 1)[0] not in overrides]
+    return command + [f"{key}={value}" for key, value in overrides.items()]
+
+
+def _spool_steps(spool_root: Path) -> int:
+    """The highest train/loss step in the (only) run's spool so far; -1 before it exists."""
+    found = list(spool_root.glob("tiny-sft/*/spool.db"))
+    if not found:
+        return -1
+    try:
+        return max(spool_metrics(found[0].parent).get("train/loss", {-1: None}))
+    except Exception:  # the spool is being created
+        return -1
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (torchrun starts its workers in their own session, so a
+    process-group kill would leave the trainer running)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        parent = int(text[text.rfind(")") + 2:].split()[1])
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+@pytest.mark.slow
+def test_sft_killed_and_resumed_is_one_run_with_one_value_per_step(
+        tiny_assets: dict[str, Path], tmp_path: Path, tracker_env: dict[str, Path]) -> None:
+    import contextlib
+    import os
+    import signal
+
+    command = resume_command(tiny_assets, tmp_path)
+    env = sft_env(tracker_env)
+    first = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + SFT_BUDGET_S
+    try:
+        while _spool_steps(tracker_env["spool"]) < 5:
+            assert first.poll() is None, first.stdout.read().decode()[-5000:]  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the first attempt did not reach step 5"
+            time.sleep(0.05)
+    finally:
+        for pid in [first.pid, *_descendants(first.pid)]:  # torchrun and its trainer
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        first.wait(30)
+    (run_dir,) = spool_dirs(tracker_env["spool"], "tiny-sft")
+    checkpoint_step = int((tmp_path / "ckpt" / "latest_checkpointed_iteration.txt")
+                          .read_text())
+    killed_at = _spool_steps(tracker_env["spool"])
+    assert checkpoint_step == 4 and killed_at >= 5, (checkpoint_step, killed_at)
+    record = orjson.loads((tmp_path / "ckpt" / "trackmux_run.json").read_bytes())
+    assert record["run_id"] == run_dir.name
+
+    proc = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=SFT_BUDGET_S)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert "(attempt 2, rewound to step 4)" in proc.stdout + proc.stderr
+
+    # the spool: one run, two attempts, one live value per step 1..7
+    assert spool_dirs(tracker_env["spool"], "tiny-sft") == [run_dir]
+    reader = SpoolReader(run_dir)
+    try:
+        attempts = reader.attempts()
+        steps = [e.step for e in reader.iter_events()
+                 if isinstance(e, trackmux.MetricsEvent) and "train/loss" in e.data]
+    finally:
+        reader.close()
+    assert [(a.number, a.rewind_to) for a in attempts] == [(1, None), (2, 4)]
+    assert steps == list(range(1, RESUME_STEPS + 1))  # each step once, in order
+    spooled = spool_metrics(run_dir)["train/loss"]
+    # tensorboard: one file, one point per step (TensorBoard's reader), the live values
+    assert len(list(tracker_env["tensorboard"].rglob("*tfevents*"))) == 1
+    board = tensorboard_scalars(tracker_env["tensorboard"])["train/loss"]
+    assert board == pytest.approx(spooled)
+    # mlflow: one run; the latest value of each step is the live one
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tracker_env['mlflow_db']}")
+    exp = client.get_experiment_by_name("tiny-sft")
+    (ml_run,) = client.search_runs([exp.experiment_id])
+    assert ml_run.info.status == "FINISHED"
+    latest: dict[int, Any] = {}
+    for point in client.get_metric_history(ml_run.info.run_id, "train/loss"):
+        if point.step not in latest or point.timestamp >= latest[point.step].timestamp:
+            latest[point.step] = point
+    assert {s: p.value for s, p in latest.items()} == pytest.approx(spooled)
+    # the run id is recorded again for a next resume
+    assert orjson.loads((tmp_path / "ckpt" / "trackmux_run.json").read_bytes())[
+        "run_id"] == run_dir.name

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from trackmux.core import settings
-from trackmux.core.runs import find_runs, summarize
+from trackmux.core.runs import describe_attempt, find_runs, summarize
 
 
 @click.command()
@@ -40,6 +40,8 @@ def runs(directory: Path | None) -> None:
                 status += f", {summary.quarantined[name]} quarantined"
             click.echo(f"    {name}: {status} (acknowledged up to event {acked} of "
                        f"{summary.last_seq})")
+        for attempt in summary.attempts if len(summary.attempts) > 1 else ():
+            click.echo(f"    {describe_attempt(attempt)}")
         if summary.damage:
             click.echo(f"    damage: {len(summary.damage)} problem(s): {summary.damage[0]}")
         click.echo(f"    {run_dir}")

@@ -11,7 +11,7 @@ import orjson
 from trackmux.core.configmerge import merge_config
 from trackmux.core.errors import SpoolUnsafeError
 from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
-from trackmux.core.runs import resolve_run, summarize
+from trackmux.core.runs import describe_attempt, resolve_run, summarize
 from trackmux.core.spool_reader import SpoolReader
 
 
@@ -67,6 +67,12 @@ def show(run_arg: str, root: str | None) -> None:
         damage = list(reader.damage.errors)
     finally:
         reader.close()
+    click.echo(f"attempts ({len(summary.attempts)}):")
+    for attempt in summary.attempts:
+        click.echo(f"  {describe_attempt(attempt)}")
+    if summary.superseded:
+        click.echo(f"  {summary.superseded} events superseded by a rewind (not shown, "
+                   "not delivered)")
     click.echo("config:")
     click.echo("  " + (orjson.dumps(config, option=orjson.OPT_INDENT_2).decode()
                        .replace("\n", "\n  ") if config is not None else "(none)"))

@@ -100,6 +100,14 @@ class Backend(abc.ABC):
         and in the log when a default location was chosen; None: not a place to show."""
         return None
 
+    def rewind(self, step: int) -> None:  # noqa: B027 - optional hook, empty by default
+        """A resumed attempt went back to ``step``: events with a higher step that this
+        backend got from earlier attempts are superseded. Called just before the first
+        event of that attempt, when this backend delivered the run before (it may hold
+        such events, acknowledged or not); a fresh destination never gets superseded
+        events and is not told. Replace or hide them where the backend can (its docs page
+        says how); the default keeps them. Called again if the ack after it was lost."""
+
     def media_dir(self) -> Path | None:
         """Where core's image fallback may write PNG files; None: images are reported skipped."""
         return None

@@ -37,7 +37,8 @@ from typing import Any
 
 import filelock
 
-from trackmux.core import fallbacks
+from trackmux.core import attempts, fallbacks
+from trackmux.core.attempts import Attempt
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.configmerge import merge_config, merged
 from trackmux.core.errors import EventRejected, PermanentBackendError, SpoolLockedError
@@ -115,6 +116,7 @@ class DeliveryWorker:
         self._config: dict[str, object] = {}
         self._config_upto: int | None = None
         self.backend: Backend | None = None
+        self._rewinds: list[Attempt] = []
         self.thread = threading.Thread(target=self._main, name=f"trackmux-deliver-{name}",
                                        daemon=True)
 
@@ -206,7 +208,9 @@ class DeliveryWorker:
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
             self.reporter.resolve(self.name, "open", "opened after earlier failures")
-            self._ack(reader, backend)  # state() right after open: keeps the remote identity
+            self._rewinds = attempts.rewinds_due(reader.attempts(), self.acked,
+                                                 cursor.updated > 0)
+            self._ack(reader, backend)  # keeps the remote identity before the first batch
             return backend
         return None
 
@@ -255,7 +259,14 @@ class DeliveryWorker:
                 self._wake.wait(0.25)
                 continue
             try:
-                self._write(backend, self._prepare(reader, batch.events, backend))
+                for part, rewind in self._split_at_rewinds(batch.events, batch.upto):
+                    prepared = self._prepare(reader, part, backend) if part else []
+                    if prepared:
+                        self._write(backend, prepared)
+                    if rewind is not None:  # a resumed attempt went back: tell the backend
+                        backend.rewind(rewind.rewind_to or 0)
+                        backend.flush()
+                        self._rewinds.remove(rewind)
             except PermanentBackendError as exc:
                 self._close(backend, "failed")
                 raise _Failed(f"write: {exc}") from exc
@@ -369,6 +380,20 @@ class DeliveryWorker:
         what = f"keys {list(keys)} of event {event.seq}" if keys else f"event {event.seq}"
         self.reporter.report(self.name, "rejected",
                              f"{what} ({event.kind}) quarantined: {reason}")
+    def _split_at_rewinds(self, events: list[Event], upto: int
+                          ) -> list[tuple[list[Event], Attempt | None]]:
+        """``events`` cut before the first event of each attempt whose rewind the backend
+        must get first (core/attempts.py); each part is followed by that rewind, if any."""
+        parts: list[tuple[list[Event], Attempt | None]] = []
+        rest = events
+        for attempt in list(self._rewinds):
+            if attempt.first_seq > upto:
+                break
+            before = [e for e in rest if e.seq < attempt.first_seq]
+            rest = [e for e in rest if e.seq >= attempt.first_seq]
+            parts.append((before, attempt))
+        parts.append((rest, None))
+        return parts
 
     def _ack(self, reader: SpoolReader, backend: Backend) -> None:
         """Store the cursor; if the spool cannot be written (disk full) keep delivering and

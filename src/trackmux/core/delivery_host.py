@@ -296,15 +296,19 @@ class ProcessDelivery:
             self._cond.notify_all()
 
 
-def stop_orphaned_delivery(run_dir: Path, meta: Mapping[str, Any], wait: float = 15.0) -> bool:
-    """Before ``trackmux sync`` delivers a run by hand: a delivery process that outlived
-    its trainer (still retrying a backend that was down) holds the delivery locks. Ask it
-    to hand over (SIGUSR1: stop now, keep what it acknowledged) and wait until it is gone.
-    A run whose trainer is still alive is left alone. Returns True if one was stopped."""
+def stop_orphaned_delivery(run_dir: Path, meta: Mapping[str, Any], wait: float = 15.0,
+                           ours: bool = False) -> bool:
+    """Before ``trackmux sync`` delivers a run by hand, or a resumed attempt starts its own
+    delivery (``ours``: this process holds the run's lock now): a delivery process that
+    outlived its trainer (still retrying a backend that was down) holds the delivery locks.
+    Ask it to hand over (SIGUSR1: stop now, keep what it acknowledged) and wait until it is
+    gone. A run whose trainer is still alive is left alone. True if one was stopped."""
     from trackmux.core.runs import lock_is_held
 
     pid = meta.get("delivery_pid")
-    if not isinstance(pid, int) or lock_is_held(run_dir) or not _is_delivery_process(pid):
+    if not isinstance(pid, int) or not _is_delivery_process(pid):
+        return False
+    if not ours and lock_is_held(run_dir):
         return False
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGUSR1)

@@ -25,9 +25,9 @@ from typing import Any
 
 import filelock
 
-from trackmux.core import normalize, redact, settings, signals
+from trackmux.core import attempts, normalize, redact, settings, signals
 from trackmux.core.backend import RunInfo
-from trackmux.core.delivery_host import ProcessDelivery, ThreadDelivery
+from trackmux.core.delivery_host import ProcessDelivery, ThreadDelivery, stop_orphaned_delivery
 from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import ConfigEvent, Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
 from trackmux.core.registry import BackendSpec, get_registry
@@ -77,7 +77,8 @@ class Run:
                  backend_options: Mapping[str, Mapping[str, Any]] | None,
                  finish_timeout: float, tags: Sequence[str], max_spool_bytes: int | None,
                  max_buffered: int = 1_000_000,
-                 run_id: str | None = None, delivery: str = "process",
+                 run_id: str | None = None,
+                 resume_plan: attempts.ResumePlan | None = None, delivery: str = "process",
                  orphan_timeout: float = settings.DEFAULT_ORPHAN_TIMEOUT) -> None:
         registry = get_registry()
         specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
@@ -90,11 +91,18 @@ class Run:
             spec.check_options(options.get(spec.name, {}))
         self.id = run_id or new_run_id()
         self.project = project
+        # -- resume (issue 13): an existing run continues under its name, step and start
+        resuming = resume_plan is not None and resume_plan.resuming
+        earlier = resume_plan.meta if resume_plan is not None and resuming else {}
+        name = name or earlier.get("name")
         self.name = name or self.id
         self.backends = list(backends)
         self.dir = root / settings.safe_dirname(project) / settings.safe_dirname(self.id)
         self.finish_timeout = finish_timeout
         self._step = -1
+        if resume_plan is not None and resuming:
+            self._step = (resume_plan.last_step if resume_plan.rewind_to is None
+                          else resume_plan.rewind_to)
         self._finished = False
         self._summary: FinishSummary | None = None
         self._finish_lock = threading.Lock()
@@ -108,8 +116,15 @@ class Run:
                                   on_commit=self._committed)
         self._run_lock = filelock.FileLock(str(self.dir / RUN_LOCK), thread_local=False,
                                            mode=0o600)
-        self._run_lock.acquire()
-        self.started_at = time.time()
+        try:
+            attempts.acquire_run_lock(self._run_lock, self.dir)
+        except BaseException:
+            self._spool.close(1.0)
+            raise
+        #: this start of the run (number, pid, host, rewind) as recorded in the spool
+        self.attempt = attempts.begin(self.dir, resume_plan.rewind_to if resuming and
+                                      resume_plan is not None else None, pid=self._pid)
+        self.started_at = float(earlier.get("started_at") or time.time())
         self._info = RunInfo(project, self.name, self.id, self.dir, self.started_at,
                              tuple(tags))
         self._spool.set_meta(
@@ -117,10 +132,12 @@ class Run:
             started_at=self.started_at, pid=self._pid, host=socket.gethostname(),
             backends=self.backends, durability=durability, tags=list(tags),
             backend_options=redact.redact(normalize.to_json_value(options)),
-            trackmux_version=_version(),
+            trackmux_version=_version(), attempt=self.attempt.number,
         )
         if config is not None:
             self.log_config(config)
+        if earlier:  # the crashed attempt's delivery process may still be retrying
+            stop_orphaned_delivery(self.dir, earlier, ours=True)
         self._deliveries = self._start_delivery(specs, options, delivery, orphan_timeout)
         _live_runs.add(self)
         signals.install(lambda: list(_live_runs))
@@ -455,7 +472,8 @@ def init(project: str | None = None, name: str | None = None,
          backend_options: Mapping[str, Mapping[str, Any]] | None = None,
          timeout: float | None = None, tags: Sequence[str] = (),
          max_spool_bytes: int | None = None, max_buffered: int | None = None,
-         all_ranks: bool = False, delivery: str | None = None,
+         all_ranks: bool = False, run_id: str | None = None, resume: str = "never",
+         rewind_to: int | None = None, delivery: str | None = None,
          orphan_timeout: float | None = None) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
@@ -470,6 +488,12 @@ def init(project: str | None = None, name: str | None = None,
     interpreter; "thread" keeps them on threads here, for places that cannot spawn a
     process. ``orphan_timeout`` (``TRACKMUX_ORPHAN_TIMEOUT``, 600 s): how long that
     process keeps delivering after this one finished or died.
+
+    Resume (docs/guarantees.md): ``run_id`` names the run's folder under ``dir/project``.
+    ``resume="allow"`` continues that run if it exists (same spool, same remote runs, one
+    attempt more) and starts it otherwise; ``"must"`` fails if it does not exist; ``"never"``
+    (default) fails if it does. ``rewind_to=N`` (with allow/must) supersedes every event of
+    earlier attempts with step > N, e.g. the steps re-done after restoring a checkpoint.
     """
     project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
                                    "project", MAX_NAME_LENGTH)
@@ -482,6 +506,7 @@ def init(project: str | None = None, name: str | None = None,
         raise TypeError(f"config must be a mapping, got {type(config).__name__}")
     if config is not None:  # a config the spool cannot store fails here, not in the writer
         config = normalize.to_json_value(config)
+    run_id = attempts.check_args(run_id, resume, rewind_to)
     names = settings.backends_from(backends)
     mode = settings.delivery_mode(delivery)
     orphan = settings.orphan_timeout(orphan_timeout)
@@ -492,8 +517,10 @@ def init(project: str | None = None, name: str | None = None,
     env_cap = os.environ.get("TRACKMUX_MAX_SPOOL_BYTES")
     if max_bytes is None and env_cap:
         max_bytes = int(env_cap)
+    root = settings.spool_root(dir)
+    resume_plan = attempts.plan(root, project, run_id, resume, rewind_to)
     return Run(project=project, name=name, backends=names, config=config,
-               root=settings.spool_root(dir), durability=durability,
+               root=root, durability=durability, run_id=run_id, resume_plan=resume_plan,
                backend_options=backend_options,
                finish_timeout=settings.finish_timeout(timeout), tags=list(tags),
                max_spool_bytes=max_bytes,

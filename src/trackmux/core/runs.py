@@ -7,6 +7,7 @@ running but whose lock is free was killed: "crashed".
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import filelock
 
 from trackmux.core import settings
+from trackmux.core.attempts import Attempt
 from trackmux.core.spool import RUN_LOCK, SPOOL_FILE
 from trackmux.core.spool_reader import SpoolReader
 
@@ -30,6 +32,8 @@ class RunSummary:
     damage: list[str] = field(default_factory=list)
     #: per backend, how many events (or keys of events) it refused for good
     quarantined: dict[str, int] = field(default_factory=dict)
+    attempts: list[Attempt] = field(default_factory=list)
+    superseded: int = 0
 
     @property
     def pending(self) -> dict[str, int]:
@@ -74,7 +78,8 @@ def summarize(run_dir: Path) -> RunSummary:
         return RunSummary(run_dir, meta, run_state(run_dir, meta), reader.count(), last,
                           {n: c.acked_seq for n, c in cursors.items()},
                           {n: c.remote_id for n, c in cursors.items()},
-                          list(reader.damage.errors), quarantined)
+                          list(reader.damage.errors), quarantined, reader.attempts(),
+                          reader.superseded_count())
     finally:
         reader.close()
 
@@ -86,6 +91,17 @@ def find_runs(root: Path) -> list[Path]:
     found = [p.parent for p in root.glob(f"*/{SPOOL_FILE}")]
     found += [p.parent for p in root.glob(f"*/*/{SPOOL_FILE}")]
     return sorted(set(found), key=lambda p: p.name)
+
+
+def describe_attempt(attempt: Attempt) -> str:
+    """One line per attempt for ``trackmux runs`` and ``trackmux show``."""
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(attempt.started_at))
+    line = (f"attempt {attempt.number}: started {started}, pid {attempt.pid} on "
+            f"{attempt.host}, events from {attempt.first_seq}")
+    if attempt.rewind_to is not None:
+        line += (f", rewound to step {attempt.rewind_to} ({attempt.superseded} earlier "
+                 "events superseded)")
+    return line
 
 
 def resolve_run(arg: str, root: str | os.PathLike[str] | None = None) -> Path:

@@ -2,7 +2,8 @@
 
 Layout of a run directory (0700; files 0600)::
 
-    <root>/<project>/<run_id>/spool.db     events, blobs, meta, per-backend cursors
+    <root>/<project>/<run_id>/spool.db     events, blobs, meta, per-backend cursors, attempts,
+                                           superseded events (core/attempts.py)
     <root>/<project>/<run_id>/run.lock     held by the live process; free + "running" = crashed
     <root>/<project>/<run_id>/deliver-<backend>.lock   held by whoever delivers to that backend
 
@@ -74,6 +75,10 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS cursors (
     backend TEXT PRIMARY KEY, acked_seq INTEGER NOT NULL, remote_id TEXT,
     state BLOB NOT NULL, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS attempts (
+    number INTEGER PRIMARY KEY, started_at REAL NOT NULL, pid INTEGER NOT NULL,
+    host TEXT NOT NULL, first_seq INTEGER NOT NULL, rewind_to INTEGER);
+CREATE TABLE IF NOT EXISTS superseded (seq INTEGER PRIMARY KEY, attempt INTEGER NOT NULL);
 """
 
 

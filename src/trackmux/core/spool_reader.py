@@ -19,7 +19,9 @@ from typing import Any
 
 import orjson
 
+from trackmux.core import attempts as attempts_mod
 from trackmux.core import codec
+from trackmux.core.attempts import Attempt
 from trackmux.core.errors import SpoolUnsafeError
 from trackmux.core.events import Event
 from trackmux.core.spool import SCHEMA, SPOOL_FILE, connect
@@ -163,13 +165,26 @@ class SpoolReader:
         back to row-by-row reads."""
         try:
             rows = self._conn.execute(
-                "SELECT seq, kind, step, time, body, crc FROM events WHERE seq > ? "
-                "ORDER BY seq LIMIT ?", (after, limit)).fetchall()
+                "SELECT e.seq, e.kind, e.step, e.time, e.body, e.crc, s.seq FROM events e "
+                "LEFT JOIN superseded s ON s.seq = e.seq WHERE e.seq > ? "
+                "ORDER BY e.seq LIMIT ?", (after, limit)).fetchall()
         except _READ_ERRORS as exc:
             self._note(f"events after {after}: {exc}")
             return self._salvage(after, limit)
         upto = rows[-1][0] if rows else after
-        return Batch(self._decode_rows(rows), upto)
+        # superseded events (core/attempts.py) are passed over, live and offline alike
+        return Batch(self._decode_rows([r[:6] for r in rows if r[6] is None]), upto)
+
+    def attempts(self) -> list[Attempt]:
+        """The run's attempts, oldest first ([] for a spool from before attempts)."""
+        return attempts_mod.read(self._conn)
+
+    def superseded_count(self) -> int:
+        try:
+            return int(self._conn.execute("SELECT count(*) FROM superseded").fetchone()[0])
+        except _READ_ERRORS as exc:
+            self._note(f"superseded: {exc}")
+            return 0
 
     def iter_events(self, after: int = 0, page: int = 2000) -> Iterator[Event]:
         """Every intact event after ``after`` (for show, report and export)."""
@@ -226,8 +241,17 @@ class SpoolReader:
             except _READ_ERRORS:
                 self._bad(current, "unreadable page")
                 continue
+            if rows and self._is_superseded(current):
+                continue
             out.extend(self._decode_rows(rows))
         return Batch(out, current)
+
+    def _is_superseded(self, seq: int) -> bool:
+        try:
+            return self._conn.execute("SELECT 1 FROM superseded WHERE seq = ?",
+                                      (seq,)).fetchone() is not None
+        except _READ_ERRORS:
+            return False
 
     def _probe_last_seq(self) -> int:
         for sql in ("SELECT max(seq) FROM events",

@@ -16,6 +16,8 @@ elsewhere), so every trainer that imports them afterwards gets these.
   ``VERL_FILE_LOGGER_*``); ``trainer.wandb_proxy`` becomes the wandb ``proxy`` option.
 - trackmux's own options come from ``trainer.trackmux`` in verl's config (see
   :data:`OPTIONS` and docs/verl.md).
+- When verl resumes from ``global_step_N``, the trackmux run recorded beside the checkpoints
+  continues with ``rewind_to=N`` (:mod:`trackmux.integrations.verl_resume`).
 """
 
 from __future__ import annotations
@@ -155,9 +157,8 @@ class Tracking:
         proxy = (plain.get("trainer") or {}).get("wandb_proxy")
         if proxy and "wandb" in ours:
             backend_options.setdefault("wandb", {}).setdefault("proxy", proxy)
-        self.run = trackmux.init(project=project_name, name=experiment_name, backends=ours,
-                                 config=plain, backend_options=backend_options or None,
-                                 all_ranks=True, **options)
+        self.run = _init_resuming(plain, project_name, experiment_name, ours,
+                                  backend_options or None, options)
         self._finished = False
         if theirs:
             self._verl = _originals["Tracking"](project_name, experiment_name,
@@ -169,6 +170,10 @@ class Tracking:
                    f"{','.join(ours) or 'none'}"
                    + (f" (verl's own: {','.join(theirs)})" if theirs else "")
                    + f"; spool {self.run.dir}"
+                   + (f" (attempt {self.run.attempt.number}"
+                      + (f", rewound to step {self.run.attempt.rewind_to}"
+                         if self.run.attempt.rewind_to is not None else "") + ")"
+                      if self.run.attempt.number > 1 else "")
                    + (f"; delivery process pid {pid}, log {self.run.dir}/delivery.log"
                       if (pid := getattr(self.run, "delivery_pid", None)) else ""))
         if log.isEnabledFor(logging.INFO):
@@ -205,6 +210,28 @@ class Tracking:
             self.finish()
         except Exception:  # a destructor must not raise; the spool keeps what was logged
             log.exception("trackmux: finishing the verl run failed")
+
+
+def _init_resuming(config: dict[str, Any], project: str, experiment: str, backends: list[str],
+                   backend_options: dict[str, Any] | None, options: dict[str, Any]) -> Any:
+    """``trackmux.init``, continuing the run verl resumes from its checkpoint (see
+    :mod:`trackmux.integrations.verl_resume`), and recording the run id for the next one."""
+    import trackmux
+    from trackmux.integrations import verl_resume
+
+    def start(**extra: Any) -> Any:
+        return trackmux.init(project=project, name=experiment, backends=backends,
+                             config=config, backend_options=backend_options, all_ranks=True,
+                             **options, **extra)
+
+    resume = verl_resume.resume_options(config, project, experiment, options)
+    try:
+        run = start(**resume)
+    except trackmux.SpoolLockedError as exc:  # the recorded run is live in another process
+        log.warning("trackmux: cannot continue the recorded run: %s; starting a new run", exc)
+        run = start()
+    verl_resume.save_record(config, project, experiment, run.id, run.dir.parent.parent)
+    return run
 
 
 def active_tracking(project_name: str | None, experiment_name: str | None) -> Tracking | None:

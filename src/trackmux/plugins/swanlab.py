@@ -28,6 +28,10 @@ Resume: the swanlab run id is the ``remote_id``. A resumed delivery calls
 ``swanlab.init(id=..., resume="allow")``; offline, swanlab writes a new folder with the
 same id (``swanlab sync`` of both folders continues one cloud experiment). The new folder
 is created only once there is something to write.
+
+Rewind (core/attempts.py): an attempt that went back to step N writes its values for the
+steps > N into the new folder; the earlier folder keeps the superseded values (swanlab has
+no call to delete a point). A fresh ``trackmux sync`` sends only the live events.
 """
 
 from __future__ import annotations
@@ -311,6 +315,13 @@ class SwanLabBackend(Backend):
                 self._started().log({event.key: media}, step=step)
             elif isinstance(event, TextEvent):
                 self._started().log({event.key: swanlab.Text(event.text)}, step=step)
+
+    def rewind(self, step: int) -> None:
+        """Points beyond ``step`` that earlier folders hold were superseded: the resumed
+        attempt's values at those steps are written (into this delivery's folder) instead
+        of being skipped as redelivered. swanlab keeps them beside the earlier ones; see
+        the Resume section of docs/backends/swanlab.md for what each reader shows."""
+        self._stored = {(key, at) for key, at in self._stored if at <= step}
 
     def _started(self) -> Any:
         """The swanlab run, started on first use when resuming (no empty extra folder)."""

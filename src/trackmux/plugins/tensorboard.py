@@ -22,6 +22,12 @@ batch whose write fails (disk full) is cut back before the error is raised, so i
 writes it once; a file shorter than what was delivered is rewritten from the spool.
 This holds for every reader of the file, unlike a ``SessionLog.START`` marker, which
 only hides duplicates from readers that purge orphaned data and assumes steps increase.
+
+Resume (core/attempts.py): the same file continues (its name and offset are in the spool).
+When an attempt rewound to step N and this file already holds later steps, ``rewind``
+writes ``SessionLog(status=START)`` at step N + 1 before the attempt's first event, which
+is what ``SummaryWriter(purge_step=N + 1)`` writes: TensorBoard then drops every point at
+step > N written before it, so each step shows one point, the resumed one.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import contextlib
 import logging
 import os
 import struct
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -241,6 +248,13 @@ class TensorBoardBackend(Backend):
                 records.extend(self._config(event))
         if records:  # one write per batch: a kill tears at most this batch
             self._append(self._framer.frame(records))
+
+    def rewind(self, step: int) -> None:
+        """Purge steps > ``step`` for TensorBoard's reader (see the module docstring)."""
+        assert self._fd is not None, "rewind() before open()"
+        marker = self._event_pb2.Event(wall_time=time.time(), step=step + 1)
+        marker.session_log.status = self._event_pb2.SessionLog.START
+        self._append(self._framer.frame([marker.SerializeToString()]))
 
     def state(self) -> dict[str, Any]:
         if self._fd is None:

@@ -23,6 +23,8 @@ class MemoryRun:
     events: list[Event] = field(default_factory=list)
     opened: int = 0
     closed: str | None = None
+    rewinds: list[int] = field(default_factory=list)
+    seen: int = 0  # highest seq written (rewind drops events; redelivery stays harmless)
 
     def metrics(self) -> dict[str, list[tuple[int, float]]]:
         """key -> [(step, value), ...] in delivery order."""
@@ -74,8 +76,16 @@ class MemoryBackend(Backend):
 
     def write(self, events: Sequence[Event]) -> None:
         with self.store.lock:
-            last = self.run.events[-1].seq if self.run.events else 0
+            last = self.run.seen
             self.run.events.extend(e for e in events if e.seq > last)
+            self.run.seen = max([last, *(e.seq for e in events)])
+
+    def rewind(self, step: int) -> None:
+        """Replace what it shows: events beyond ``step`` (config aside) are dropped."""
+        with self.store.lock:
+            self.run.rewinds.append(step)
+            self.run.events = [e for e in self.run.events
+                               if e.step <= step or e.kind == "config"]
 
     def close(self, status: str) -> None:
         self.run.closed = status
