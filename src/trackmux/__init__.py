@@ -21,6 +21,7 @@ from trackmux.core.errors import (
 from trackmux.core.events import (
     ConfigEvent,
     Event,
+    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -39,6 +40,7 @@ __all__ = [
     "Event",
     "EventRejected",
     "FinishSummary",
+    "HistogramEvent",
     "ImageEvent",
     "MetricsEvent",
     "ResumeState",

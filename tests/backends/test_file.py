@@ -12,7 +12,7 @@ from trackmux.testing import BackendConformance, Readback
 
 
 class TestFileBackend(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image"})
+    kinds = frozenset({"metrics", "config", "table", "image", "histogram"})
     nonfinite = "any"  # verl's format writes NaN/inf as null
 
     def make_backend(self, tmp_path: Path) -> FileBackend:
@@ -31,6 +31,12 @@ class TestFileBackend(BackendConformance):
             for line in tables.read_bytes().splitlines():
                 record = orjson.loads(line)
                 out.tables.setdefault(record["key"], []).append((record["step"], record["rows"]))
+        histograms = base / "conformance-run.histograms.jsonl"
+        if histograms.exists():
+            for line in histograms.read_bytes().splitlines():
+                record = orjson.loads(line)
+                out.histograms.setdefault(record["key"], []).append(
+                    (record["step"], record["counts"]))
         for png in sorted((base / "conformance-run_media").glob("*.png")):
             key, _, rest = png.stem.rpartition("_step")
             step = int(rest.split("_")[0])

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 import click
 import orjson
 
-from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    ConfigEvent,
+    HistogramEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
 from trackmux.core.runs import resolve_run, summarize
 from trackmux.core.spool_reader import SpoolReader
 
@@ -39,6 +46,7 @@ def show(run_arg: str, root: str | None) -> None:
     tables: dict[str, list[int]] = {}
     images: dict[str, list[int]] = {}
     texts: dict[str, list[int]] = {}
+    histograms: dict[str, list[int]] = {}
     config = None
     reader = SpoolReader(run_dir)
     try:
@@ -59,6 +67,8 @@ def show(run_arg: str, root: str | None) -> None:
                 images.setdefault(event.key, []).append(event.step)
             elif isinstance(event, TextEvent):
                 texts.setdefault(event.key, []).append(event.step)
+            elif isinstance(event, HistogramEvent):
+                histograms.setdefault(event.key, []).append(event.step)
             elif isinstance(event, ConfigEvent):
                 config = event.config
         damage = list(reader.damage.errors)
@@ -71,7 +81,8 @@ def show(run_arg: str, root: str | None) -> None:
     for key, stats in sorted(metrics.items()):
         click.echo(f"  {key}: last {stats.last_value:.6g} at step {stats.last_step}; "
                    f"steps {stats.first_step}..{stats.last_step}, {stats.count} points")
-    for title, found in (("tables", tables), ("images", images), ("text", texts)):
+    for title, found in (("tables", tables), ("images", images), ("text", texts),
+                          ("histograms", histograms)):
         click.echo(f"{title} ({len(found)} keys):")
         for key, steps in sorted(found.items()):
             click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")

@@ -21,6 +21,7 @@ import orjson
 from trackmux.core.events import (
     ConfigEvent,
     Event,
+    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -58,6 +59,11 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
         body = orjson.dumps({"key": event.key, "text": event.text})
     elif isinstance(event, ConfigEvent):
         body = orjson.dumps(event.config)
+    elif isinstance(event, HistogramEvent):
+        body = orjson.dumps({"key": event.key, "counts": event.counts, "edges": event.edges,
+                             "count": event.count, "min": event.min, "max": event.max,
+                             "mean": event.mean, "std": event.std, "nan": event.nan,
+                             "inf": event.inf, "neginf": event.neginf})
     else:  # pragma: no cover - the Event union is closed
         raise TypeError(f"not an event: {event!r}")
     return (event.kind, event.step, event.time, body), blob
@@ -101,6 +107,11 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
         return TextEvent(data["key"], data["text"], step, time, seq)
     if kind == "config":
         return ConfigEvent(data, step, time, seq)
+    if kind == "histogram":
+        return HistogramEvent(data["key"], tuple(data["counts"]), tuple(data["edges"]),
+                              data["count"], data["min"], data["max"], data["mean"],
+                              data["std"], step, time, data.get("nan", 0), data.get("inf", 0),
+                              data.get("neginf", 0), seq)
     raise ValueError(f"unknown event kind {kind!r} at seq {seq}")
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-EventKind = Literal["metrics", "config", "table", "image", "text"]
+EventKind = Literal["metrics", "config", "table", "image", "text", "histogram"]
 #: Every kind of event; backends declare which of these they show natively.
-EVENT_KINDS: frozenset[str] = frozenset({"metrics", "config", "table", "image", "text"})
+EVENT_KINDS: frozenset[str] = frozenset({"metrics", "config", "table", "image", "text",
+                                         "histogram"})
 
 Scalar = Union[int, float]  # noqa: UP007 - runtime alias, kept readable on 3.10
 Cell = Union[str, int, float, bool, None]  # noqa: UP007
@@ -82,4 +83,33 @@ class TextEvent:
     kind: Literal["text"] = field(default="text", init=False)
 
 
-Event = Union[MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent]  # noqa: UP007
+@dataclass(frozen=True, slots=True)
+class HistogramEvent:
+    """A distribution binned at the door: ``counts[i]`` finite values fell in
+    ``[edges[i], edges[i + 1])``; ``count``/``min``/``max``/``mean``/``std`` describe the
+    finite values (None when there were none); NaN, +inf and -inf are counted apart."""
+
+    key: str
+    counts: tuple[int, ...]
+    edges: tuple[float, ...]
+    count: int
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None
+    step: int
+    time: float
+    nan: int = 0
+    inf: int = 0
+    neginf: int = 0
+    seq: int = 0
+    kind: Literal["histogram"] = field(default="histogram", init=False)
+
+    @property
+    def nonfinite(self) -> dict[str, int]:
+        """``{"nan": n, "inf": n, "neginf": n}``: the values that could not be binned."""
+        return {"nan": self.nan, "inf": self.inf, "neginf": self.neginf}
+
+
+Event = Union[  # noqa: UP007
+    MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent, HistogramEvent]

@@ -3,6 +3,8 @@
 - a table becomes a markdown table (a text event) for a backend that shows text;
 - an image becomes a PNG file in the backend's ``media_dir()`` (plus a text event with
   its path where text is shown);
+- a histogram becomes summary scalars (``key/mean``, ``key/p05`` ... ``key/p95``, see
+  :func:`histogram_metrics`) for a backend that shows metrics;
 - anything else the backend cannot show is skipped and reported once, never silently.
 """
 
@@ -14,7 +16,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from trackmux.core.backend import Backend
-from trackmux.core.events import Cell, Event, ImageEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    Cell,
+    Event,
+    HistogramEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+from trackmux.core.histogram import summary_scalars
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_MARKDOWN_CELL = 2000
@@ -69,6 +80,14 @@ def image_to_file(event: ImageEvent, directory: Path) -> Path:
     return path
 
 
+def histogram_metrics(event: HistogramEvent) -> MetricsEvent:
+    """The summary scalars of a histogram at its own step (names in docs/values.md)."""
+    stats = {"mean": event.mean, "std": event.std, "min": event.min, "max": event.max}
+    data = summary_scalars(event.key, event.counts, event.edges, event.count, stats,
+                           event.nonfinite)
+    return MetricsEvent(data, event.step, event.time, event.seq)
+
+
 def adapt(events: Sequence[Event], backend: Backend,
           report: Callable[[str, str], None]) -> list[Event]:
     """The events as ``backend`` can take them: native kinds pass, others fall back."""
@@ -81,6 +100,8 @@ def adapt(events: Sequence[Event], backend: Backend,
         elif isinstance(event, TableEvent) and "text" in caps:
             out.append(TextEvent(event.key, table_to_markdown(event), event.step, event.time,
                                  event.seq))
+        elif isinstance(event, HistogramEvent) and "metrics" in caps:
+            out.append(histogram_metrics(event))
         elif isinstance(event, ImageEvent) and backend.media_dir() is not None:
             media = backend.media_dir()
             assert media is not None

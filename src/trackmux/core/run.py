@@ -29,7 +29,15 @@ from trackmux.core import normalize, redact, settings
 from trackmux.core.backend import RunInfo
 from trackmux.core.delivery import DeliveryWorker, acquire_delivery_lock
 from trackmux.core.errors import RunFinishedError
-from trackmux.core.events import ConfigEvent, Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    ConfigEvent,
+    Event,
+    HistogramEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
 from trackmux.core.registry import get_registry
 from trackmux.core.reporting import Problem, Reporter
 from trackmux.core.spool import RUN_LOCK, SpoolWriter
@@ -160,6 +168,22 @@ class Run:
             raise TypeError(f"text must be str, got {type(text).__name__}")
         self._append(TextEvent(key, text, self._attach_step(step), time.time()))
 
+    def log_histogram(self, key: str, values: Any, step: int | None = None,
+                      bins: int = 64) -> None:
+        """Log a distribution (list, numpy, torch on any device/dtype, or ``(counts, edges)``)
+        at ``step`` (default: last). Binned here, in the caller's thread: the spool keeps
+        counts, edges and moments, never the values. NaN/inf are counted apart."""
+        from trackmux.core.histogram import histogram
+
+        key = normalize.check_key(key)
+        binned = histogram(values, bins)
+        if binned.nan or binned.inf or binned.neginf:
+            self._warn_nonfinite(key, binned.nan, binned.inf + binned.neginf)
+        self._append(HistogramEvent(key, binned.counts, binned.edges, binned.count, binned.min,
+                                    binned.max, binned.mean, binned.std,
+                                    self._attach_step(step), time.time(), binned.nan,
+                                    binned.inf, binned.neginf))
+
     def log_config(self, config: Mapping[str, Any]) -> None:
         """Record hyperparameters (nested allowed; secrets redacted before anything is kept)."""
         if not isinstance(config, Mapping):
@@ -254,6 +278,14 @@ class Run:
 
     _fork_warned = False
 
+    def _warn_nonfinite(self, key: str, nan: int, inf: int) -> None:
+        warned = self.__dict__.setdefault("_nonfinite_keys", set())
+        if key not in warned:
+            warned.add(key)
+            log.warning("trackmux: histogram %r had %d NaN and %d infinite values; they are "
+                        "counted apart (%s/nan, %s/inf, %s/neginf) and not binned (reported "
+                        "once per key)", key, nan, inf, key, key, key)
+
     def _forked(self) -> None:
         if not Run._fork_warned:
             Run._fork_warned = True
@@ -288,6 +320,13 @@ class DisabledRun:
 
     def log_text(self, key: str, text: str, step: int | None = None) -> None:
         normalize.check_key(key)
+
+    def log_histogram(self, key: str, values: Any, step: int | None = None,
+                      bins: int = 64) -> None:
+        from trackmux.core.histogram import check_bins
+
+        normalize.check_key(key)
+        check_bins(bins)
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         pass

@@ -4,6 +4,9 @@
   inf are written as ``null``, as verl's logger does);
 - tables: ``<stem>.tables.jsonl``, one line ``{"step", "key", "columns", "rows"}`` per table;
 - text: ``<stem>.text.jsonl``; config: ``<stem>.config.json``;
+- histograms: ``<stem>.histograms.jsonl``, one JSON record per histogram
+  ``{"step", "key", "counts", "edges", "count", "min", "max", "mean", "std", "nan", "inf",
+  "neginf"}``;
 - images: PNG files in ``<stem>_media/`` through core's fallback.
 
 Where: option ``path``, else ``VERL_FILE_LOGGER_PATH``, else
@@ -24,7 +27,14 @@ from typing import IO, Any
 import orjson
 
 from trackmux.core.backend import Backend, ResumeState, RunInfo
-from trackmux.core.events import ConfigEvent, Event, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    ConfigEvent,
+    Event,
+    HistogramEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
 from trackmux.core.fallbacks import path_component
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
@@ -40,7 +50,7 @@ def resolve_path(options: dict[str, Any], run: RunInfo) -> Path:
 
 class FileBackend(Backend):
     name = "file"
-    capabilities = frozenset({"metrics", "table", "text", "config"})
+    capabilities = frozenset({"metrics", "table", "text", "config", "histogram"})
 
     def open(self, run: RunInfo, resume: ResumeState) -> None:
         earlier = (resume.state or {}).get("path")
@@ -55,6 +65,7 @@ class FileBackend(Backend):
             "metrics": self.path,
             "table": stem.with_name(stem.name + ".tables.jsonl"),
             "text": stem.with_name(stem.name + ".text.jsonl"),
+            "histogram": stem.with_name(stem.name + ".histograms.jsonl"),
         }
         self.config_path = stem.with_name(stem.name + ".config.json")
         self._media = stem.with_name(stem.name + "_media")
@@ -78,6 +89,12 @@ class FileBackend(Backend):
             elif isinstance(event, TextEvent):
                 line = {"step": event.step, "key": event.key, "text": event.text}
                 self._files["text"].write(orjson.dumps(line) + b"\n")
+            elif isinstance(event, HistogramEvent):
+                line = {"step": event.step, "key": event.key, "counts": event.counts,
+                        "edges": event.edges, "count": event.count, "min": event.min,
+                        "max": event.max, "mean": event.mean, "std": event.std,
+                        **event.nonfinite}
+                self._files["histogram"].write(orjson.dumps(line) + b"\n")
             elif isinstance(event, ConfigEvent):
                 tmp = self.config_path.with_suffix(".json.tmp")
                 tmp.write_bytes(orjson.dumps(event.config, option=orjson.OPT_INDENT_2))

@@ -10,6 +10,9 @@ What each event becomes (see docs/backends/wandb.md):
 - table: a ``wandb.Table(log_mode="INCREMENTAL")`` per key; each event logs only its own
   rows, so a growing table is never re-sent whole. New columns for a key start a new table.
 - image: ``wandb.Image`` with its caption; text: an incremental table ``[step, text]``.
+- histogram: ``wandb.Histogram(np_histogram=(counts, edges))`` (at most 512 bins, as core
+  allows), plus ``<key>/nan``, ``<key>/inf``, ``<key>/neginf`` in the same row when values
+  were not finite.
 - config: ``run.config.update`` (nested, already redacted by core).
 - summary: wandb's own (last row per key), corrected at close to each metric's value at
   its highest step when late data came last.
@@ -52,6 +55,7 @@ from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ConfigEvent,
     Event,
+    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -219,7 +223,7 @@ def _check_options(options: Mapping[str, Any]) -> None:
 
 class WandbBackend(Backend):
     name = "wandb"
-    capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+    capabilities = frozenset({"metrics", "config", "table", "image", "text", "histogram"})
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -322,6 +326,13 @@ class WandbBackend(Backend):
             for cells in event.rows:
                 table.add_data(*cells)
             return {event.key: table}
+        if isinstance(event, HistogramEvent):
+            row: dict[str, Any] = {f"{event.key}/{name}": n
+                                   for name, n in event.nonfinite.items() if n}
+            if event.count:
+                row[event.key] = wandb.Histogram(
+                    np_histogram=(list(event.counts), list(event.edges)))
+            return row
         if isinstance(event, TextEvent):
             table = self._table(event.key, ("step", "text"))
             table.add_data(event.step, event.text)

@@ -11,6 +11,7 @@ from typing import Any
 from trackmux.core import settings
 from trackmux.core.events import (
     ConfigEvent,
+    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -47,6 +48,7 @@ class RunData:
     tables: list[TableEvent] = field(default_factory=list)
     images: list[ImageEvent] = field(default_factory=list)
     texts: list[TextEvent] = field(default_factory=list)
+    histograms: list[HistogramEvent] = field(default_factory=list)
     config: dict[str, Any] | None = None
     delivery: list[Delivery] = field(default_factory=list)
     last_seq: int = 0
@@ -110,6 +112,8 @@ def load_run(run_dir: Path) -> RunData:
                 data.images.append(event)
             elif isinstance(event, TextEvent):
                 data.texts.append(event)
+            elif isinstance(event, HistogramEvent):
+                data.histograms.append(event)
             elif isinstance(event, ConfigEvent):
                 data.config = {**(data.config or {}), **event.config}
         data.last_seq = reader.last_seq()

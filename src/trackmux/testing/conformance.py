@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from trackmux.core.backend import Backend
-from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    ConfigEvent,
+    HistogramEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
 from trackmux.core.normalize import to_json_value
 from trackmux.core.redact import redact
 from trackmux.core.spool import SpoolWriter
@@ -36,7 +43,8 @@ class Readback:
 
     metrics: key -> [(step, value)], in step order; tables: key -> [(step, rows)];
     images: key -> [(step, width, height)]; texts: key -> [(step, text)];
-    config: flat key -> value (values may come back as strings), or None if not stored.
+    config: flat key -> value (values may come back as strings), or None if not stored;
+    histograms: key -> [(step, counts)] where the backend shows histograms natively.
     """
 
     metrics: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
@@ -44,6 +52,7 @@ class Readback:
     images: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
     texts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     config: dict[str, Any] | None = None
+    histograms: dict[str, list[tuple[int, list[int]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -108,6 +117,34 @@ def sample_run(tmp_path: Path, steps: int = 100, nonfinite: bool = False) -> Sam
     return SampleRun(run_dir, expected, rows, [(32, 16), (24, 8)])
 
 
+HISTOGRAM_KEY = "reward/dist"
+HISTOGRAM_STEPS = (0, 1, 2)
+
+
+def histogram_run(tmp_path: Path) -> tuple[Path, list[HistogramEvent]]:
+    """A spool holding a few histograms (one with NaN and inf counted apart)."""
+    from trackmux.core.histogram import bin_values
+
+    run_dir = tmp_path / "spool" / "conformance" / "run-0001"
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="run-0001", project="conformance", name="conformance-run",
+                    state="finished", started_at=1_700_000_000.0)
+    events = []
+    for step in HISTOGRAM_STEPS:
+        values = [((i * 37) % 101) / 100 + step for i in range(500)]
+        if step == HISTOGRAM_STEPS[-1]:
+            values += [math.nan, math.nan, math.inf]
+        b = bin_values(values, 16)
+        event = HistogramEvent(HISTOGRAM_KEY, b.counts, b.edges, b.count, b.min, b.max,
+                               b.mean, b.std, step, 1_700_000_000.0 + step, b.nan, b.inf,
+                               b.neginf)
+        writer.append(MetricsEvent({"reward/mean": float(step)}, step, event.time))
+        writer.append(event)
+        events.append(event)
+    writer.close()
+    return run_dir, events
+
+
 class BackendConformance:
     """Subclass and implement ``make_backend`` and ``read_back``; pytest collects the tests.
 
@@ -117,6 +154,8 @@ class BackendConformance:
     """
 
     kinds: frozenset[str] = frozenset({"metrics", "config", "table", "image"})
+    #: add "histogram" to ``kinds`` when ``read_back`` fills ``Readback.histograms``;
+    #: otherwise the suite checks core's fallback (summary scalars) among the metrics.
     nonfinite: str = "kept"
 
     def make_backend(self, tmp_path: Path) -> Backend:
@@ -232,3 +271,34 @@ class BackendConformance:
         second = self.deliver(tmp_path, run)
         assert second.acked == first.acked
         self.assert_metrics(self.read_back(tmp_path), run)
+
+    def test_histograms_native_or_fallback(self, tmp_path: Path) -> None:
+        """Native histograms keep their counts per step; other backends get core's summary
+        scalars (NaN/inf counts included): no backend drops a distribution silently."""
+        _check_histograms(self, tmp_path)
+
+
+def _check_histograms(suite: BackendConformance, tmp_path: Path) -> None:
+    run_dir, events = histogram_run(tmp_path)
+    result = deliver(run_dir, {"under-test": lambda: suite.make_backend(tmp_path)},
+                     timeout=120)
+    assert result.complete, f"delivery incomplete: {result.pending} {result.problems}"
+    readback = suite.read_back(tmp_path)
+    if "histogram" in suite.kinds:
+        name = suite.expected_key(HISTOGRAM_KEY)
+        got = readback.histograms.get(name)
+        assert got, f"histogram {name!r} missing; got {sorted(readback.histograms)}"
+        assert [s for s, _ in sorted(got)] == [e.step for e in events]
+        for (_, counts), event in zip(sorted(got), events, strict=True):
+            assert [int(c) for c in counts] == list(event.counts), f"counts at {event.step}"
+        return
+    from trackmux.core.fallbacks import histogram_metrics
+
+    for event in events:
+        for key, want in histogram_metrics(event).data.items():
+            name = suite.expected_key(key)
+            points = dict(readback.metrics.get(name, []))
+            assert event.step in points, f"fallback scalar {name!r} missing at {event.step}"
+            assert math.isclose(points[event.step], want, rel_tol=1e-5, abs_tol=1e-9), (
+                f"{name}@{event.step}: {points[event.step]} != {want}")
+
