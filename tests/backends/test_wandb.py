@@ -91,6 +91,9 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
                     if kind_ == "image-file":
                         out.images.setdefault(key, []).append(
                             (step, int(item[f"{key}.width"]), int(item[f"{key}.height"])))
+                    elif kind_ == "histogram":
+                        out.histograms.setdefault(key, []).append(
+                            (step, [int(c) for c in item[f"{key}.values"]]))
                     elif kind_ in ("incremental-table-file", "table-file"):
                         table = json.loads((files_dir / item[f"{key}.path"]).read_text())
                         out.tables.setdefault(key, []).append((step, table["data"]))
@@ -109,7 +112,7 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
 
 
 class TestWandbBackend(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image"})
+    kinds = frozenset({"metrics", "config", "table", "image", "histogram"})
     nonfinite = "kept"
 
     def make_backend(self, tmp_path: Path) -> WandbBackend:

@@ -48,7 +48,11 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
                 for k, v in event.data.items()
             })
     elif isinstance(event, TableEvent):
-        body = orjson.dumps({"key": event.key, "columns": event.columns, "rows": event.rows})
+        table: dict[str, Any] = {"key": event.key, "columns": event.columns,
+                                 "rows": event.rows}
+        if event.max_rows is not None:
+            table["max_rows"] = event.max_rows
+        body = orjson.dumps(table)
     elif isinstance(event, ImageEvent):
         digest = hashlib.sha256(event.png).hexdigest()
         blob = (digest, event.png)
@@ -97,7 +101,8 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
         return MetricsEvent(data, step, time, seq)
     if kind == "table":
         rows = tuple(tuple(r) for r in data["rows"])
-        return TableEvent(data["key"], tuple(data["columns"]), rows, step, time, seq)
+        return TableEvent(data["key"], tuple(data["columns"]), rows, step, time, seq,
+                          data.get("max_rows"))
     if kind == "image":
         if blob is None:
             raise ValueError(f"image event {seq} references missing blob {data['blob']}")

@@ -44,7 +44,9 @@ class ConfigEvent:
 
 @dataclass(frozen=True, slots=True)
 class TableEvent:
-    """Rows of samples (e.g. prompt, response, reward) logged under ``key`` at ``step``."""
+    """Rows of samples (e.g. prompt, response, reward) logged under ``key`` at ``step``.
+
+    ``max_rows`` caps what each backend shows of this table (the spool keeps every row)."""
 
     key: str
     columns: tuple[str, ...]
@@ -52,6 +54,7 @@ class TableEvent:
     step: int
     time: float
     seq: int = 0
+    max_rows: int | None = None
     kind: Literal["table"] = field(default="table", init=False)
 
 

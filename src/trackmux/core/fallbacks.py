@@ -6,6 +6,10 @@
 - a histogram becomes summary scalars (``key/mean``, ``key/p05`` ... ``key/p95``, see
   :func:`histogram_metrics`) for a backend that shows metrics;
 - anything else the backend cannot show is skipped and reported once, never silently.
+
+Before any of that, a table longer than its cap (the event's ``max_rows``, the backend's
+``max_rows`` option, whichever is smaller) is cut to that many rows, chosen evenly over
+the table (first and last kept), so every delivery of it shows the same rows.
 """
 
 from __future__ import annotations
@@ -88,6 +92,20 @@ def histogram_metrics(event: HistogramEvent) -> MetricsEvent:
     return MetricsEvent(data, event.step, event.time, event.seq)
 
 
+def cap_rows(event: TableEvent, backend_cap: int | None) -> TableEvent:
+    """``event`` with at most min(its ``max_rows``, ``backend_cap``) rows, picked evenly
+    (deterministic: a redelivery or a later sync shows the same rows)."""
+    caps = [c for c in (event.max_rows, backend_cap) if c is not None]
+    total = len(event.rows)
+    if not caps or total <= min(caps):
+        return event
+    keep = min(caps)
+    stride = (total - 1) / max(keep - 1, 1)  # >= 1 since keep < total: picks are distinct
+    rows = tuple(event.rows[round(i * stride)] for i in range(keep))
+    return TableEvent(event.key, event.columns, rows, event.step, event.time, event.seq,
+                      event.max_rows)
+
+
 def adapt(events: Sequence[Event], backend: Backend,
           report: Callable[[str, str], None]) -> list[Event]:
     """The events as ``backend`` can take them: native kinds pass, others fall back."""
@@ -95,6 +113,8 @@ def adapt(events: Sequence[Event], backend: Backend,
     out: list[Event] = []
     for event in events:
         kind = event.kind
+        if isinstance(event, TableEvent):
+            event = cap_rows(event, backend.table_cap)
         if kind in caps:
             out.append(event)
         elif isinstance(event, TableEvent) and "text" in caps:

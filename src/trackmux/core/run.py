@@ -26,7 +26,7 @@ from typing import Any
 import filelock
 
 from trackmux.core import normalize, redact, settings
-from trackmux.core.backend import RunInfo
+from trackmux.core.backend import RunInfo, check_max_rows
 from trackmux.core.delivery import DeliveryWorker, acquire_delivery_lock
 from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import (
@@ -143,11 +143,15 @@ class Run:
             self._forked()
 
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                  step: int | None = None) -> None:
-        """Log rows of samples (e.g. prompt, response, reward) at ``step`` (default: last)."""
+                  step: int | None = None, max_rows: int | None = None) -> None:
+        """Log rows of samples (e.g. prompt, response, reward) at ``step`` (default: last).
+        ``max_rows``: each backend shows at most this many, chosen evenly over the rows;
+        the spool keeps them all."""
         key = normalize.check_key(key)
+        cap = None if max_rows is None else check_max_rows(max_rows)
         cols, cells = normalize.normalize_table(columns, rows)
-        self._append(TableEvent(key, cols, cells, self._attach_step(step), time.time()))
+        self._append(TableEvent(key, cols, cells, self._attach_step(step), time.time(),
+                                max_rows=cap))
 
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
@@ -311,7 +315,9 @@ class DisabledRun:
         self._step = self._step + 1 if step is None else normalize.normalize_step(step)
 
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                  step: int | None = None) -> None:
+                  step: int | None = None, max_rows: int | None = None) -> None:
+        if max_rows is not None:
+            check_max_rows(max_rows)
         normalize.normalize_table(columns, rows)
 
     def log_image(self, key: str, image: Any, step: int | None = None,
