@@ -4,7 +4,7 @@ data URIs, no script, no request to anything)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 
 from trackmux.report import sections
@@ -14,13 +14,14 @@ from trackmux.report.load import RunData
 from trackmux.report.style import CSS
 
 
-def render(runs: Sequence[RunData], title: str | None = None) -> str:
+def render(runs: Sequence[RunData], title: str | None = None,
+           table_pages: Mapping[tuple[str, int], str] | None = None) -> str:
     if not runs:
         raise ValueError("a report needs at least one run")
     title = title or "trackmux report: " + ", ".join(run.label for run in runs)
     body = [sections.runs_section(runs), sections.metrics_section(runs),
             histograms_section(runs, PALETTE),
-            sections.tables_section(runs), sections.images_section(runs),
+            sections.tables_section(runs, table_pages), sections.images_section(runs),
             sections.texts_section(runs), sections.config_section(runs),
             sections.delivery_section(runs)]
     nav = [('runs', 'Runs'), ('metrics', 'Metrics')]
