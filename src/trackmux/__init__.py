@@ -19,6 +19,7 @@ from trackmux.core.errors import (
     UnknownBackendError,
 )
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     Event,
     HistogramEvent,
@@ -34,6 +35,7 @@ from trackmux.hookspecs import hookimpl
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArtifactEvent",
     "Backend",
     "ConfigEvent",
     "DisabledRun",

@@ -19,6 +19,8 @@ from typing import Any
 import orjson
 
 from trackmux.core.events import (
+    ArtifactEvent,
+    ArtifactFile,
     ConfigEvent,
     Event,
     HistogramEvent,
@@ -63,6 +65,10 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
         body = orjson.dumps({"key": event.key, "text": event.text})
     elif isinstance(event, ConfigEvent):
         body = orjson.dumps(event.config)
+    elif isinstance(event, ArtifactEvent):
+        body = orjson.dumps({"name": event.name, "type": event.type, "source": event.source,
+                             "files": [[f.path, f.size, f.sha256, f.mtime_ns, f.copied]
+                                       for f in event.files]})
     elif isinstance(event, HistogramEvent):
         body = orjson.dumps({"key": event.key, "counts": event.counts, "edges": event.edges,
                              "count": event.count, "min": event.min, "max": event.max,
@@ -112,6 +118,11 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
         return TextEvent(data["key"], data["text"], step, time, seq)
     if kind == "config":
         return ConfigEvent(data, step, time, seq)
+    if kind == "artifact":
+        files = tuple(ArtifactFile(p, size, digest, mtime, bool(copied))
+                      for p, size, digest, mtime, copied in data["files"])
+        return ArtifactEvent(data["name"], data["type"], data["source"], files, step, time,
+                             seq)
     if kind == "histogram":
         return HistogramEvent(data["key"], tuple(data["counts"]), tuple(data["edges"]),
                               data["count"], data["min"], data["max"], data["mean"],

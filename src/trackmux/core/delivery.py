@@ -184,7 +184,7 @@ class DeliveryWorker:
                 self._wake.wait(0.25)
                 continue
             try:
-                events = fallbacks.adapt(batch.events, backend, skipped)
+                events = fallbacks.adapt(batch.events, backend, skipped, self.run.run_dir)
                 if events:
                     self._write(backend, events)
             except Exception as exc:

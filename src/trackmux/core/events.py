@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-EventKind = Literal["metrics", "config", "table", "image", "text", "histogram"]
+EventKind = Literal["metrics", "config", "table", "image", "text", "histogram", "artifact"]
 #: Every kind of event; backends declare which of these they show natively.
 EVENT_KINDS: frozenset[str] = frozenset({"metrics", "config", "table", "image", "text",
-                                         "histogram"})
+                                         "histogram", "artifact"})
 
 Scalar = Union[int, float]  # noqa: UP007 - runtime alias, kept readable on 3.10
 Cell = Union[str, int, float, bool, None]  # noqa: UP007
@@ -114,5 +114,39 @@ class HistogramEvent:
         return {"nan": self.nan, "inf": self.inf, "neginf": self.neginf}
 
 
+@dataclass(frozen=True, slots=True)
+class ArtifactFile:
+    """One file of an artifact: ``path`` inside the artifact (``/``-separated), its size,
+    sha256 and mtime when logged. ``copied``: kept in the run folder under its hash;
+    otherwise referenced at ``<ArtifactEvent.source>/<path>`` (or ``source`` itself)."""
+
+    path: str
+    size: int
+    sha256: str
+    mtime_ns: int
+    copied: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactEvent:
+    """A file or folder (checkpoint, eval outputs, resolved config) logged as ``name``."""
+
+    name: str
+    type: str
+    source: str
+    files: tuple[ArtifactFile, ...]
+    step: int
+    time: float
+    seq: int = 0
+    #: set by core at delivery (never spooled): where each of ``files`` can be read now
+    local: tuple[str, ...] = ()
+    kind: Literal["artifact"] = field(default="artifact", init=False)
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+
 Event = Union[  # noqa: UP007
-    MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent, HistogramEvent]
+    MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent, HistogramEvent,
+    ArtifactEvent]

@@ -3,6 +3,9 @@
 - a table becomes a markdown table (a text event) for a backend that shows text;
 - an image becomes a PNG file in the backend's ``media_dir()`` (plus a text event with
   its path where text is shown);
+- an artifact's files are found again (copies in the run folder, referenced files checked
+  against their size, mtime and hash; a changed or gone file is left out and reported);
+  a backend without artifacts gets a markdown listing of its files as text;
 - a histogram becomes summary scalars (``key/mean``, ``key/p05`` ... ``key/p95``, see
   :func:`histogram_metrics`) for a backend that shows metrics;
 - anything else the backend cannot show is skipped and reported once, never silently.
@@ -14,13 +17,16 @@ the table (first and last kept), so every delivery of it shows the same rows.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trackmux.core import artifacts
 from trackmux.core.backend import Backend
 from trackmux.core.events import (
+    ArtifactEvent,
     Cell,
     Event,
     HistogramEvent,
@@ -107,14 +113,28 @@ def cap_rows(event: TableEvent, backend_cap: int | None) -> TableEvent:
 
 
 def adapt(events: Sequence[Event], backend: Backend,
-          report: Callable[[str, str], None]) -> list[Event]:
-    """The events as ``backend`` can take them: native kinds pass, others fall back."""
+          report: Callable[[str, str], None], run_dir: Path | None = None) -> list[Event]:
+    """The events as ``backend`` can take them: native kinds pass, others fall back.
+    ``run_dir`` (the spool's folder) is where artifact copies are found."""
     caps = backend.capabilities
     out: list[Event] = []
     for event in events:
         kind = event.kind
         if isinstance(event, TableEvent):
             event = cap_rows(event, backend.table_cap)
+        if isinstance(event, ArtifactEvent) and "artifact" in caps:
+            found = artifacts.resolve(event, run_dir or Path("."))
+            for problem in found.problems:
+                report(f"artifact {event.name}: {problem}", problem)
+            if found.files:
+                out.append(dataclasses.replace(
+                    event, files=tuple(f for f, _ in found.files),
+                    local=tuple(str(p) for _, p in found.files)))
+            continue
+        if isinstance(event, ArtifactEvent) and "text" in caps:
+            out.append(TextEvent(f"artifacts/{event.name}", artifacts.listing(event),
+                                 event.step, event.time, event.seq))
+            continue
         if kind in caps:
             out.append(event)
         elif isinstance(event, TableEvent) and "text" in caps:

@@ -30,6 +30,7 @@ from trackmux.core.backend import RunInfo, check_max_rows
 from trackmux.core.delivery import DeliveryWorker, acquire_delivery_lock
 from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     Event,
     HistogramEvent,
@@ -188,6 +189,24 @@ class Run:
                                     self._attach_step(step), time.time(), binned.nan,
                                     binned.inf, binned.neginf))
 
+    def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
+                     type: str | None = None, step: int | None = None,
+                     copy_max_bytes: int | None = None) -> None:
+        """Log a file or folder (checkpoint, eval outputs, resolved config) as ``name``.
+
+        Reads and hashes every file in the caller's thread (not for the inner loop): files
+        up to ``copy_max_bytes`` (default 50 MB) are copied into the run folder by hash,
+        larger ones referenced where they are (see docs/values.md)."""
+        from trackmux.core import artifacts
+
+        if self._finished:
+            raise RunFinishedError(f"run {self.id} is finished; no more events are accepted")
+        limit = artifacts.copy_limit(copy_max_bytes)
+        at = self._attach_step(step)
+        art_name, art_type, source, files = artifacts.collect(
+            path, name, "artifact" if type is None else type, self.dir, limit)
+        self._append(ArtifactEvent(art_name, art_type, source, files, at, time.time()))
+
     def log_config(self, config: Mapping[str, Any]) -> None:
         """Record hyperparameters (nested allowed; secrets redacted before anything is kept)."""
         if not isinstance(config, Mapping):
@@ -333,6 +352,17 @@ class DisabledRun:
 
         normalize.check_key(key)
         check_bins(bins)
+
+    def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
+                     type: str | None = None, step: int | None = None,
+                     copy_max_bytes: int | None = None) -> None:
+        from trackmux.core import artifacts
+
+        artifacts.copy_limit(copy_max_bytes)
+        if name is not None:
+            artifacts.check_name(name, "name")
+        if type is not None:
+            artifacts.check_name(type, "type")
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         pass

@@ -7,6 +7,8 @@
 - histograms: ``<stem>.histograms.jsonl``, one JSON record per histogram
   ``{"step", "key", "counts", "edges", "count", "min", "max", "mean", "std", "nan", "inf",
   "neginf"}``;
+- artifacts: a copy of each file under ``<stem>_artifacts/<name>/step<step>/<path>`` and one
+  line per artifact in ``<stem>.artifacts.jsonl`` (name, type, step, files with sha256);
 - images: PNG files in ``<stem>_media/`` through core's fallback.
 
 Where: option ``path``, else ``VERL_FILE_LOGGER_PATH``, else
@@ -20,6 +22,7 @@ batch is written exactly once.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -28,6 +31,7 @@ import orjson
 
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     Event,
     HistogramEvent,
@@ -35,7 +39,7 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.fallbacks import path_component
+from trackmux.core.fallbacks import contained, path_component
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
 
@@ -50,7 +54,7 @@ def resolve_path(options: dict[str, Any], run: RunInfo) -> Path:
 
 class FileBackend(Backend):
     name = "file"
-    capabilities = frozenset({"metrics", "table", "text", "config", "histogram"})
+    capabilities = frozenset({"metrics", "table", "text", "config", "histogram", "artifact"})
 
     def open(self, run: RunInfo, resume: ResumeState) -> None:
         earlier = (resume.state or {}).get("path")
@@ -66,7 +70,9 @@ class FileBackend(Backend):
             "table": stem.with_name(stem.name + ".tables.jsonl"),
             "text": stem.with_name(stem.name + ".text.jsonl"),
             "histogram": stem.with_name(stem.name + ".histograms.jsonl"),
+            "artifact": stem.with_name(stem.name + ".artifacts.jsonl"),
         }
+        self.artifacts_dir = stem.with_name(stem.name + "_artifacts")
         self.config_path = stem.with_name(stem.name + ".config.json")
         self._media = stem.with_name(stem.name + "_media")
         offsets = resume.state.get("offsets", {}) if resume.state else {}
@@ -95,10 +101,26 @@ class FileBackend(Backend):
                         "max": event.max, "mean": event.mean, "std": event.std,
                         **event.nonfinite}
                 self._files["histogram"].write(orjson.dumps(line) + b"\n")
+            elif isinstance(event, ArtifactEvent):
+                self._copy_artifact(event)
             elif isinstance(event, ConfigEvent):
                 tmp = self.config_path.with_suffix(".json.tmp")
                 tmp.write_bytes(orjson.dumps(event.config, option=orjson.OPT_INDENT_2))
                 tmp.replace(self.config_path)
+
+    def _copy_artifact(self, event: ArtifactEvent) -> None:
+        folder = contained(self.artifacts_dir, path_component(event.name)) / f"step{event.step}"
+        files = []
+        for file, local in zip(event.files, event.local, strict=True):
+            target = contained(folder, file.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".tmp")
+            shutil.copyfile(local, tmp)
+            tmp.replace(target)
+            files.append({"path": file.path, "size": file.size, "sha256": file.sha256})
+        line = {"step": event.step, "name": event.name, "type": event.type,
+                "dir": str(folder), "files": files}
+        self._files["artifact"].write(orjson.dumps(line) + b"\n")
 
     def flush(self) -> None:
         for handle in self._files.values():
