@@ -81,6 +81,11 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
                 config.update(record["run"].get("config", {}).get("update", {}))
             elif kind == "config":
                 config.update(record["config"].get("update", {}))
+            elif kind == "artifact":
+                art = record["artifact"]
+                step = json.loads(art["metadata"])["trackmux_step"]
+                files = {c["path"]: int(c["size"]) for c in art["manifest"]["contents"]}
+                out.artifacts.setdefault(art["name"], []).append((step, files))
             elif kind == "history":
                 item = record["history"]["item"]
                 rows.append(item)
@@ -112,7 +117,7 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
 
 
 class TestWandbBackend(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image", "histogram"})
+    kinds = frozenset({"metrics", "config", "table", "image", "histogram", "artifact"})
     nonfinite = "kept"
 
     def make_backend(self, tmp_path: Path) -> WandbBackend:

@@ -13,6 +13,9 @@ What each event becomes (see docs/backends/wandb.md):
 - histogram: ``wandb.Histogram(np_histogram=(counts, edges))`` (at most 512 bins, as core
   allows), plus ``<key>/nan``, ``<key>/inf``, ``<key>/neginf`` in the same row when values
   were not finite.
+- artifact: a ``wandb.Artifact`` of the same name and type (copied files added, large
+  referenced files as ``file://`` references), aliased ``step<N>``; wandb versions it by
+  content, so a redelivered artifact is the same version.
 - config: ``run.config.update`` (nested, already redacted by core).
 - summary: wandb's own (last row per key), corrected at close to each metric's value at
   its highest step when late data came last.
@@ -53,6 +56,7 @@ from typing import Any
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     Event,
     HistogramEvent,
@@ -223,7 +227,8 @@ def _check_options(options: Mapping[str, Any]) -> None:
 
 class WandbBackend(Backend):
     name = "wandb"
-    capabilities = frozenset({"metrics", "config", "table", "image", "text", "histogram"})
+    capabilities = frozenset({"metrics", "config", "table", "image", "text", "histogram",
+                              "artifact"})
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -285,6 +290,8 @@ class WandbBackend(Backend):
                 continue  # already in wandb's files: a redelivered batch
             if isinstance(event, ConfigEvent):
                 self._run.config.update(event.config, allow_val_change=True)
+            elif isinstance(event, ArtifactEvent):
+                self._artifact(event)
             else:
                 row = self._checked_row(event)
                 row[STEP_KEY] = event.step
@@ -292,6 +299,18 @@ class WandbBackend(Backend):
                 self._run.log(row, step=self._next_step, commit=True)
                 self._next_step += 1
             self._seq = max(self._seq, event.seq)
+
+    def _artifact(self, event: ArtifactEvent) -> None:
+        import wandb
+
+        artifact = wandb.Artifact(event.name, type=event.type, metadata={
+            "trackmux_step": event.step, "trackmux_seq": event.seq, "source": event.source})
+        for file, local in zip(event.files, event.local, strict=True):
+            if file.copied:
+                artifact.add_file(local, name=file.path)
+            else:
+                artifact.add_reference(Path(local).as_uri(), name=file.path)
+        self._run.log_artifact(artifact, aliases=[f"step{event.step}"])
 
     def _checked_row(self, event: Event) -> dict[str, Any]:
         """The history row of ``event``; an event wandb can never take is rejected (core

@@ -17,6 +17,7 @@ from typing import Any
 
 from trackmux.core.backend import Backend
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     HistogramEvent,
     ImageEvent,
@@ -44,7 +45,8 @@ class Readback:
     metrics: key -> [(step, value)], in step order; tables: key -> [(step, rows)];
     images: key -> [(step, width, height)]; texts: key -> [(step, text)];
     config: flat key -> value (values may come back as strings), or None if not stored;
-    histograms: key -> [(step, counts)] where the backend shows histograms natively.
+    histograms: key -> [(step, counts)] where the backend shows histograms natively;
+    artifacts: name -> [(step, {file path: size})] where the backend keeps artifacts.
     """
 
     metrics: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
@@ -53,6 +55,7 @@ class Readback:
     texts: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
     config: dict[str, Any] | None = None
     histograms: dict[str, list[tuple[int, list[int]]]] = field(default_factory=dict)
+    artifacts: dict[str, list[tuple[int, dict[str, int]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,6 +146,30 @@ def histogram_run(tmp_path: Path) -> tuple[Path, list[HistogramEvent]]:
         events.append(event)
     writer.close()
     return run_dir, events
+
+
+ARTIFACT_NAME = "ckpt-step7"
+ARTIFACT_STEP = 7
+
+
+def artifact_run(tmp_path: Path) -> tuple[Path, dict[str, int]]:
+    """A spool holding one folder artifact: two small copied files, one large referenced."""
+    from trackmux.core.artifacts import collect
+
+    run_dir = tmp_path / "spool" / "conformance" / "run-0001"
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="run-0001", project="conformance", name="conformance-run",
+                    state="finished", started_at=1_700_000_000.0)
+    source = tmp_path / "checkpoint"
+    (source / "shards").mkdir(parents=True)
+    (source / "config.json").write_text('{"lr": 1e-06}')
+    (source / "shards" / "tokenizer.txt").write_text("a b c\n" * 10)
+    (source / "shards" / "model.bin").write_bytes(bytes(range(256)) * 64)
+    name, type_, root, files = collect(source, ARTIFACT_NAME, "model", run_dir, 1024)
+    writer.append(MetricsEvent({"reward/mean": 1.0}, ARTIFACT_STEP, 1_700_000_007.0))
+    writer.append(ArtifactEvent(name, type_, root, files, ARTIFACT_STEP, 1_700_000_007.0))
+    writer.close()
+    return run_dir, {f.path: f.size for f in files}
 
 
 class BackendConformance:
@@ -277,6 +304,11 @@ class BackendConformance:
         scalars (NaN/inf counts included): no backend drops a distribution silently."""
         _check_histograms(self, tmp_path)
 
+    def test_artifacts_native_or_listed(self, tmp_path: Path) -> None:
+        """Every file of an artifact (copied or referenced) reaches a backend that keeps
+        artifacts; a backend that shows text gets core's listing of the files."""
+        _check_artifacts(self, tmp_path)
+
 
 def _check_histograms(suite: BackendConformance, tmp_path: Path) -> None:
     run_dir, events = histogram_run(tmp_path)
@@ -302,3 +334,20 @@ def _check_histograms(suite: BackendConformance, tmp_path: Path) -> None:
             assert math.isclose(points[event.step], want, rel_tol=1e-5, abs_tol=1e-9), (
                 f"{name}@{event.step}: {points[event.step]} != {want}")
 
+
+
+def _check_artifacts(suite: BackendConformance, tmp_path: Path) -> None:
+    run_dir, sizes = artifact_run(tmp_path)
+    result = deliver(run_dir, {"under-test": lambda: suite.make_backend(tmp_path)},
+                     timeout=120)
+    assert result.complete, f"delivery incomplete: {result.pending} {result.problems}"
+    readback = suite.read_back(tmp_path)
+    if "artifact" in suite.kinds:
+        got = readback.artifacts.get(ARTIFACT_NAME)
+        assert got, f"artifact {ARTIFACT_NAME!r} missing; got {sorted(readback.artifacts)}"
+        step, files = got[-1]
+        assert step == ARTIFACT_STEP and files == sizes
+    elif "text" in suite.kinds:
+        texts = readback.texts.get(suite.expected_key(f"artifacts/{ARTIFACT_NAME}"))
+        assert texts, f"artifact listing missing; got {sorted(readback.texts)}"
+        assert all(path in texts[-1][1] for path in sizes), texts[-1][1]
