@@ -83,7 +83,10 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
                 config.update(record["config"].get("update", {}))
             elif kind == "artifact":
                 art = record["artifact"]
-                step = json.loads(art["metadata"])["trackmux_step"]
+                meta = json.loads(art.get("metadata") or "{}")
+                if "trackmux_step" not in meta:
+                    continue  # wandb's own (an incremental table's) artifact
+                step = meta["trackmux_step"]
                 files = {c["path"]: int(c["size"]) for c in art["manifest"]["contents"]}
                 out.artifacts.setdefault(art["name"], []).append((step, files))
             elif kind == "history":

@@ -77,7 +77,7 @@ class Run:
                  backend_options: Mapping[str, Mapping[str, Any]] | None,
                  finish_timeout: float, tags: Sequence[str], max_spool_bytes: int | None,
                  max_buffered: int = 1_000_000,
-                 run_id: str | None = None) -> None:
+                 run_id: str | None = None, system_metrics: float | None = None) -> None:
         registry = get_registry()
         specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
         options = dict(backend_options or {})
@@ -123,6 +123,12 @@ class Run:
                 lock=acquire_delivery_lock(self.dir, spec.name))
             self._workers.append(worker)
             worker.start()
+        self._sampler: Any = None
+        if system_metrics:
+            from trackmux.core.system_metrics import SystemSampler
+
+            self._sampler = SystemSampler(self._system_sample, system_metrics, self.dir)
+            self._sampler.start()
         _live_runs.add(self)
         threading.Thread(target=_warm_image_imports, name="trackmux-warm-imports",
                          daemon=True).start()
@@ -238,6 +244,8 @@ class Run:
             if self._summary is not None:
                 return self._summary
             self._finished = True
+            if self._sampler is not None:
+                self._sampler.stop()
             if self._pid != os.getpid():
                 self._summary = FinishSummary("forked", 0)
                 return self._summary
@@ -294,6 +302,11 @@ class Run:
             self._forked()
             return
         self._spool.append(event)
+
+    def _system_sample(self, data: dict[str, float]) -> None:
+        """From the sampler thread: one metrics event at the run's current step."""
+        if not self._finished and self._pid == os.getpid():
+            self._spool.append(MetricsEvent(data, max(self._step, 0), time.time()))
 
     def _committed(self, last_seq: int) -> None:
         for worker in self._workers:
@@ -390,7 +403,8 @@ def init(project: str | None = None, name: str | None = None,
          backend_options: Mapping[str, Mapping[str, Any]] | None = None,
          timeout: float | None = None, tags: Sequence[str] = (),
          max_spool_bytes: int | None = None, max_buffered: int | None = None,
-         all_ranks: bool = False) -> Run | DisabledRun:
+         all_ranks: bool = False, system_metrics: bool | float | None = None
+         ) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
     ``backends``: names (or a comma string); None reads ``TRACKMUX_BACKENDS``, then uses
@@ -398,6 +412,9 @@ def init(project: str | None = None, name: str | None = None,
     ``all_ranks=True``; other ranks get a :class:`DisabledRun`. With ``all_ranks=True``
     each rank gets its own run (its own run id; put the rank in ``name`` if you want it
     shown) -- frameworks that already pick the logging process pass it too.
+    ``system_metrics``: True (every 10 s) or seconds samples CPU, memory, disk, network
+    and GPUs under ``system/...`` (needs ``trackmux[system]``; None reads
+    ``TRACKMUX_SYSTEM_METRICS``).
     """
     project = project or os.environ.get("TRACKMUX_PROJECT") or "default"
     if not isinstance(project, str):
@@ -407,6 +424,12 @@ def init(project: str | None = None, name: str | None = None,
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping, got {type(config).__name__}")
     names = settings.backends_from(backends)
+    from trackmux.core import system_metrics as system
+
+    sample_every = (system.from_env() if system_metrics is None
+                    else system.interval_of(system_metrics))
+    if sample_every is not None:
+        system.load_psutil()  # a missing extra fails here, before any I/O
     rank = settings.rank()
     if rank != 0 and not all_ranks:
         return DisabledRun(project, name, f"rank {rank}: only rank 0 creates a run")
@@ -420,7 +443,8 @@ def init(project: str | None = None, name: str | None = None,
                finish_timeout=settings.finish_timeout(timeout), tags=list(tags),
                max_spool_bytes=max_bytes,
                max_buffered=settings.positive_int("max_buffered", max_buffered,
-                                                  "TRACKMUX_MAX_BUFFERED", 1_000_000))
+                                                  "TRACKMUX_MAX_BUFFERED", 1_000_000),
+               system_metrics=sample_every)
 
 
 def _warm_image_imports() -> None:
