@@ -42,6 +42,8 @@ OPTIONS = {
     "finish_timeout": "timeout",
     "tags": "tags",
     "max_spool_bytes": "max_spool_bytes",
+    "system_metrics": "system_metrics",
+    "histograms": "histograms",  # not an init() argument: the drop-in's own switch
 }
 GENERATIONS_KEY = "val/generations"
 GENERATIONS_COLUMNS = ("step", "input", "output", "score")
@@ -147,6 +149,7 @@ class Tracking:
         self.experiment_name = experiment_name
         self.backends = ours
         self.verl_backends = theirs
+        self._histograms = _histogram_switch(options.pop("histograms", False))
         backend_options = {name: dict(opts) for name, opts in
                            dict(options.pop("backend_options", {})).items() if name in ours}
         proxy = (plain.get("trainer") or {}).get("wandb_proxy")
@@ -182,6 +185,12 @@ class Tracking:
                 # verl's trainer must never die of a metric; keep the good ones, say which
                 # keys were dropped (once each).
                 self.run.log(_loggable(data), step=step)
+            if self._histograms:
+                from trackmux.integrations.verl_histograms import take_pending
+
+                for key, values in take_pending().items():
+                    if values.numel():
+                        self.run.log_histogram(key, values, step=step)
         if self._verl is not None:
             self._verl.log(data=data, step=step, backend=backend)
 
@@ -200,6 +209,17 @@ class Tracking:
             self.finish()
         except Exception:  # a destructor must not raise; the spool keeps what was logged
             log.exception("trackmux: finishing the verl run failed")
+
+
+def _histogram_switch(value: Any) -> bool:
+    """``trainer.trackmux.histograms``: true wraps verl's batch metric reduction."""
+    if not isinstance(value, bool):
+        raise TypeError(f"trainer.trackmux.histograms must be true or false, got {value!r}")
+    if value:
+        from trackmux.integrations import verl_histograms
+
+        return verl_histograms.patch()
+    return False
 
 
 def active_tracking(project_name: str | None, experiment_name: str | None) -> Tracking | None:
