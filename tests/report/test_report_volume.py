@@ -55,3 +55,27 @@ def test_large_table_is_paged_not_embedded_whole(tmp_path: Path) -> None:
         page = page.parent / nxt.group(1)
     assert seen == {f"{i:05d}" for i in range(1050)}
     assert 'href="../r.html#tables"' in text
+
+
+def test_artifacts_are_listed_and_show_names_every_new_kind(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from trackmux.cli.main import cli
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "model.bin").write_bytes(b"\0" * 4096)
+    (folder / "config.json").write_text("{}")
+    run = trackmux.init(project="p", name="art", backends=[], dir=tmp_path / "spool")
+    run.log({"loss": 1.0}, step=3)
+    run.log_artifact(folder, name="ckpt-3", type="model", copy_max_bytes=100)
+    run.log_histogram("reward/dist", [0.1, 0.2, 0.3])
+    run.finish()
+    html = build_report([str(run.dir)], tmp_path / "r.html").read_text()
+    assert 'id="artifacts"' in html and 'href="#artifacts"' in html
+    section = html[html.index('id="artifacts"'):]
+    assert "ckpt-3" in section and "model.bin" in section and "referenced" in section
+    assert "config.json" in section and "copied" in section
+    shown = CliRunner().invoke(cli, ["show", str(run.dir)])
+    assert "histograms (1 keys):" in shown.output and "reward/dist: 1 at steps 3..3" in shown.output
+    assert "artifacts (1 keys):" in shown.output and "ckpt-3: 1 at steps 3..3" in shown.output

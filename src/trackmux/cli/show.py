@@ -9,6 +9,7 @@ import click
 import orjson
 
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     HistogramEvent,
     ImageEvent,
@@ -47,6 +48,7 @@ def show(run_arg: str, root: str | None) -> None:
     images: dict[str, list[int]] = {}
     texts: dict[str, list[int]] = {}
     histograms: dict[str, list[int]] = {}
+    artifacts: dict[str, list[int]] = {}
     config = None
     reader = SpoolReader(run_dir)
     try:
@@ -69,6 +71,8 @@ def show(run_arg: str, root: str | None) -> None:
                 texts.setdefault(event.key, []).append(event.step)
             elif isinstance(event, HistogramEvent):
                 histograms.setdefault(event.key, []).append(event.step)
+            elif isinstance(event, ArtifactEvent):
+                artifacts.setdefault(event.name, []).append(event.step)
             elif isinstance(event, ConfigEvent):
                 config = event.config
         damage = list(reader.damage.errors)
@@ -82,7 +86,7 @@ def show(run_arg: str, root: str | None) -> None:
         click.echo(f"  {key}: last {stats.last_value:.6g} at step {stats.last_step}; "
                    f"steps {stats.first_step}..{stats.last_step}, {stats.count} points")
     for title, found in (("tables", tables), ("images", images), ("text", texts),
-                          ("histograms", histograms)):
+                          ("histograms", histograms), ("artifacts", artifacts)):
         click.echo(f"{title} ({len(found)} keys):")
         for key, steps in sorted(found.items()):
             click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")

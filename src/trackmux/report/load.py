@@ -10,6 +10,7 @@ from typing import Any
 
 from trackmux.core import settings
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     HistogramEvent,
     ImageEvent,
@@ -49,6 +50,7 @@ class RunData:
     images: list[ImageEvent] = field(default_factory=list)
     texts: list[TextEvent] = field(default_factory=list)
     histograms: list[HistogramEvent] = field(default_factory=list)
+    artifacts: list[ArtifactEvent] = field(default_factory=list)
     config: dict[str, Any] | None = None
     delivery: list[Delivery] = field(default_factory=list)
     last_seq: int = 0
@@ -114,6 +116,8 @@ def load_run(run_dir: Path) -> RunData:
                 data.texts.append(event)
             elif isinstance(event, HistogramEvent):
                 data.histograms.append(event)
+            elif isinstance(event, ArtifactEvent):
+                data.artifacts.append(event)
             elif isinstance(event, ConfigEvent):
                 data.config = {**(data.config or {}), **event.config}
         data.last_seq = reader.last_seq()

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from trackmux.report import sections
+from trackmux.report.artifacts import artifacts_section
 from trackmux.report.charts import PALETTE
 from trackmux.report.histograms import histograms_section
 from trackmux.report.load import RunData
@@ -22,12 +23,13 @@ def render(runs: Sequence[RunData], title: str | None = None,
     body = [sections.runs_section(runs), sections.metrics_section(runs),
             histograms_section(runs, PALETTE),
             sections.tables_section(runs, table_pages), sections.images_section(runs),
-            sections.texts_section(runs), sections.config_section(runs),
+            sections.texts_section(runs), artifacts_section(runs),
+            sections.config_section(runs),
             sections.delivery_section(runs)]
     nav = [('runs', 'Runs'), ('metrics', 'Metrics')]
     nav += [(sections.anchor(p), p) for p in sections.metric_groups(runs)]
     nav += [(section, section.capitalize()) for section in ("histograms", "tables", "images",
-                                                            "text", "config")
+                                                            "text", "artifacts", "config")
             if f'id="{section}"' in "".join(body)]
     nav.append(("delivery", "Delivery"))
     links = "".join(f'<a href="#{escape(target)}">{escape(label)}</a>' for target, label in nav)
