@@ -118,26 +118,47 @@ def _work(n: int = 20_000) -> float:
     return total
 
 
-def bench_system(interval: float, iterations: int) -> dict[str, Any]:
+def bench_system(interval: float, iterations: int, rounds: int = 10) -> dict[str, Any]:
+    """Blocks with and without the sampler alternate, so drift in the machine's load
+    (other processes) falls on both alike."""
     import trackmux
+    from trackmux.core.system_metrics import SystemSampler
 
-    out: dict[str, Any] = {"interval_s": interval, "iterations": iterations}
-    for label, setting in (("off", None), ("on", interval), ("off_again", None)):
-        with tempfile.TemporaryDirectory() as tmp:
-            run = trackmux.init(project="bench", backends=[], dir=tmp, system_metrics=setting)
-            samples = []
-            for step in range(iterations):
-                start = time.perf_counter_ns()
-                _work()
-                run.log({"loss": 1.0 / (step + 1)}, step=step)
-                samples.append(time.perf_counter_ns() - start)
-            run.finish()
-            result = stats(samples)
-            out[label] = {"median_ms": result["median_us"] / 1000,
-                          "mean_ms": result["mean_us"] / 1000}
-    base = (out["off"]["median_ms"] + out["off_again"]["median_ms"]) / 2
-    out["cost_percent_of_median"] = round((out["on"]["median_ms"] - base) / base * 100, 2)
-    return out
+    samples: dict[str, list[int]] = {"off": [], "on": []}
+    block = max(1, iterations // rounds)
+    with tempfile.TemporaryDirectory() as tmp:
+        run = trackmux.init(project="bench", backends=[], dir=tmp)
+        sampler_cost: list[int] = []
+        step = 0
+        for _ in range(rounds):
+            for mode in ("off", "on"):
+                sampler = None
+                if mode == "on":
+                    def emit(data: dict[str, float]) -> None:
+                        run._system_sample(data)  # type: ignore[union-attr]
+
+                    sampler = SystemSampler(emit, interval, Path(tmp))
+                    start = time.perf_counter_ns()
+                    sampler.sample()
+                    sampler_cost.append(time.perf_counter_ns() - start)
+                    sampler.start()
+                for _ in range(block):
+                    start = time.perf_counter_ns()
+                    _work()
+                    run.log({"loss": 1.0 / (step + 1)}, step=step)
+                    samples[mode].append(time.perf_counter_ns() - start)
+                    step += 1
+                if sampler is not None:
+                    sampler.stop()
+        run.finish()
+    off, on = stats(samples["off"]), stats(samples["on"])
+    return {"interval_s": interval, "iterations_each": len(samples["on"]),
+            "off_median_ms": off["median_us"] / 1000, "on_median_ms": on["median_us"] / 1000,
+            "off_mean_ms": off["mean_us"] / 1000, "on_mean_ms": on["mean_us"] / 1000,
+            "cost_percent_of_median": round((on["median_us"] - off["median_us"])
+                                            / off["median_us"] * 100, 2),
+            "one_sample_ms": stats(sampler_cost)["median_us"] / 1000,
+            "load_average": os.getloadavg()[0]}
 
 
 def main() -> None:
