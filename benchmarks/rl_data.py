@@ -90,7 +90,8 @@ def bench_tables(rows: int, steps: int, to: list[str], cap: int) -> dict[str, An
     run.finish()
     out: dict[str, Any] = {
         "rows_per_step": rows, "steps": steps,
-        "log_table_ms": {k: v / 1000 for k, v in stats(samples).items() if k != "n"},
+        "log_table_ms": {k.replace("_us", "_ms"): v / 1000
+                         for k, v in stats(samples).items() if k != "n"},
         "loop_s": round(loop_s, 3), "finish_s": round(time.perf_counter() - finish_start, 3),
         "spool_mb": round(sum(p.stat().st_size for p in run.dir.glob("spool.db*")) / 2**20, 1),
         "delivery": {},

@@ -95,7 +95,7 @@ def test_touched_but_identical_reference_is_still_delivered(tmp_path: Path) -> N
             "model.bin").read_bytes() == model.read_bytes()
 
 
-def test_backend_without_artifacts_gets_a_listing(tmp_path: Path, memory_backend: Any,
+def test_backend_without_artifacts_gets_a_listing(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     folder = _checkpoint(tmp_path)
     run = trackmux.init(project="a", backends=["console"], dir=tmp_path / "spool",
