@@ -27,6 +27,7 @@ def _batch(size: int = 16, prompt: int = 6, response: int = 10) -> object:
     scores = torch.zeros(size, response)
     scores[torch.arange(size), lengths - 1] = torch.rand(size)
     return DataProto.from_dict(tensors={
+        "prompts": torch.randint(0, 100, (size, prompt)),
         "responses": torch.randint(0, 100, (size, response)),
         "attention_mask": attention,
         "response_mask": response_mask,

@@ -35,27 +35,36 @@ _pending: dict[str, Any] = {}
 
 
 def batch_distributions(batch: Any) -> dict[str, Any]:
-    """The per-sequence (or per-token) tensors behind verl's reduced batch metrics."""
+    """The per-sequence (or per-token) tensors behind verl's reduced batch metrics, chosen
+    as verl 0.9.1 chooses them: scores and rewards of sequences with a response (verl
+    leaves aborted, empty ones out), advantages of valid response tokens, lengths from
+    ``prompt_length``/``response_length`` when the batch has them, else the masks."""
     import torch
 
     tensors = batch.batch
     keys = set(tensors.keys())
-    out: dict[str, Any] = {}
-    if "token_level_scores" in keys:
-        out["critic/score/hist"] = tensors["token_level_scores"].sum(-1)
-    if "token_level_rewards" in keys:
-        out["critic/rewards/hist"] = tensors["token_level_rewards"].sum(-1)
     if "responses" not in keys or "attention_mask" not in keys:
-        return out
+        return {}
     width = tensors["responses"].shape[-1]
     attention = tensors["attention_mask"]
     response_mask = (tensors["response_mask"] if "response_mask" in keys
                      else attention[:, -width:]).bool()
+    if "prompt_length" in keys and "response_length" in keys:
+        prompt_length, response_length = tensors["prompt_length"], tensors["response_length"]
+    else:
+        prompt_length = attention[:, :-width].sum(-1).float()
+        response_length = attention[:, -width:].sum(-1).float()
+    answered = response_length != 0
+    out: dict[str, Any] = {}
+    if "token_level_scores" in keys:
+        out["critic/score/hist"] = tensors["token_level_scores"].sum(-1)[answered]
+    if "token_level_rewards" in keys:
+        out["critic/rewards/hist"] = tensors["token_level_rewards"].sum(-1)[answered]
     if "advantages" in keys:
         out["critic/advantages/hist"] = torch.masked_select(tensors["advantages"],
                                                             response_mask)
-    out["response_length/hist"] = response_mask.sum(-1).float()
-    out["prompt_length/hist"] = attention[:, :-width].sum(-1).float()
+    out["response_length/hist"] = response_length
+    out["prompt_length/hist"] = prompt_length
     return out
 
 
