@@ -21,8 +21,10 @@ from trackmux.core.errors import (
     UnknownBackendError,
 )
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     Event,
+    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -35,6 +37,7 @@ from trackmux.hookspecs import hookimpl
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArtifactEvent",
     "AttachedRun",
     "Backend",
     "ConfigEvent",
@@ -42,6 +45,7 @@ __all__ = [
     "Event",
     "EventRejected",
     "FinishSummary",
+    "HistogramEvent",
     "ImageEvent",
     "MetricsEvent",
     "NotAttachableError",

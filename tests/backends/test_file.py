@@ -13,6 +13,7 @@ from trackmux.testing import BackendConformance, Readback
 
 class TestFileBackend(BackendConformance):
     kinds = frozenset({"metrics", "config", "table", "image", "text"})
+    kinds = frozenset({"metrics", "config", "table", "image", "histogram", "artifact"})
     nonfinite = "any"  # verl's format writes NaN/inf as null
     invalid_options = {"no_such_option": 1}
 
@@ -37,6 +38,20 @@ class TestFileBackend(BackendConformance):
             for line in texts.read_bytes().splitlines():
                 record = orjson.loads(line)
                 out.texts.setdefault(record["key"], []).append((record["step"], record["text"]))
+        histograms = base / "conformance-run.histograms.jsonl"
+        if histograms.exists():
+            for line in histograms.read_bytes().splitlines():
+                record = orjson.loads(line)
+                out.histograms.setdefault(record["key"], []).append(
+                    (record["step"], record["counts"]))
+        artifacts = base / "conformance-run.artifacts.jsonl"
+        if artifacts.exists():
+            for line in artifacts.read_bytes().splitlines():
+                record = orjson.loads(line)
+                folder = Path(record["dir"])  # the copies, read back from disk
+                files = {p.relative_to(folder).as_posix(): p.stat().st_size
+                         for p in folder.rglob("*") if p.is_file()}
+                out.artifacts.setdefault(record["name"], []).append((record["step"], files))
         for png in sorted((base / "conformance-run_media").glob("*.png")):
             key, _, rest = png.stem.rpartition("_step")
             step = int(rest.split("_")[0])

@@ -103,6 +103,13 @@ def read_mlflow(uri: str, experiment: str, tmp_path: Path,
         if text:
             local = client.download_artifacts(run_id, path, str(download))
             out.texts.setdefault(text[1], []).append((int(text[2]), Path(local).read_text()))
+        artifact = re.fullmatch(r"artifacts/([^/]+)/step_(\d+)/(.+)", path)
+        if artifact:
+            local = _local_artifacts(runs[0].info.artifact_uri, server_root) / path
+            files = out.artifacts.setdefault(artifact[1], [])
+            if not files or files[-1][0] != int(artifact[2]):
+                files.append((int(artifact[2]), {}))
+            files[-1][1][artifact[3]] = local.stat().st_size
         name = path.rpartition("/")[2]
         stepped = _IMAGE_NAME.match(name) if path.startswith("images/") else None
         plain = re.fullmatch(r"images/(.+)/step_(\d+)\.png", path)  # mlflow 2.x
@@ -127,6 +134,7 @@ def _experiment(tmp_path: Path) -> str:
 class TestMlflowSqlite(BackendConformance):
     kinds = frozenset({"metrics", "config", "table", "image", "text", "time"})
     invalid_options = {"no_such_option": 1}
+    kinds = frozenset({"metrics", "config", "table", "image", "artifact"})
     nonfinite = "kept"  # NaN kept; inf comes back as 1.797e308 (accepted by the suite)
 
     def uri(self, tmp_path: Path) -> str:

@@ -28,7 +28,7 @@ from trackmux.plugins.tensorboard import Framer, TensorBoardBackend, resolve_log
 from trackmux.testing import BackendConformance, Readback
 from trackmux.testing.conformance import SECRET, sample_run
 
-SIZE_GUIDANCE = {"scalars": 0, "tensors": 0, "images": 0}
+SIZE_GUIDANCE = {"scalars": 0, "tensors": 0, "images": 0, "histograms": 0}
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 
 
@@ -64,6 +64,9 @@ def readback_dir(log_dir: Path) -> Readback:
     for tag in tags["scalars"]:
         out.metrics[tag] = [(e.step, e.value) for e in acc.Scalars(tag)]
         out.times[tag] = [(e.step, e.wall_time) for e in acc.Scalars(tag)]
+    for tag in tags["histograms"]:
+        out.histograms[tag] = [(e.step, [int(c) for c in e.histogram_value.bucket])
+                               for e in acc.Histograms(tag)]
     for tag in tags["images"]:
         out.images[tag] = [(e.step, e.width, e.height) for e in acc.Images(tag)]
     for tag in tags["tensors"]:
@@ -88,6 +91,7 @@ def event_files(tmp_path: Path) -> list[Path]:
 
 class TestTensorBoardBackend(BackendConformance):
     kinds = frozenset({"metrics", "config", "table", "image", "text", "time"})
+    kinds = frozenset({"metrics", "config", "table", "image", "text", "histogram"})
     nonfinite = "kept"
     precision = "float32"  # scalars are simple_value, a float32
     invalid_options = {"no_such_option": 1}
@@ -124,6 +128,36 @@ class TestTensorBoardBackend(BackendConformance):
         assert back.config["actor.optim.betas"] == "[0.9, 0.999]"
         assert SECRET not in repr(back.config)
         assert "trainer.api_key" in back.config  # the key stays, its value is redacted
+
+    def test_histogram_is_native_and_tensorboard_ui_reads_it(self, tmp_path: Path) -> None:
+        """The histo proto as TensorBoard's histogram plugin reads it (migrated to its
+        tensor form by the server's own data_compat), NaN/inf as scalars beside it."""
+        from tensorboard.backend.event_processing import plugin_event_accumulator
+        from tensorboard.plugins.histogram import metadata as histogram_metadata
+
+        from trackmux.testing.conformance import HISTOGRAM_KEY, histogram_run
+
+        run_dir, events = histogram_run(tmp_path)
+        result = deliver(run_dir, {"tb": lambda: self.make_backend(tmp_path)}, timeout=60)
+        assert result.complete
+        acc = load(tmp_path / "tb" / "conformance" / "conformance-run")
+        stored = acc.Histograms(HISTOGRAM_KEY)
+        last, want = stored[-1].histogram_value, events[-1]
+        assert (last.min, last.max, last.num) == (want.min, want.max, want.count)
+        assert list(last.bucket_limit) == list(want.edges[1:])
+        assert acc.Scalars(f"{HISTOGRAM_KEY}/nan")[-1].value == 2
+        assert acc.Scalars(f"{HISTOGRAM_KEY}/inf")[-1].value == 1
+        server = plugin_event_accumulator.EventAccumulator(
+            str(tmp_path / "tb" / "conformance" / "conformance-run"),
+            size_guidance={"tensors": 0})
+        server.Reload()  # what `tensorboard --logdir` loads: legacy histo migrated
+        meta = server.SummaryMetadata(HISTOGRAM_KEY)
+        assert meta.plugin_data.plugin_name == histogram_metadata.PLUGIN_NAME
+        tensors = server.Tensors(HISTOGRAM_KEY)
+        assert [t.step for t in tensors] == [e.step for e in events]
+        buckets = tensor_util.make_ndarray(tensors[-1].tensor_proto)
+        assert buckets.shape == (len(want.counts), 3)
+        assert buckets[:, 2].tolist() == list(want.counts)
 
     def test_image_colorspace_and_png(self, tmp_path: Path) -> None:
         run = sample_run(tmp_path, steps=51)

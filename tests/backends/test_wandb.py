@@ -81,6 +81,14 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
                 config.update(record["run"].get("config", {}).get("update", {}))
             elif kind == "config":
                 config.update(record["config"].get("update", {}))
+            elif kind == "artifact":
+                art = record["artifact"]
+                meta = json.loads(art.get("metadata") or "{}")
+                if "trackmux_step" not in meta:
+                    continue  # wandb's own (an incremental table's) artifact
+                step = meta["trackmux_step"]
+                files = {c["path"]: int(c["size"]) for c in art["manifest"]["contents"]}
+                out.artifacts.setdefault(art["name"], []).append((step, files))
             elif kind == "history":
                 item = record["history"]["item"]
                 rows.append(item)
@@ -93,6 +101,9 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
                             (step, int(item[f"{key}.width"]), int(item[f"{key}.height"])))
                         out.captions.setdefault(key, []).append(
                             (step, item.get(f"{key}.caption")))
+                    elif kind_ == "histogram":
+                        out.histograms.setdefault(key, []).append(
+                            (step, [int(c) for c in item[f"{key}.values"]]))
                     elif kind_ in ("incremental-table-file", "table-file"):
                         table = json.loads((files_dir / item[f"{key}.path"]).read_text())
                         out.tables.setdefault(key, []).append((step, table["data"]))
@@ -112,6 +123,7 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
 
 class TestWandbBackend(BackendConformance):
     kinds = frozenset({"metrics", "config", "table", "image", "caption"})
+    kinds = frozenset({"metrics", "config", "table", "image", "histogram", "artifact"})
     nonfinite = "kept"
     invalid_options = {"no_such_option": 1}
 

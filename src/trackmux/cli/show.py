@@ -10,7 +10,15 @@ import orjson
 
 from trackmux.core.configmerge import merge_config
 from trackmux.core.errors import SpoolUnsafeError
-from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    ArtifactEvent,
+    ConfigEvent,
+    HistogramEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
 from trackmux.core.runs import describe_attempt, resolve_run, summarize
 from trackmux.core.spool_reader import SpoolReader
 
@@ -41,6 +49,8 @@ def show(run_arg: str, root: str | None) -> None:
     tables: dict[str, list[int]] = {}
     images: dict[str, list[int]] = {}
     texts: dict[str, list[int]] = {}
+    histograms: dict[str, list[int]] = {}
+    artifacts: dict[str, list[int]] = {}
     config = None
     reader = SpoolReader(run_dir)
     try:
@@ -61,6 +71,10 @@ def show(run_arg: str, root: str | None) -> None:
                 images.setdefault(event.key, []).append(event.step)
             elif isinstance(event, TextEvent):
                 texts.setdefault(event.key, []).append(event.step)
+            elif isinstance(event, HistogramEvent):
+                histograms.setdefault(event.key, []).append(event.step)
+            elif isinstance(event, ArtifactEvent):
+                artifacts.setdefault(event.name, []).append(event.step)
             elif isinstance(event, ConfigEvent):  # each log_config merges, nested
                 config = merge_config(config or {}, event.config)
         quarantined = reader.quarantined()
@@ -80,7 +94,8 @@ def show(run_arg: str, root: str | None) -> None:
     for key, stats in sorted(metrics.items()):
         click.echo(f"  {key}: last {stats.last_value:.6g} at step {stats.last_step}; "
                    f"steps {stats.first_step}..{stats.last_step}, {stats.count} points")
-    for title, found in (("tables", tables), ("images", images), ("text", texts)):
+    for title, found in (("tables", tables), ("images", images), ("text", texts),
+                          ("histograms", histograms), ("artifacts", artifacts)):
         click.echo(f"{title} ({_keys(len(found))}):")
         for key, steps in sorted(found.items()):
             click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")

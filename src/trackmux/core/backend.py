@@ -54,6 +54,15 @@ class ResumeState:
     acked_seq: int = 0
 
 
+def check_max_rows(value: object, argument: str = "max_rows") -> int:
+    """A row cap: an int >= 1; errors name ``argument``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{argument} must be an int or None, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{argument} must be >= 1, got {value}")
+    return value
+
+
 class Backend(abc.ABC):
     """Base class of every backend. Subclasses set ``name`` and ``capabilities``.
 
@@ -64,9 +73,15 @@ class Backend(abc.ABC):
 
     name: ClassVar[str] = ""
     capabilities: ClassVar[frozenset[str]] = frozenset({"metrics", "config"})
+    #: the most rows of one table this backend is given (None: all); the option
+    #: ``max_rows`` overrides it. Core samples deterministically (see fallbacks.cap_rows).
+    max_table_rows: ClassVar[int | None] = None
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
+        cap = self.options.pop("max_rows", self.max_table_rows)
+        self.table_cap: int | None = None if cap is None else check_max_rows(
+            cap, f"{self.name or type(self).__name__} option max_rows")
 
     @abc.abstractmethod
     def open(self, run: RunInfo, resume: ResumeState) -> None:

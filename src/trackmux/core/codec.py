@@ -19,8 +19,11 @@ from typing import Any
 import orjson
 
 from trackmux.core.events import (
+    ArtifactEvent,
+    ArtifactFile,
     ConfigEvent,
     Event,
+    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -52,7 +55,11 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
                 for k, v in event.data.items()
             })
     elif isinstance(event, TableEvent):
-        body = orjson.dumps({"key": event.key, "columns": event.columns, "rows": event.rows})
+        table: dict[str, Any] = {"key": event.key, "columns": event.columns,
+                                 "rows": event.rows}
+        if event.max_rows is not None:
+            table["max_rows"] = event.max_rows
+        body = orjson.dumps(table)
     elif isinstance(event, ImageEvent):
         digest = hashlib.sha256(event.png).hexdigest()
         blob = (digest, event.png)
@@ -63,6 +70,15 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
         body = orjson.dumps({"key": event.key, "text": event.text})
     elif isinstance(event, ConfigEvent):
         body = orjson.dumps(event.config)
+    elif isinstance(event, ArtifactEvent):
+        body = orjson.dumps({"name": event.name, "type": event.type, "source": event.source,
+                             "files": [[f.path, f.size, f.sha256, f.mtime_ns, f.copied]
+                                       for f in event.files]})
+    elif isinstance(event, HistogramEvent):
+        body = orjson.dumps({"key": event.key, "counts": event.counts, "edges": event.edges,
+                             "count": event.count, "min": event.min, "max": event.max,
+                             "mean": event.mean, "std": event.std, "nan": event.nan,
+                             "inf": event.inf, "neginf": event.neginf})
     else:  # pragma: no cover - the Event union is closed
         raise TypeError(f"not an event: {event!r}")
     return (event.kind, event.step, event.time, body), blob
@@ -96,7 +112,8 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
         return MetricsEvent(data, step, time, seq)
     if kind == "table":
         rows = tuple(tuple(r) for r in data["rows"])
-        return TableEvent(data["key"], tuple(data["columns"]), rows, step, time, seq)
+        return TableEvent(data["key"], tuple(data["columns"]), rows, step, time, seq,
+                          data.get("max_rows"))
     if kind == "image":
         if blob is None:
             raise ValueError(f"image event {seq} references missing blob {data['blob']}")
@@ -106,6 +123,16 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
         return TextEvent(data["key"], data["text"], step, time, seq)
     if kind == "config":
         return ConfigEvent(data, step, time, seq)
+    if kind == "artifact":
+        files = tuple(ArtifactFile(p, size, digest, mtime, bool(copied))
+                      for p, size, digest, mtime, copied in data["files"])
+        return ArtifactEvent(data["name"], data["type"], data["source"], files, step, time,
+                             seq)
+    if kind == "histogram":
+        return HistogramEvent(data["key"], tuple(data["counts"]), tuple(data["edges"]),
+                              data["count"], data["min"], data["max"], data["mean"],
+                              data["std"], step, time, data.get("nan", 0), data.get("inf", 0),
+                              data.get("neginf", 0), seq)
     raise ValueError(f"unknown event kind {kind!r} at seq {seq}")
 
 

@@ -370,7 +370,7 @@ class DeliveryWorker:
         def skipped(kind: str, message: str) -> None:
             self.reporter.note(self.name, kind, message)
 
-        return fallbacks.adapt(prepared, backend, skipped)
+        return fallbacks.adapt(prepared, backend, skipped, self.run.run_dir)
 
     def _quarantine(self, reader: SpoolReader, event: Event, reason: str,
                     keys: tuple[str, ...] = ()) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-EventKind = Literal["metrics", "config", "table", "image", "text"]
+EventKind = Literal["metrics", "config", "table", "image", "text", "histogram", "artifact"]
 #: Every kind of event; backends declare which of these they show natively.
-EVENT_KINDS: frozenset[str] = frozenset({"metrics", "config", "table", "image", "text"})
+EVENT_KINDS: frozenset[str] = frozenset({"metrics", "config", "table", "image", "text",
+                                         "histogram", "artifact"})
 
 Scalar = Union[int, float]  # noqa: UP007 - runtime alias, kept readable on 3.10
 Cell = Union[str, int, float, bool, None]  # noqa: UP007
@@ -46,7 +47,9 @@ class ConfigEvent:
 
 @dataclass(frozen=True, slots=True)
 class TableEvent:
-    """Rows of samples (e.g. prompt, response, reward) logged under ``key`` at ``step``."""
+    """Rows of samples (e.g. prompt, response, reward) logged under ``key`` at ``step``.
+
+    ``max_rows`` caps what each backend shows of this table (the spool keeps every row)."""
 
     key: str
     columns: tuple[str, ...]
@@ -54,6 +57,7 @@ class TableEvent:
     step: int
     time: float
     seq: int = 0
+    max_rows: int | None = None
     kind: Literal["table"] = field(default="table", init=False)
 
 
@@ -85,4 +89,67 @@ class TextEvent:
     kind: Literal["text"] = field(default="text", init=False)
 
 
-Event = Union[MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent]  # noqa: UP007
+@dataclass(frozen=True, slots=True)
+class HistogramEvent:
+    """A distribution binned at the door: ``counts[i]`` finite values fell in
+    ``[edges[i], edges[i + 1])``; ``count``/``min``/``max``/``mean``/``std`` describe the
+    finite values (None when there were none); NaN, +inf and -inf are counted apart."""
+
+    key: str
+    counts: tuple[int, ...]
+    edges: tuple[float, ...]
+    count: int
+    min: float | None
+    max: float | None
+    mean: float | None
+    std: float | None
+    step: int
+    time: float
+    nan: int = 0
+    inf: int = 0
+    neginf: int = 0
+    seq: int = 0
+    kind: Literal["histogram"] = field(default="histogram", init=False)
+
+    @property
+    def nonfinite(self) -> dict[str, int]:
+        """``{"nan": n, "inf": n, "neginf": n}``: the values that could not be binned."""
+        return {"nan": self.nan, "inf": self.inf, "neginf": self.neginf}
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactFile:
+    """One file of an artifact: ``path`` inside the artifact (``/``-separated), its size,
+    sha256 and mtime when logged. ``copied``: kept in the run folder under its hash;
+    otherwise referenced at ``<ArtifactEvent.source>/<path>`` (or ``source`` itself)."""
+
+    path: str
+    size: int
+    sha256: str
+    mtime_ns: int
+    copied: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactEvent:
+    """A file or folder (checkpoint, eval outputs, resolved config) logged as ``name``."""
+
+    name: str
+    type: str
+    source: str
+    files: tuple[ArtifactFile, ...]
+    step: int
+    time: float
+    seq: int = 0
+    #: set by core at delivery (never spooled): where each of ``files`` can be read now
+    local: tuple[str, ...] = ()
+    kind: Literal["artifact"] = field(default="artifact", init=False)
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+
+Event = Union[  # noqa: UP007
+    MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent, HistogramEvent,
+    ArtifactEvent]

@@ -3,18 +3,39 @@
 - a table becomes a markdown table (a text event) for a backend that shows text;
 - an image becomes a PNG file in the backend's ``media_dir()`` (plus a text event with
   its path where text is shown);
+- an artifact's files are found again (copies in the run folder, referenced files checked
+  against their size, mtime and hash; a changed or gone file is left out and reported);
+  a backend without artifacts gets a markdown listing of its files as text;
+- a histogram becomes summary scalars (``key/mean``, ``key/p05`` ... ``key/p95``, see
+  :func:`histogram_metrics`) for a backend that shows metrics;
 - anything else the backend cannot show is skipped and reported once, never silently.
+
+Before any of that, a table longer than its cap (the event's ``max_rows``, the backend's
+``max_rows`` option, whichever is smaller) is cut to that many rows, chosen evenly over
+the table (first and last kept), so every delivery of it shows the same rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from trackmux.core import artifacts
 from trackmux.core.backend import Backend
-from trackmux.core.events import Cell, Event, ImageEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    ArtifactEvent,
+    Cell,
+    Event,
+    HistogramEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+from trackmux.core.histogram import summary_scalars
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_MARKDOWN_CELL = 2000
@@ -80,18 +101,58 @@ def image_to_file(event: ImageEvent, directory: Path) -> Path:
     return path
 
 
+def histogram_metrics(event: HistogramEvent) -> MetricsEvent:
+    """The summary scalars of a histogram at its own step (names in docs/values.md)."""
+    stats = {"mean": event.mean, "std": event.std, "min": event.min, "max": event.max}
+    data = summary_scalars(event.key, event.counts, event.edges, event.count, stats,
+                           event.nonfinite)
+    return MetricsEvent(data, event.step, event.time, event.seq)
+
+
+def cap_rows(event: TableEvent, backend_cap: int | None) -> TableEvent:
+    """``event`` with at most min(its ``max_rows``, ``backend_cap``) rows, picked evenly
+    (deterministic: a redelivery or a later sync shows the same rows)."""
+    caps = [c for c in (event.max_rows, backend_cap) if c is not None]
+    total = len(event.rows)
+    if not caps or total <= min(caps):
+        return event
+    keep = min(caps)
+    stride = (total - 1) / max(keep - 1, 1)  # >= 1 since keep < total: picks are distinct
+    rows = tuple(event.rows[round(i * stride)] for i in range(keep))
+    return TableEvent(event.key, event.columns, rows, event.step, event.time, event.seq,
+                      event.max_rows)
+
+
 def adapt(events: Sequence[Event], backend: Backend,
-          report: Callable[[str, str], None]) -> list[Event]:
-    """The events as ``backend`` can take them: native kinds pass, others fall back."""
+          report: Callable[[str, str], None], run_dir: Path | None = None) -> list[Event]:
+    """The events as ``backend`` can take them: native kinds pass, others fall back.
+    ``run_dir`` (the spool's folder) is where artifact copies are found."""
     caps = backend.capabilities
     out: list[Event] = []
     for event in events:
         kind = event.kind
+        if isinstance(event, TableEvent):
+            event = cap_rows(event, backend.table_cap)
+        if isinstance(event, ArtifactEvent) and "artifact" in caps:
+            found = artifacts.resolve(event, run_dir or Path("."))
+            for problem in found.problems:
+                report(f"artifact {event.name}: {problem}", problem)
+            if found.files:
+                out.append(dataclasses.replace(
+                    event, files=tuple(f for f, _ in found.files),
+                    local=tuple(str(p) for _, p in found.files)))
+            continue
+        if isinstance(event, ArtifactEvent) and "text" in caps:
+            out.append(TextEvent(f"artifacts/{event.name}", artifacts.listing(event),
+                                 event.step, event.time, event.seq))
+            continue
         if kind in caps:
             out.append(event)
         elif isinstance(event, TableEvent) and "text" in caps:
             out.append(TextEvent(event.key, table_to_markdown(event), event.step, event.time,
                                  event.seq))
+        elif isinstance(event, HistogramEvent) and "metrics" in caps:
+            out.append(histogram_metrics(event))
         elif isinstance(event, ImageEvent) and backend.media_dir() is not None:
             media = backend.media_dir()
             assert media is not None

@@ -26,10 +26,19 @@ from typing import Any
 import filelock
 
 from trackmux.core import attempts, normalize, redact, settings, signals
-from trackmux.core.backend import RunInfo
+from trackmux.core.backend import RunInfo, check_max_rows
 from trackmux.core.delivery_host import ProcessDelivery, ThreadDelivery, stop_orphaned_delivery
 from trackmux.core.errors import RunFinishedError
-from trackmux.core.events import ConfigEvent, Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    ArtifactEvent,
+    ConfigEvent,
+    Event,
+    HistogramEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
 from trackmux.core.registry import BackendSpec, get_registry
 from trackmux.core.reporting import Problem, Reporter
 from trackmux.core.spool import RUN_LOCK, SpoolWriter
@@ -79,7 +88,8 @@ class Run:
                  max_buffered: int = 1_000_000,
                  run_id: str | None = None,
                  resume_plan: attempts.ResumePlan | None = None, delivery: str = "process",
-                 orphan_timeout: float = settings.DEFAULT_ORPHAN_TIMEOUT) -> None:
+                 orphan_timeout: float = settings.DEFAULT_ORPHAN_TIMEOUT,
+                 system_metrics: float | None = None) -> None:
         registry = get_registry()
         specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
         options = dict(backend_options or {})
@@ -139,6 +149,12 @@ class Run:
         if earlier:  # the crashed attempt's delivery process may still be retrying
             stop_orphaned_delivery(self.dir, earlier, ours=True)
         self._deliveries = self._start_delivery(specs, options, delivery, orphan_timeout)
+        self._sampler: Any = None
+        if system_metrics:
+            from trackmux.core.system_metrics import SystemSampler
+
+            self._sampler = SystemSampler(self._system_sample, system_metrics, self.dir)
+            self._sampler.start()
         _live_runs.add(self)
         signals.install(lambda: list(_live_runs))
         from trackmux.attached.host import maybe_serve
@@ -164,11 +180,15 @@ class Run:
             self._forked()
 
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                  step: int | None = None) -> None:
-        """Log rows of samples (e.g. prompt, response, reward) at ``step`` (default: last)."""
+                  step: int | None = None, max_rows: int | None = None) -> None:
+        """Log rows of samples (e.g. prompt, response, reward) at ``step`` (default: last).
+        ``max_rows``: each backend shows at most this many, chosen evenly over the rows;
+        the spool keeps them all."""
         key = normalize.check_key(key)
+        cap = None if max_rows is None else check_max_rows(max_rows)
         cols, cells = normalize.normalize_table(columns, rows)
-        self._append(TableEvent(key, cols, cells, self._attach_step(step), time.time()))
+        self._append(TableEvent(key, cols, cells, self._attach_step(step), time.time(),
+                                max_rows=cap))
 
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
@@ -187,6 +207,40 @@ class Run:
         key = normalize.check_key(key)
         text = normalize.check_text(text, "text")
         self._append(TextEvent(key, text, self._attach_step(step), time.time()))
+
+    def log_histogram(self, key: str, values: Any, step: int | None = None,
+                      bins: int = 64) -> None:
+        """Log a distribution (list, numpy, torch on any device/dtype, or ``(counts, edges)``)
+        at ``step`` (default: last). Binned here, in the caller's thread: the spool keeps
+        counts, edges and moments, never the values. NaN/inf are counted apart."""
+        from trackmux.core.histogram import histogram
+
+        key = normalize.check_key(key)
+        binned = histogram(values, bins)
+        if binned.nan or binned.inf or binned.neginf:
+            self._warn_nonfinite(key, binned.nan, binned.inf + binned.neginf)
+        self._append(HistogramEvent(key, binned.counts, binned.edges, binned.count, binned.min,
+                                    binned.max, binned.mean, binned.std,
+                                    self._attach_step(step), time.time(), binned.nan,
+                                    binned.inf, binned.neginf))
+
+    def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
+                     type: str | None = None, step: int | None = None,
+                     copy_max_bytes: int | None = None) -> None:
+        """Log a file or folder (checkpoint, eval outputs, resolved config) as ``name``.
+
+        Reads and hashes every file in the caller's thread (not for the inner loop): files
+        up to ``copy_max_bytes`` (default 50 MB) are copied into the run folder by hash,
+        larger ones referenced where they are (see docs/values.md)."""
+        from trackmux.core import artifacts
+
+        if self._finished:
+            raise RunFinishedError(f"run {self.id} is finished; no more events are accepted")
+        limit = artifacts.copy_limit(copy_max_bytes)
+        at = self._attach_step(step)
+        art_name, art_type, source, files = artifacts.collect(
+            path, name, "artifact" if type is None else type, self.dir, limit)
+        self._append(ArtifactEvent(art_name, art_type, source, files, at, time.time()))
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         """Record hyperparameters (nested allowed; secrets redacted before anything is kept)."""
@@ -247,6 +301,8 @@ class Run:
 
     def _finish(self, timeout: float | None, exit_code: int) -> FinishSummary:
         self._finished = True
+        if self._sampler is not None:
+            self._sampler.stop()
         if self._pid != os.getpid():
             return FinishSummary("forked", 0)
         budget = settings.finish_timeout(timeout if timeout is not None
@@ -351,6 +407,11 @@ class Run:
             self._spool.status.dropped += count
         self._spool._wake.set()
 
+    def _system_sample(self, data: dict[str, float]) -> None:
+        """From the sampler thread: one metrics event at the run's current step."""
+        if not self._finished and self._pid == os.getpid():
+            self._spool.append(MetricsEvent(data, max(self._step, 0), time.time()))
+
     def _committed(self, last_seq: int) -> None:
         for host in self._deliveries:
             host.notify()
@@ -390,6 +451,14 @@ class Run:
 
     _fork_warned = False
 
+    def _warn_nonfinite(self, key: str, nan: int, inf: int) -> None:
+        warned = self.__dict__.setdefault("_nonfinite_keys", set())
+        if key not in warned:
+            warned.add(key)
+            log.warning("trackmux: histogram %r had %d NaN and %d infinite values; they are "
+                        "counted apart (%s/nan, %s/inf, %s/neginf) and not binned (reported "
+                        "once per key)", key, nan, inf, key, key, key)
+
     def _forked(self) -> None:
         if not Run._fork_warned:
             Run._fork_warned = True
@@ -416,8 +485,10 @@ class DisabledRun:
 
     # The same checks as Run (rank 0), so a bug shows on every rank, not only on rank 0.
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-                  step: int | None = None) -> None:
+                  step: int | None = None, max_rows: int | None = None) -> None:
         normalize.check_key(key)
+        if max_rows is not None:
+            check_max_rows(max_rows)
         normalize.normalize_table(columns, rows)
         self._check_step(step)
 
@@ -435,6 +506,24 @@ class DisabledRun:
         normalize.check_key(key)
         normalize.check_text(text, "text")
         self._check_step(step)
+
+    def log_histogram(self, key: str, values: Any, step: int | None = None,
+                      bins: int = 64) -> None:
+        from trackmux.core.histogram import check_bins
+
+        normalize.check_key(key)
+        check_bins(bins)
+
+    def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
+                     type: str | None = None, step: int | None = None,
+                     copy_max_bytes: int | None = None) -> None:
+        from trackmux.core import artifacts
+
+        artifacts.copy_limit(copy_max_bytes)
+        if name is not None:
+            artifacts.check_name(name, "name")
+        if type is not None:
+            artifacts.check_name(type, "type")
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         if not isinstance(config, Mapping):
@@ -474,7 +563,8 @@ def init(project: str | None = None, name: str | None = None,
          max_spool_bytes: int | None = None, max_buffered: int | None = None,
          all_ranks: bool = False, run_id: str | None = None, resume: str = "never",
          rewind_to: int | None = None, delivery: str | None = None,
-         orphan_timeout: float | None = None) -> Run | DisabledRun:
+         orphan_timeout: float | None = None, system_metrics: bool | float | None = None
+         ) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
     ``backends``: names (or a comma string); None reads ``TRACKMUX_BACKENDS``, then uses
@@ -494,6 +584,10 @@ def init(project: str | None = None, name: str | None = None,
     attempt more) and starts it otherwise; ``"must"`` fails if it does not exist; ``"never"``
     (default) fails if it does. ``rewind_to=N`` (with allow/must) supersedes every event of
     earlier attempts with step > N, e.g. the steps re-done after restoring a checkpoint.
+
+    ``system_metrics``: True (every 10 s) or seconds samples CPU, memory, disk, network
+    and GPUs under ``system/...`` (needs ``trackmux[system]``; None reads
+    ``TRACKMUX_SYSTEM_METRICS``).
     """
     project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
                                    "project", MAX_NAME_LENGTH)
@@ -510,6 +604,12 @@ def init(project: str | None = None, name: str | None = None,
     names = settings.backends_from(backends)
     mode = settings.delivery_mode(delivery)
     orphan = settings.orphan_timeout(orphan_timeout)
+    from trackmux.core import system_metrics as system
+
+    sample_every = (system.from_env() if system_metrics is None
+                    else system.interval_of(system_metrics))
+    if sample_every is not None:
+        system.load_psutil()  # a missing extra fails here, before any I/O
     rank = settings.rank()
     if rank != 0 and not all_ranks:
         return DisabledRun(project, name, f"rank {rank}: only rank 0 creates a run")
@@ -526,7 +626,8 @@ def init(project: str | None = None, name: str | None = None,
                max_spool_bytes=max_bytes,
                max_buffered=settings.positive_int("max_buffered", max_buffered,
                                                   "TRACKMUX_MAX_BUFFERED", 1_000_000),
-               delivery=mode, orphan_timeout=orphan)
+               delivery=mode, orphan_timeout=orphan, system_metrics=sample_every)
+
 
 
 # A fork while the warm-up thread holds an import lock would leave the child waiting on

@@ -47,6 +47,8 @@ OPTIONS = {
     "max_spool_bytes": "max_spool_bytes",
     "delivery": "delivery",
     "orphan_timeout": "orphan_timeout",
+    "system_metrics": "system_metrics",
+    "histograms": "histograms",  # not an init() argument: the drop-in's own switch
 }
 GENERATIONS_KEY = "val/generations"
 GENERATIONS_COLUMNS = ("step", "input", "output", "score")
@@ -152,6 +154,7 @@ class Tracking:
         self.experiment_name = experiment_name
         self.backends = ours
         self.verl_backends = theirs
+        self._histograms = _histogram_switch(options.pop("histograms", False))
         backend_options = {name: dict(opts) for name, opts in
                            dict(options.pop("backend_options", {})).items() if name in ours}
         proxy = (plain.get("trainer") or {}).get("wandb_proxy")
@@ -192,6 +195,12 @@ class Tracking:
                 # verl's trainer must never die of a metric; keep the good ones, say which
                 # keys were dropped (once each).
                 self.run.log(_loggable(data), step=step)
+            if self._histograms:
+                from trackmux.integrations.verl_histograms import take_pending
+
+                for key, values in take_pending().items():
+                    if values.numel():
+                        self.run.log_histogram(key, values, step=step)
         if self._verl is not None:
             self._verl.log(data=data, step=step, backend=backend)
 
@@ -232,6 +241,17 @@ def _init_resuming(config: dict[str, Any], project: str, experiment: str, backen
         run = start()
     verl_resume.save_record(config, project, experiment, run.id, run.dir.parent.parent)
     return run
+
+
+def _histogram_switch(value: Any) -> bool:
+    """``trainer.trackmux.histograms``: true wraps verl's batch metric reduction."""
+    if not isinstance(value, bool):
+        raise TypeError(f"trainer.trackmux.histograms must be true or false, got {value!r}")
+    if value:
+        from trackmux.integrations import verl_histograms
+
+        return verl_histograms.patch()
+    return False
 
 
 def active_tracking(project_name: str | None, experiment_name: str | None) -> Tracking | None:

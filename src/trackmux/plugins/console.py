@@ -3,7 +3,9 @@
 ``step:10 - reward/mean:0.41 - kl/divergence:0.013``. Lines are rate-limited (at most
 one per ``interval`` seconds, default 1.0; the last step is always printed at close) so a
 fast loop does not flood the terminal; tables arrive as markdown text through core's
-fallback and are printed as such.
+fallback and are printed as such. A histogram is one summary line
+``[reward/dist @ step 3] n=512 mean=0.41 std=0.2 min=-0.9 p50=0.4 max=1.0`` (with
+``nan=``/``inf=`` counts when any values were not finite).
 
 Options: ``interval`` (seconds), ``stream`` ("stdout" or "stderr").
 
@@ -20,7 +22,8 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from trackmux.core.backend import Backend, ResumeState, RunInfo
-from trackmux.core.events import Event, MetricsEvent, TextEvent
+from trackmux.core.events import Event, HistogramEvent, MetricsEvent, TextEvent
+from trackmux.core.histogram import quantile
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
 
@@ -29,13 +32,24 @@ def format_value(value: float | int) -> str:
     return repr(value)
 
 
+def format_histogram(event: HistogramEvent) -> str:
+    """One line that says what a distribution looked like, non-finite counts included."""
+    parts = [f"n={event.count}"]
+    if event.count:
+        median = quantile(event.counts, event.edges, 0.5)
+        parts += [f"mean={event.mean:.4g}", f"std={event.std:.4g}", f"min={event.min:.4g}",
+                  f"p50={median:.4g}", f"max={event.max:.4g}"]
+    parts += [f"{name}={n}" for name, n in event.nonfinite.items() if n]
+    return f"[{event.key} @ step {event.step}] " + " ".join(parts)
+
+
 def format_step(step: int, data: dict[str, Any]) -> str:
     return " - ".join([f"step:{step}", *(f"{k}:{format_value(v)}" for k, v in data.items())])
 
 
 class ConsoleBackend(Backend):
     name = "console"
-    capabilities = frozenset({"metrics", "text"})
+    capabilities = frozenset({"metrics", "text", "histogram"})
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -72,6 +86,9 @@ class ConsoleBackend(Backend):
             elif isinstance(event, TextEvent):
                 self._emit_pending(force=True)
                 print(f"[{event.key} @ step {event.step}]\n{event.text}", file=self.stream)
+            elif isinstance(event, HistogramEvent):
+                self._emit_pending(force=True)
+                print(format_histogram(event), file=self.stream)
         self._emit_pending(force=False, keep_latest=True)
 
     def _emit_pending(self, force: bool, keep_latest: bool = False) -> None:

@@ -5,7 +5,12 @@
 - tables: ``<stem>.tables.jsonl``, one line ``{"step", "key", "columns", "rows"}`` per table;
 - text: ``<stem>.text.jsonl``; config: ``<stem>.config.json`` (the merged config so far,
   rewritten whole on each config event);
-- images: PNG files in ``<stem>_media/`` through core's fallback.
+- images: PNG files in ``<stem>_media/`` through core's fallback;
+- histograms: ``<stem>.histograms.jsonl``, one JSON record per histogram
+  ``{"step", "key", "counts", "edges", "count", "min", "max", "mean", "std", "nan", "inf",
+  "neginf"}``;
+- artifacts: a copy of each file under ``<stem>_artifacts/<name>/step<step>/<path>`` and one
+  line per artifact in ``<stem>.artifacts.jsonl`` (name, type, step, files with sha256).
 
 Where: option ``path``, else ``VERL_FILE_LOGGER_PATH``, else
 ``<root>/<project>/<run name>.jsonl`` with ``root`` from option ``root``, else
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,13 +43,21 @@ from typing import Any
 import orjson
 
 from trackmux.core.backend import Backend, ResumeState, RunInfo
-from trackmux.core.events import ConfigEvent, Event, MetricsEvent, TableEvent, TextEvent
-from trackmux.core.fallbacks import path_component
+from trackmux.core.events import (
+    ArtifactEvent,
+    ConfigEvent,
+    Event,
+    HistogramEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+from trackmux.core.fallbacks import contained, path_component
 from trackmux.core.rebuild import acknowledged_batches
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
 log = logging.getLogger("trackmux")
-KINDS = ("metrics", "table", "text")
+KINDS = ("metrics", "table", "text", "histogram", "artifact")
 
 
 def resolve_path(options: dict[str, Any], run: RunInfo) -> Path:
@@ -63,7 +77,7 @@ OPTIONS = ("path", "root")
 
 class FileBackend(Backend):
     name = "file"
-    capabilities = frozenset({"metrics", "table", "text", "config"})
+    capabilities = frozenset({"metrics", "table", "text", "config", "histogram", "artifact"})
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -132,7 +146,9 @@ class FileBackend(Backend):
         process holds the lock."""
         path.parent.mkdir(parents=True, exist_ok=True)
         paths = {"metrics": path, "table": _sibling(path, ".tables.jsonl"),
-                 "text": _sibling(path, ".text.jsonl")}
+                 "text": _sibling(path, ".text.jsonl"),
+                 "histogram": _sibling(path, ".histograms.jsonl"),
+                 "artifact": _sibling(path, ".artifacts.jsonl")}
         fds = {kind: os.open(p, os.O_RDWR | os.O_CREAT, 0o644) for kind, p in paths.items()}
         try:
             _lock(fds["metrics"])
@@ -145,6 +161,7 @@ class FileBackend(Backend):
         self._fds = fds
         self.config_path = _sibling(path, ".config.json")
         self._media = _sibling(path, "_media")
+        self.artifacts_dir = _sibling(path, "_artifacts")
         return True
 
     @staticmethod
@@ -159,6 +176,20 @@ class FileBackend(Backend):
         tmp = mark.with_suffix(".run-id.tmp")
         tmp.write_text(run_id + "\n")
         tmp.replace(mark)
+
+    def _copy_artifact(self, event: ArtifactEvent) -> dict[str, Any]:
+        """Copy the artifact's files under ``<stem>_artifacts``; its line for the index."""
+        folder = contained(self.artifacts_dir, path_component(event.name)) / f"step{event.step}"
+        files = []
+        for file, local in zip(event.files, event.local, strict=True):
+            target = contained(folder, file.path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".tmp")
+            shutil.copyfile(local, tmp)
+            tmp.replace(target)
+            files.append({"path": file.path, "size": file.size, "sha256": file.sha256})
+        return {"step": event.step, "name": event.name, "type": event.type,
+                "dir": str(folder), "files": files}
 
     def _rebuild(self, run: RunInfo, upto: int) -> None:
         """Write events 1..``upto`` again from the spool: the output of what was already
@@ -180,6 +211,14 @@ class FileBackend(Backend):
             elif isinstance(event, TextEvent):
                 line = {"step": event.step, "key": event.key, "text": event.text}
                 out["text"].append(orjson.dumps(line))
+            elif isinstance(event, HistogramEvent):
+                line = {"step": event.step, "key": event.key, "counts": event.counts,
+                        "edges": event.edges, "count": event.count, "min": event.min,
+                        "max": event.max, "mean": event.mean, "std": event.std,
+                        **event.nonfinite}
+                out["histogram"].append(orjson.dumps(line))
+            elif isinstance(event, ArtifactEvent):
+                out["artifact"].append(orjson.dumps(self._copy_artifact(event)))
             elif isinstance(event, ConfigEvent):
                 config = event
         starts = {kind: os.lseek(fd, 0, os.SEEK_CUR) for kind, fd in self._fds.items()}

@@ -12,6 +12,11 @@ scripts and dashboards keep working:
   ``list_len`` plus ``0``, ``1``, ...), values cut to the server's limit; the whole config
   is also stored as the artifact ``trackmux/config.json``.
 
+Histograms arrive as core's summary scalars (``<key>/count``, ``/mean``, ``/std``, ``/min``,
+``/max``, ``/p05``, ``/p25``, ``/p50``, ``/p75``, ``/p95``, and ``/nan``, ``/inf``,
+``/neginf`` when values were not finite), renamed like every metric. Artifacts go through
+``client.log_artifacts`` under ``artifacts/<name>/step_<N>/`` keeping their folder layout.
+
 Tables go through ``client.log_table`` (``tables/<key>/step_<N>.json``), images through
 ``client.log_image(key=, step=)`` (mlflow's stepped image charts), text through
 ``client.log_text`` (``text/<key>/step_<N>.md``). Requests respect mlflow's batch limits
@@ -44,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     Event,
     ImageEvent,
@@ -166,7 +172,7 @@ class MlflowBackend(Backend):
     """One mlflow run per trackmux run, written with ``MlflowClient.log_batch``."""
 
     name = "mlflow"
-    capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+    capabilities = frozenset({"metrics", "config", "table", "image", "text", "artifact"})
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -430,7 +436,24 @@ class MlflowBackend(Backend):
         elif isinstance(event, TextEvent):
             client.log_text(run_id, event.text,
                             f"text/{artifact_key(event.key)}/step_{event.step}.md")
+        elif isinstance(event, ArtifactEvent):
+            self._log_artifact(event)
         self._batch(done=event.seq)
+
+    def _log_artifact(self, event: ArtifactEvent) -> None:
+        """Stage the files under their own names (symlinks to the copies or referenced
+        files) and upload the tree in one ``log_artifacts`` call."""
+        import tempfile
+        from pathlib import Path
+
+        assert self._client is not None and self._run_id is not None
+        with tempfile.TemporaryDirectory(prefix="trackmux-artifact-") as tmp:
+            for file, local in zip(event.files, event.local, strict=True):
+                target = Path(tmp, *file.path.split("/"))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.symlink_to(local)
+            self._client.log_artifacts(self._run_id, tmp, artifact_path=(
+                f"artifacts/{artifact_key(event.name)}/step_{event.step}"))
 
     # -- the rest of the contract ------------------------------------------------------
     @property

@@ -5,6 +5,9 @@
 - text: the text plugin's string tensor (``text_pb``); tables arrive as markdown text
   through core's fallback, so ``table`` is deliberately not a capability;
 - images: ``Summary.Image`` with the PNG core already encoded, width, height, colorspace;
+- histograms: the native ``HistogramProto`` (min, max, num, sum, sum_squares, bucket
+  limits and counts, as ``SummaryWriter.add_histogram`` writes it), plus scalars
+  ``<key>/nan``, ``<key>/inf``, ``<key>/neginf`` when values were not finite;
 - config: a markdown table of the flattened params under tag ``config`` plus the hparams
   plugin's session-start summary (secrets were redacted by core before the spool).
 
@@ -42,7 +45,15 @@ from pathlib import Path
 from typing import Any
 
 from trackmux.core.backend import Backend, ResumeState, RunInfo
-from trackmux.core.events import ConfigEvent, Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    ConfigEvent,
+    Event,
+    HistogramEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
 from trackmux.core.fallbacks import path_component, safe_filename, table_to_markdown
 from trackmux.core.normalize import flatten
 from trackmux.core.rebuild import acknowledged_batches
@@ -148,7 +159,7 @@ class Framer:
 
 class TensorBoardBackend(Backend):
     name = "tensorboard"
-    capabilities = frozenset({"metrics", "config", "text", "image"})
+    capabilities = frozenset({"metrics", "config", "text", "image", "histogram"})
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -244,6 +255,8 @@ class TensorBoardBackend(Backend):
                 records.append(self._summary(self._text_pb(event.key, event.text), event))
             elif isinstance(event, ImageEvent):
                 records.append(self._summary(self._image(event), event))
+            elif isinstance(event, HistogramEvent):
+                records.append(self._summary(self._histogram(event), event))
             elif isinstance(event, ConfigEvent):
                 records.extend(self._config(event))
         if records:  # one write per batch: a kill tears at most this batch
@@ -289,6 +302,22 @@ class TensorBoardBackend(Backend):
         value.image.encoded_image_string = event.png
         if event.caption:
             value.metadata.summary_description = event.caption
+        return summary
+
+    def _histogram(self, event: HistogramEvent) -> Any:
+        summary = self._summary_pb2.Summary()
+        if event.count:
+            value = summary.value.add(tag=event.key)
+            histo = value.histo
+            histo.min, histo.max, histo.num = event.min, event.max, event.count
+            mean, std = event.mean or 0.0, event.std or 0.0
+            histo.sum = mean * event.count
+            histo.sum_squares = (std * std + mean * mean) * event.count
+            histo.bucket_limit.extend(event.edges[1:])  # right edge of each bucket
+            histo.bucket.extend(float(c) for c in event.counts)
+        for name, n in event.nonfinite.items():
+            if n:
+                summary.value.add(tag=f"{event.key}/{name}", simple_value=n)
         return summary
 
     def _config(self, event: ConfigEvent) -> list[bytes]:

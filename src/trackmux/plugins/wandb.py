@@ -10,6 +10,12 @@ What each event becomes (see docs/backends/wandb.md):
 - table: a ``wandb.Table(log_mode="INCREMENTAL")`` per key; each event logs only its own
   rows, so a growing table is never re-sent whole. New columns for a key start a new table.
 - image: ``wandb.Image`` with its caption; text: an incremental table ``[step, text]``.
+- histogram: ``wandb.Histogram(np_histogram=(counts, edges))`` (at most 512 bins, as core
+  allows), plus ``<key>/nan``, ``<key>/inf``, ``<key>/neginf`` in the same row when values
+  were not finite.
+- artifact: a ``wandb.Artifact`` of the same name and type (copied files added, large
+  referenced files as ``file://`` references), aliased ``step<N>``; wandb versions it by
+  content, so a redelivered artifact is the same version.
 - config: ``run.config.update`` (nested, already redacted by core).
 - summary: wandb's own (last row per key), corrected at close to each metric's value at
   its highest step when late data came last.
@@ -52,8 +58,10 @@ from typing import Any
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     Event,
+    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -241,7 +249,8 @@ def wandb_project(project: str) -> str:
 
 class WandbBackend(Backend):
     name = "wandb"
-    capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+    capabilities = frozenset({"metrics", "config", "table", "image", "text", "histogram",
+                              "artifact"})
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -304,6 +313,8 @@ class WandbBackend(Backend):
                 continue  # already in wandb's files: a redelivered batch
             if isinstance(event, ConfigEvent):
                 self._run.config.update(event.config, allow_val_change=True)
+            elif isinstance(event, ArtifactEvent):
+                self._artifact(event)
             else:
                 row = self._checked_row(event)
                 row[STEP_KEY] = event.step
@@ -311,6 +322,18 @@ class WandbBackend(Backend):
                 self._run.log(row, step=self._next_step, commit=True)
                 self._next_step += 1
             self._seq = max(self._seq, event.seq)
+
+    def _artifact(self, event: ArtifactEvent) -> None:
+        import wandb
+
+        artifact = wandb.Artifact(event.name, type=event.type, metadata={
+            "trackmux_step": event.step, "trackmux_seq": event.seq, "source": event.source})
+        for file, local in zip(event.files, event.local, strict=True):
+            if file.copied:
+                artifact.add_file(local, name=file.path)
+            else:
+                artifact.add_reference(Path(local).as_uri(), name=file.path)
+        self._run.log_artifact(artifact, aliases=[f"step{event.step}"])
 
     def _checked_row(self, event: Event) -> dict[str, Any]:
         """The history row of ``event``; an event wandb can never take is rejected (core
@@ -345,6 +368,13 @@ class WandbBackend(Backend):
             for cells in event.rows:
                 table.add_data(*cells)
             return {event.key: table}
+        if isinstance(event, HistogramEvent):
+            row: dict[str, Any] = {f"{event.key}/{name}": n
+                                   for name, n in event.nonfinite.items() if n}
+            if event.count:
+                binned: Any = (list(event.counts), list(event.edges))  # wandb takes lists too
+                row[event.key] = wandb.Histogram(np_histogram=binned)
+            return row
         if isinstance(event, TextEvent):
             table = self._table(event.key, ("step", "text"))
             table.add_data(event.step, event.text)

@@ -11,7 +11,9 @@ from typing import Any
 from trackmux.core import settings
 from trackmux.core.configmerge import merge_config
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
+    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -48,6 +50,8 @@ class RunData:
     tables: list[TableEvent] = field(default_factory=list)
     images: list[ImageEvent] = field(default_factory=list)
     texts: list[TextEvent] = field(default_factory=list)
+    histograms: list[HistogramEvent] = field(default_factory=list)
+    artifacts: list[ArtifactEvent] = field(default_factory=list)
     config: dict[str, Any] | None = None
     delivery: list[Delivery] = field(default_factory=list)
     last_seq: int = 0
@@ -111,6 +115,10 @@ def load_run(run_dir: Path) -> RunData:
                 data.images.append(event)
             elif isinstance(event, TextEvent):
                 data.texts.append(event)
+            elif isinstance(event, HistogramEvent):
+                data.histograms.append(event)
+            elif isinstance(event, ArtifactEvent):
+                data.artifacts.append(event)
             elif isinstance(event, ConfigEvent):
                 data.config = merge_config(data.config or {}, event.config)
         data.last_seq = reader.last_seq()

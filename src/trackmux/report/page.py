@@ -4,26 +4,32 @@ data URIs, no script, no request to anything)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 
 from trackmux.report import sections
+from trackmux.report.artifacts import artifacts_section
+from trackmux.report.charts import PALETTE
+from trackmux.report.histograms import histograms_section
 from trackmux.report.load import RunData
 from trackmux.report.style import CSS
 
 
-def render(runs: Sequence[RunData], title: str | None = None) -> str:
+def render(runs: Sequence[RunData], title: str | None = None,
+           table_pages: Mapping[tuple[str, int], str] | None = None) -> str:
     if not runs:
         raise ValueError("a report needs at least one run")
     title = title or "trackmux report: " + ", ".join(run.label for run in runs)
     body = [sections.runs_section(runs), sections.metrics_section(runs),
-            sections.tables_section(runs), sections.images_section(runs),
-            sections.texts_section(runs), sections.config_section(runs),
+            histograms_section(runs, PALETTE),
+            sections.tables_section(runs, table_pages), sections.images_section(runs),
+            sections.texts_section(runs), artifacts_section(runs),
+            sections.config_section(runs),
             sections.delivery_section(runs)]
     nav = [('runs', 'Runs'), ('metrics', 'Metrics')]
     nav += [(sections.anchor(p), p) for p in sections.metric_groups(runs)]
-    nav += [(section, section.capitalize()) for section in ("tables", "images", "text",
-                                                            "config")
+    nav += [(section, section.capitalize()) for section in ("histograms", "tables", "images",
+                                                            "text", "artifacts", "config")
             if f'id="{section}"' in "".join(body)]
     nav.append(("delivery", "Delivery"))
     links = "".join(f'<a href="#{escape(target)}">{escape(label)}</a>' for target, label in nav)

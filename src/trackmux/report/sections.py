@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -153,7 +153,9 @@ def metrics_section(runs: Sequence[RunData]) -> str:
     return "".join(out)
 
 
-def _table_html(event: TableEvent) -> str:
+def table_html(event: TableEvent, start: int = 0, note: str | None = None) -> str:
+    """Rows ``start`` .. ``start + MAX_TABLE_ROWS`` of ``event``; ``note`` (HTML) replaces
+    the default "N more rows not shown" line."""
     def numeric(index: int) -> bool:
         values = [row[index] for row in event.rows if row[index] is not None]
         return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -162,13 +164,17 @@ def _table_html(event: TableEvent) -> str:
     head = "".join(f'<th class="num">{escape(c)}</th>' if numeric(i) else f"<th>{escape(c)}</th>"
                    for i, c in enumerate(event.columns))
     body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>"
-                   for row in event.rows[:MAX_TABLE_ROWS])
-    more = len(event.rows) - MAX_TABLE_ROWS
-    note = f'<p class="hint">{more} more rows not shown</p>' if more > 0 else ""
+                   for row in event.rows[start:start + MAX_TABLE_ROWS])
+    if note is None:
+        more = len(event.rows) - MAX_TABLE_ROWS
+        note = f'<p class="hint">{more} more rows not shown</p>' if more > 0 else ""
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
 
 
-def tables_section(runs: Sequence[RunData]) -> str:
+def tables_section(runs: Sequence[RunData],
+                   pages: Mapping[tuple[str, int], str] | None = None) -> str:
+    """Each table's first page inline; ``pages`` maps (run id, seq) of a longer table to
+    the link of its second page (written beside the report by report.table_pages)."""
     out = []
     for run in runs:
         by_key: dict[str, list[TableEvent]] = {}
@@ -180,8 +186,13 @@ def tables_section(runs: Sequence[RunData]) -> str:
                        f"{len(events)} logged</span></h3><div class=\"panel\">")
             for event in reversed(events):
                 is_open = " open" if event is events[-1] else ""
+                link = (pages or {}).get((run.run_id, event.seq))
+                note = None
+                if link is not None:
+                    note = (f'<p class="hint">rows 1..{MAX_TABLE_ROWS} of {len(event.rows)} · '
+                            f'<a href="{escape(link)}">next page →</a></p>')
                 out.append(f"<details{is_open}><summary>step {event.step}</summary>"
-                           f"{_table_html(event)}</details>")
+                           f"{table_html(event, 0, note)}</details>")
             out.append("</div>")
     if not out:
         return ""

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 from trackmux.core.backend import Backend, ResumeState, RunInfo
 from trackmux.core.errors import PermanentBackendError
 from trackmux.core.events import (
+    ArtifactEvent,
     ConfigEvent,
     Event,
+    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -68,6 +70,8 @@ class Readback:
     config: key -> value, flat (keys joined with ``/`` or ``.``) or nested; values may
     come back as strings; None if not stored. Only for kinds "caption" and "time":
     captions: image key -> [(step, caption)]; times: metric key -> [(step, unix time)].
+    histograms: key -> [(step, counts)] where the backend shows histograms natively;
+    artifacts: name -> [(step, {file path: size})] where the backend keeps artifacts.
     """
 
     metrics: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
@@ -77,6 +81,8 @@ class Readback:
     config: dict[str, Any] | None = None
     captions: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
     times: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    histograms: dict[str, list[tuple[int, list[int]]]] = field(default_factory=dict)
+    artifacts: dict[str, list[tuple[int, dict[str, int]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -218,6 +224,58 @@ def _same_value(have: Any, want: Any) -> bool:
         return False
 
 
+HISTOGRAM_KEY = "reward/dist"
+HISTOGRAM_STEPS = (0, 1, 2)
+
+
+def histogram_run(tmp_path: Path) -> tuple[Path, list[HistogramEvent]]:
+    """A spool holding a few histograms (one with NaN and inf counted apart)."""
+    from trackmux.core.histogram import bin_values
+
+    run_dir = tmp_path / "spool" / "conformance" / "run-0001"
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="run-0001", project="conformance", name="conformance-run",
+                    state="finished", started_at=1_700_000_000.0)
+    events = []
+    for step in HISTOGRAM_STEPS:
+        values = [((i * 37) % 101) / 100 + step for i in range(500)]
+        if step == HISTOGRAM_STEPS[-1]:
+            values += [math.nan, math.nan, math.inf]
+        b = bin_values(values, 16)
+        event = HistogramEvent(HISTOGRAM_KEY, b.counts, b.edges, b.count, b.min, b.max,
+                               b.mean, b.std, step, 1_700_000_000.0 + step, b.nan, b.inf,
+                               b.neginf)
+        writer.append(MetricsEvent({"reward/mean": float(step)}, step, event.time))
+        writer.append(event)
+        events.append(event)
+    writer.close()
+    return run_dir, events
+
+
+ARTIFACT_NAME = "ckpt-step7"
+ARTIFACT_STEP = 7
+
+
+def artifact_run(tmp_path: Path) -> tuple[Path, dict[str, int]]:
+    """A spool holding one folder artifact: two small copied files, one large referenced."""
+    from trackmux.core.artifacts import collect
+
+    run_dir = tmp_path / "spool" / "conformance" / "run-0001"
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="run-0001", project="conformance", name="conformance-run",
+                    state="finished", started_at=1_700_000_000.0)
+    source = tmp_path / "checkpoint"
+    (source / "shards").mkdir(parents=True)
+    (source / "config.json").write_text('{"lr": 1e-06}')
+    (source / "shards" / "tokenizer.txt").write_text("a b c\n" * 10)
+    (source / "shards" / "model.bin").write_bytes(bytes(range(256)) * 64)
+    name, type_, root, files = collect(source, ARTIFACT_NAME, "model", run_dir, 1024)
+    writer.append(MetricsEvent({"reward/mean": 1.0}, ARTIFACT_STEP, 1_700_000_007.0))
+    writer.append(ArtifactEvent(name, type_, root, files, ARTIFACT_STEP, 1_700_000_007.0))
+    writer.close()
+    return run_dir, {f.path: f.size for f in files}
+
+
 class BackendConformance:
     """Subclass and implement ``make_backend`` and ``read_back``; pytest collects the tests.
 
@@ -234,6 +292,8 @@ class BackendConformance:
     """
 
     kinds: frozenset[str] = frozenset({"metrics", "config", "table", "image"})
+    #: add "histogram" to ``kinds`` when ``read_back`` fills ``Readback.histograms``;
+    #: otherwise the suite checks core's fallback (summary scalars) among the metrics.
     nonfinite: str = "kept"
     precision: str = "float64"
     invalid_options: dict[str, Any] | None = None
@@ -513,3 +573,56 @@ class BackendConformance:
         leftovers = sorted(str(p.relative_to(outside)) for p in outside.rglob("*")
                            if p.is_file())
         assert not leftovers, f"written outside {tmp_path}: {leftovers[:20]}"
+
+    def test_histograms_native_or_fallback(self, tmp_path: Path) -> None:
+        """Native histograms keep their counts per step; other backends get core's summary
+        scalars (NaN/inf counts included): no backend drops a distribution silently."""
+        _check_histograms(self, tmp_path)
+
+    def test_artifacts_native_or_listed(self, tmp_path: Path) -> None:
+        """Every file of an artifact (copied or referenced) reaches a backend that keeps
+        artifacts; a backend that shows text gets core's listing of the files."""
+        _check_artifacts(self, tmp_path)
+
+
+def _check_histograms(suite: BackendConformance, tmp_path: Path) -> None:
+    run_dir, events = histogram_run(tmp_path)
+    result = deliver(run_dir, {"under-test": lambda: suite.make_backend(tmp_path)},
+                     timeout=120)
+    assert result.complete, f"delivery incomplete: {result.pending} {result.problems}"
+    readback = suite.read_back(tmp_path)
+    if "histogram" in suite.kinds:
+        name = suite.expected_key(HISTOGRAM_KEY)
+        got = readback.histograms.get(name)
+        assert got, f"histogram {name!r} missing; got {sorted(readback.histograms)}"
+        assert [s for s, _ in sorted(got)] == [e.step for e in events]
+        for (_, counts), event in zip(sorted(got), events, strict=True):
+            assert [int(c) for c in counts] == list(event.counts), f"counts at {event.step}"
+        return
+    from trackmux.core.fallbacks import histogram_metrics
+
+    for event in events:
+        for key, want in histogram_metrics(event).data.items():
+            name = suite.expected_key(key)
+            points = dict(readback.metrics.get(name, []))
+            assert event.step in points, f"fallback scalar {name!r} missing at {event.step}"
+            assert math.isclose(points[event.step], want, rel_tol=1e-5, abs_tol=1e-9), (
+                f"{name}@{event.step}: {points[event.step]} != {want}")
+
+
+
+def _check_artifacts(suite: BackendConformance, tmp_path: Path) -> None:
+    run_dir, sizes = artifact_run(tmp_path)
+    result = deliver(run_dir, {"under-test": lambda: suite.make_backend(tmp_path)},
+                     timeout=120)
+    assert result.complete, f"delivery incomplete: {result.pending} {result.problems}"
+    readback = suite.read_back(tmp_path)
+    if "artifact" in suite.kinds:
+        got = readback.artifacts.get(ARTIFACT_NAME)
+        assert got, f"artifact {ARTIFACT_NAME!r} missing; got {sorted(readback.artifacts)}"
+        step, files = got[-1]
+        assert step == ARTIFACT_STEP and files == sizes
+    elif "text" in suite.kinds:
+        texts = readback.texts.get(suite.expected_key(f"artifacts/{ARTIFACT_NAME}"))
+        assert texts, f"artifact listing missing; got {sorted(readback.texts)}"
+        assert all(path in texts[-1][1] for path in sizes), texts[-1][1]
