@@ -177,7 +177,8 @@ def test_a_300_character_run_name_is_delivered_to_a_shortened_file(tmp_path: Pat
     summary = run.finish(timeout=30)
     assert summary.complete, summary
     files = [f for f in (tmp_path / "out" / "p").glob("*.jsonl")
-             if not f.name.endswith((".tables.jsonl", ".text.jsonl"))]
+             if not f.name.endswith((".tables.jsonl", ".text.jsonl", ".histograms.jsonl",
+                                     ".artifacts.jsonl"))]
     assert len(files) == 1 and len(files[0].name.encode()) <= 255
     assert files[0].name.startswith("grpo-xxx")
     assert orjson.loads(files[0].read_bytes().splitlines()[0]) == {"step": 0, "data": {"a": 1.0}}

@@ -39,5 +39,5 @@ def decode(wire: Iterable[Wire]) -> list[Event]:
         cls = _KINDS.get(name)
         if cls is None:  # a newer worker's kind this driver does not know
             raise ValueError(f"unknown event kind {name!r} from an attached worker")
-        out.append(cls(*values))
+        out.append(cls(**dict(zip(_FIELDS[name], values, strict=True))))
     return out

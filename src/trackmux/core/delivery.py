@@ -368,7 +368,10 @@ class DeliveryWorker:
             prepared.append(event)
 
         def skipped(kind: str, message: str) -> None:
-            self.reporter.note(self.name, kind, message)
+            if kind.startswith("artifact "):  # a file changed or gone: data not delivered
+                self.reporter.report(self.name, kind, message)
+            else:  # a kind this backend cannot show: an expected limit, a note
+                self.reporter.note(self.name, kind, message)
 
         return fallbacks.adapt(prepared, backend, skipped, self.run.run_dir)
 
