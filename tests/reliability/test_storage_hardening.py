@@ -219,7 +219,8 @@ def test_two_live_runs_with_the_same_name_do_not_share_a_file(tmp_path: Path) ->
     assert first.finish(timeout=30).complete and second.finish(timeout=30).complete
     outputs = {}
     for path in (tmp_path / "out" / "p").glob("same*.jsonl"):
-        if not path.name.endswith((".tables.jsonl", ".text.jsonl")):
+        if not path.name.endswith((".tables.jsonl", ".text.jsonl", ".histograms.jsonl",
+                                   ".artifacts.jsonl")):
             outputs[path.name] = {line["data"]["who"] for line in _lines(path)}
             assert len(_lines(path)) == 30
     assert sorted(outputs.values(), key=sorted) == [{1.0}, {2.0}], outputs

@@ -282,6 +282,10 @@ class ProcessDelivery:
         if "problem" in message:
             self._reporter.replay(*message["problem"])
             return
+        if "log" in message:  # a backend's warning meant for the user
+            level, text = message["log"]
+            log.log(int(level), "%s", text)
+            return
         with self._cond:
             if "acked" in message:
                 self._acked.update(message["acked"])

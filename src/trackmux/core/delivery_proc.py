@@ -188,6 +188,23 @@ class DeliveryProcess:
             reader.close()
 
 
+class _ForwardWarnings(logging.Handler):
+    """Backends' own warnings (a project name mapped, a default output folder chosen) are
+    meant for the user, who watches the trainer, not delivery.log: send them there too.
+    Problems travel on their own (Reporter listener), so reporting's records are skipped."""
+
+    def __init__(self, host: DeliveryProcess) -> None:
+        super().__init__(logging.WARNING)
+        self.host = host
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name.startswith("trackmux") and record.module != "reporting":
+            try:
+                self.host._send({"log": [record.levelno, record.getMessage()]})
+            except Exception:  # never let logging break delivery
+                self.handleError(record)
+
+
 def main(argv: list[str]) -> int:
     control_fd, status_fd = int(argv[1]), int(argv[2])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's; we drain
@@ -200,6 +217,7 @@ def main(argv: list[str]) -> int:
     log.info("trackmux delivery: run %s, backends %s", config["info"]["run_id"],
              ", ".join(config["backends"]))
     host = DeliveryProcess(config, status)
+    logging.getLogger("trackmux").addHandler(_ForwardWarnings(host))
     signal.signal(signal.SIGTERM, host.on_sigterm)
     signal.signal(signal.SIGUSR1, host.on_handover)
     threading.Thread(target=host.read_control, args=(control,), name="trackmux-control",
