@@ -39,6 +39,8 @@ from trackmux.core.reporting import Reporter
 log = logging.getLogger("trackmux")
 
 DELIVERY_LOG = "delivery.log"
+_SESSION_VARIABLES = frozenset({"CLEARML_PROC_MASTER_ID", "TRAINS_PROC_MASTER_ID",
+                                "WANDB_SERVICE"})
 MAX_RESTARTS = 3
 # Worker states after which a backend takes no more events from this host.
 TERMINAL = frozenset({"done", "failed", "stopped"})
@@ -204,7 +206,9 @@ class ProcessDelivery:
     def _spawn(self) -> subprocess.Popen[bytes]:
         control_read, control_write = os.pipe()
         status_read, status_write = os.pipe()
-        env = dict(os.environ)
+        # Variables a backend library sets in this process to tie its own children to this
+        # process's session; the delivery process is not such a child (it outlives us).
+        env = {k: v for k, v in os.environ.items() if k not in _SESSION_VARIABLES}
         # The child must import the same trackmux and plugins as this interpreter, even
         # when they were put on sys.path by hand (a source checkout, a test runner).
         paths = [p for p in sys.path if p and os.path.isabs(p)]

@@ -168,6 +168,11 @@ class ClearMLBackend(Backend):
         # trainer's path, so ClearML's in-process reporter thread is used instead.
         Task._report_subprocess_enabled = False
         directory = self.options.get("dir")
+        if directory:  # ClearML's session cache is ~/.clearml unless moved: keep it in dir
+            from clearml.config.cache import SessionCache
+
+            SessionCache.SESSION_CACHE_FOLDER = str(
+                Path(directory).expanduser().absolute() / ".clearml")
         with _cache_dir(Path(directory).expanduser().absolute() if directory else None):
             self._task = Task.init(
                 project_name=self.options.get("project") or run.project,
