@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +114,10 @@ def test_traces_from_a_ray_agent_loop_worker_reach_the_drivers_run(
     ray = pytest.importorskip("ray")
     import verl.utils.tracking as vt
 
-    ray.init(num_cpus=2, include_dashboard=False,
+    # The verl env points TMPDIR into .tox; Ray's unix socket paths under it would pass
+    # the 107-byte limit and ray.init() would wait forever, so its session dir is short.
+    ray_tmp = tempfile.mkdtemp(prefix="tmray-", dir="/tmp")
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=ray_tmp,
              runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}})
     try:
         tracking = vt.Tracking(project_name="raytraces", experiment_name="exp",
@@ -143,6 +148,7 @@ def test_traces_from_a_ray_agent_loop_worker_reach_the_drivers_run(
         assert summary.complete
     finally:
         ray.shutdown()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     path = tracker_env["file_root"] / "raytraces" / "exp.tables.jsonl"
     tables = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     assert [(t["key"], t["step"]) for t in tables] == [("agent_loop_worker_0/rollout_trace", 1)]
