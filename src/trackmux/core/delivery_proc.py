@@ -42,6 +42,7 @@ log = logging.getLogger("trackmux")
 # After SIGTERM, keep draining this long before exiting; the rest stays in the spool.
 DEFAULT_GRACE = 10.0
 PARENT_CHECK = 1.0
+DEFAULT_NICE = 10
 
 
 class DeliveryProcess:
@@ -205,9 +206,29 @@ class _ForwardWarnings(logging.Handler):
                 self.handleError(record)
 
 
+def _lower_priority() -> None:
+    """Run below the trainer: where the machine has no idle core (2 cores, a CPU-bound
+    loop), the scheduler then gives the loop the CPU and delivery takes what is left,
+    instead of both slowing down. Backend helpers we start (wandb's service) inherit it.
+    ``TRACKMUX_DELIVERY_NICE`` (default 10; 0 keeps the trainer's priority)."""
+    raw = os.environ.get("TRACKMUX_DELIVERY_NICE", str(DEFAULT_NICE))
+    try:
+        increment = max(0, min(19, int(raw)))
+    except ValueError:
+        log.warning("trackmux delivery: TRACKMUX_DELIVERY_NICE=%r is not an int; using %d",
+                    raw, DEFAULT_NICE)
+        increment = DEFAULT_NICE
+    if increment and hasattr(os, "nice"):
+        try:
+            os.nice(increment)
+        except OSError as exc:
+            log.warning("trackmux delivery: cannot lower priority: %s", exc)
+
+
 def main(argv: list[str]) -> int:
     control_fd, status_fd = int(argv[1]), int(argv[2])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's; we drain
+    _lower_priority()
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(process)d %(threadName)s %(levelname)s "
                                "%(name)s: %(message)s")
