@@ -126,6 +126,11 @@ def one(mode: str, steps: int, root: Path) -> dict[str, Any]:
     out["modules"] = sorted(m for m in ("wandb", "mlflow", "tensorboard", "torch")
                             if m in sys.modules)
     if mode.startswith("trackmux"):
+        from benchmarks.common import wait_delivered
+
+        t0 = time.perf_counter()  # the backlog the loop left: delivery ran below it
+        wait_delivered(tracker, 300)
+        out["drain_s"] = time.perf_counter() - t0
         out["latency_ms"] = _latency(tracker)
         t0 = time.perf_counter()
         summary = tracker.finish(timeout=300)
@@ -226,6 +231,9 @@ def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         if lat:
             entry["latency_ms"] = {b: statistics.median(x[b] for x in lat if b in x)
                                    for b in BACKENDS}
+        drains = [r["drain_s"] for r in results if "drain_s" in r]
+        if drains:
+            entry["drain_after_loop_s"] = statistics.median(drains)
         if results[0].get("finish_s") is not None:
             entry["finish_s"] = statistics.median(r["finish_s"] for r in results)
         out["modes"][mode] = entry
@@ -239,8 +247,10 @@ def _lines(summary: dict[str, Any]) -> list[str]:
         lat = e.get("latency_ms")
         lat_txt = ("  log->backend " + ", ".join(f"{b} {v:.0f} ms" for b, v in lat.items())
                    if lat else "")
+        drain = (f"  drain after loop {e['drain_after_loop_s']:.1f} s"
+                 if "drain_after_loop_s" in e else "")
         lines.append(f"  {mode:16s} {e['loop_s']:6.2f} s  {e['overhead_pct']:+7.1f}%  "
-                     f"RSS {e['rss_over_untracked_mb']:+6.1f} MB{lat_txt}")
+                     f"RSS {e['rss_over_untracked_mb']:+6.1f} MB{lat_txt}{drain}")
     return lines
 
 
