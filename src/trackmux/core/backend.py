@@ -20,7 +20,8 @@ event the store can never take (see docs/plugins.md).
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -52,6 +53,24 @@ class ResumeState:
     remote_id: str | None = None
     state: Mapping[str, Any] = field(default_factory=dict)
     acked_seq: int = 0
+
+
+def check_option_types(backend: str, options: Mapping[str, Any], known: Iterable[str], *,
+                       strings: Iterable[str] = (), paths: Iterable[str] = ()) -> None:
+    """The usual checks of a backend's options, before any I/O: no unknown name, and the
+    named string and path options (when given) of the right type. Raises naming both."""
+    known = frozenset(known)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"unknown {backend} option(s) {unknown}; known: {sorted(known)}")
+    for name in strings:
+        if options.get(name) is not None and not isinstance(options[name], str):
+            raise TypeError(f"{backend} option {name} must be a string, got "
+                            f"{type(options[name]).__name__}")
+    for name in paths:
+        if options.get(name) is not None and not isinstance(options[name], (str, os.PathLike)):
+            raise TypeError(f"{backend} option {name} must be a path, got "
+                            f"{type(options[name]).__name__}")
 
 
 def check_max_rows(value: object, argument: str = "max_rows") -> int:

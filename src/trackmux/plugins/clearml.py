@@ -42,7 +42,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backend import Backend, ResumeState, RunInfo, check_option_types
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ConfigEvent,
@@ -120,18 +120,11 @@ def _cache_dir(path: Path | None) -> Iterator[None]:
 
 
 def _check_options(options: Mapping[str, Any]) -> None:
-    unknown = sorted(set(options) - OPTIONS)
-    if unknown:
-        raise ValueError(f"unknown clearml option(s) {unknown}; known: {sorted(OPTIONS)}")
+    check_option_types("clearml", options, OPTIONS, strings=("project", "name", "config_name"),
+                       paths=("dir",))
     if not isinstance(options.get("offline", False), bool):
         raise TypeError(f"clearml option offline must be True or False, got "
                         f"{options['offline']!r}")
-    for name in ("project", "name", "config_name"):
-        if options.get(name) is not None and not isinstance(options[name], str):
-            raise TypeError(f"clearml option {name} must be a string, got "
-                            f"{type(options[name]).__name__}")
-    if options.get("dir") is not None and not isinstance(options["dir"], (str, os.PathLike)):
-        raise TypeError(f"clearml option dir must be a path, got {type(options['dir']).__name__}")
 
 
 class ClearMLBackend(Backend):

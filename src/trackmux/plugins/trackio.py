@@ -43,7 +43,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backend import Backend, ResumeState, RunInfo, check_option_types
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ConfigEvent,
@@ -98,15 +98,8 @@ def trackio_dir(wanted: str | os.PathLike[str] | None) -> Path:
 
 
 def _check_options(options: Mapping[str, Any]) -> None:
-    unknown = sorted(set(options) - OPTIONS)
-    if unknown:
-        raise ValueError(f"unknown trackio option(s) {unknown}; known: {sorted(OPTIONS)}")
-    for name in ("project", "name", "id", "group"):
-        if options.get(name) is not None and not isinstance(options[name], str):
-            raise TypeError(f"trackio option {name} must be a string, got "
-                            f"{type(options[name]).__name__}")
-    if options.get("dir") is not None and not isinstance(options["dir"], (str, os.PathLike)):
-        raise TypeError(f"trackio option dir must be a path, got {type(options['dir']).__name__}")
+    check_option_types("trackio", options, OPTIONS, strings=("project", "name", "id", "group"),
+                       paths=("dir",))
 
 
 class TrackioBackend(Backend):
