@@ -78,4 +78,4 @@ def test_artifacts_are_listed_and_show_names_every_new_kind(tmp_path: Path) -> N
     assert "config.json" in section and "copied" in section
     shown = CliRunner().invoke(cli, ["show", str(run.dir)])
     assert "histograms (1 key):" in shown.output and "reward/dist: 1 at steps 3..3" in shown.output
-    assert "artifacts (1 keys):" in shown.output and "ckpt-3: 1 at steps 3..3" in shown.output
+    assert "artifacts (1 key):" in shown.output and "ckpt-3: 1 at steps 3..3" in shown.output
