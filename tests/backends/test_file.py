@@ -12,8 +12,7 @@ from trackmux.testing import BackendConformance, Readback
 
 
 class TestFileBackend(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image", "text"})
-    kinds = frozenset({"metrics", "config", "table", "image", "histogram", "artifact"})
+    kinds = frozenset({"metrics", "config", "table", "image", "text", "histogram", "artifact"})
     nonfinite = "any"  # verl's format writes NaN/inf as null
     invalid_options = {"no_such_option": 1}
 

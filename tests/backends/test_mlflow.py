@@ -132,9 +132,8 @@ def _experiment(tmp_path: Path) -> str:
 
 
 class TestMlflowSqlite(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image", "text", "time"})
+    kinds = frozenset({"metrics", "config", "table", "image", "text", "time", "artifact"})
     invalid_options = {"no_such_option": 1}
-    kinds = frozenset({"metrics", "config", "table", "image", "artifact"})
     nonfinite = "kept"  # NaN kept; inf comes back as 1.797e308 (accepted by the suite)
 
     def uri(self, tmp_path: Path) -> str:

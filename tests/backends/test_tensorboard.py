@@ -90,8 +90,7 @@ def event_files(tmp_path: Path) -> list[Path]:
 
 
 class TestTensorBoardBackend(BackendConformance):
-    kinds = frozenset({"metrics", "config", "table", "image", "text", "time"})
-    kinds = frozenset({"metrics", "config", "table", "image", "text", "histogram"})
+    kinds = frozenset({"metrics", "config", "table", "image", "text", "time", "histogram"})
     nonfinite = "kept"
     precision = "float32"  # scalars are simple_value, a float32
     invalid_options = {"no_such_option": 1}
