@@ -98,6 +98,8 @@ def test_random_truncation_and_bit_flips_never_crash_and_lose_only_what_is_repor
         out = run_dir / "out.jsonl"
         result = deliver(run_dir, {"file": lambda out=out: FileBackend({"path": str(out)})},
                          timeout=30)
+        crashed = [p.message for p in result.problems if p.kind == "worker"]
+        assert not crashed, f"trial {trial} ({how}): the reader raised into the worker"
         delivered = file_lines(out)
         for line in delivered:
             assert metrics_by_step.get(line["step"]) == line["data"], f"trial {trial} ({how})"
@@ -122,6 +124,40 @@ def test_flipped_step_or_time_is_caught_by_the_row_crc(
     recovered, reader = _recover(run_dir)
     assert sorted(reader.damage.bad_rows) == [10, 20, 100000]
     assert {e.seq for e in recovered} == set(events) - {10, 20, 30}
+
+
+def test_leaf_page_linked_twice_yields_each_event_once(
+        original: tuple[Path, dict[int, Event]], tmp_path: Path) -> None:
+    """An interior page whose two child pointers name the same leaf: SQLite walks that
+    leaf twice and returns its rows again, CRC-intact. Each event must come once, and
+    the leaf no pointer reaches any more must count as damage."""
+    source, events = original
+    run_dir = tmp_path / "run"
+    shutil.copytree(source, run_dir)
+    spool = run_dir / "spool.db"
+    with sqlite3.connect(spool) as conn:
+        (interior,), = conn.execute("SELECT pageno FROM dbstat WHERE name = 'events' AND "
+                                    "pagetype = 'internal' ORDER BY pageno LIMIT 1")
+    data = bytearray(spool.read_bytes())
+    page = (interior - 1) * 4096 + (100 if interior == 1 else 0)
+    assert data[page] == 0x05  # an interior table b-tree page
+    assert int.from_bytes(data[page + 3:page + 5], "big") >= 2, "too few leaves to relink"
+    first, second = (int.from_bytes(data[page + 12 + 2 * i:page + 14 + 2 * i], "big")
+                     for i in (0, 1))
+    base = (interior - 1) * 4096
+    data[base + second:base + second + 4] = data[base + first:base + first + 4]
+    spool.write_bytes(bytes(data))
+
+    recovered, reader = _recover(run_dir)
+    seqs = [e.seq for e in recovered]
+    assert len(seqs) == len(set(seqs)), "an event twice"
+    assert all(events[e.seq] == e for e in recovered)
+    assert len(recovered) < len(events)  # the unlinked leaf's rows are gone
+    assert reader.damage, "the lost leaf went unreported"
+    out = tmp_path / "out.jsonl"
+    deliver(run_dir, {"file": lambda: FileBackend({"path": str(out)})}, timeout=30)
+    steps = [line["step"] for line in file_lines(out)]
+    assert len(steps) == len(set(steps)), "a step delivered twice"
 
 
 def test_damaged_image_blob_is_detected(original: tuple[Path, dict[int, Event]],

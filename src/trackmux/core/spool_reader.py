@@ -173,11 +173,37 @@ class SpoolReader:
             return self._salvage(after, limit)
         upto = rows[-1][0] if rows else after
         # superseded events (core/attempts.py) are passed over, live and offline alike
-        return Batch(self._decode_rows([r[:6] for r in rows if r[6] is None]), upto)
+        live = [r[:6] for r in self._in_key_range(rows, after, upto) if r[6] is None]
+        return Batch(self._decode_rows(live), upto)
+
+    def _in_key_range(self, rows: list[tuple[Any, ...]], after: int,
+                      upto: int) -> list[tuple[Any, ...]]:
+        """The rows a sound b-tree walk would give: each seq once, in (after, upto].
+
+        A damaged interior page can link one leaf page twice or out of place; SQLite then
+        walks it twice and returns rows again (CRC-intact, so nothing else catches them).
+        Rows outside the range come again in the read that reaches their key, if any can."""
+        seen: set[int] = set()
+        out, stray = [], []
+        for row in rows:
+            seq = row[0]
+            if not isinstance(seq, int) or seq in seen or not after < seq <= upto:
+                stray.append(seq)
+                continue
+            seen.add(seq)
+            out.append(row)
+        if stray:
+            self._note(f"{len(stray)} rows after seq {after} read again or out of place "
+                       f"(damaged page links), first {stray[0]}")
+        return out
 
     def attempts(self) -> list[Attempt]:
         """The run's attempts, oldest first ([] for a spool from before attempts)."""
-        return attempts_mod.read(self._conn)
+        try:
+            return attempts_mod.read(self._conn)
+        except (*_READ_ERRORS, ValueError, TypeError) as exc:  # a damaged attempts page
+            self._note(f"attempts: {type(exc).__name__}: {exc}")
+            return []
 
     def superseded_count(self) -> int:
         try:
