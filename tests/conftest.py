@@ -35,18 +35,32 @@ def _working_directory_in_tmp(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A real 1 MB filesystem (tmpfs) that a test can fill; skipped where mount is refused."""
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """Mounts a real tmpfs of a given size (``"1m"``, ``"2m"``) that a test can fill, and
+    unmounts it afterwards; the test is skipped where mount is refused."""
+    mounts: list[Path] = []
+
+    def mount(size: str) -> Path:
+        where = tmp_path / f"tmpfs{len(mounts)}"
+        where.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                               str(where)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a {size} tmpfs here: {done.stderr.strip()}")
+        mounts.append(where)
+        return where
+
     try:
         yield mount
     finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+        for where in mounts:
+            subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def small_tmpfs(tmpfs: Callable[[str], Path]) -> Path:
+    """A real 1 MB filesystem (tmpfs) that a test can fill."""
+    return tmpfs("1m")
 
 
 @pytest.fixture
