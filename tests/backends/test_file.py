@@ -90,3 +90,17 @@ def test_resume_with_rewind_appends_and_the_last_line_per_step_is_live(tmp_path:
     last = {r["step"]: r["data"]["loss"] for r in lines}
     assert sorted(last.items()) == live
     # a sync into a new destination: tests/core/test_resume.py (one line per live step)
+
+
+def test_a_metrics_only_run_leaves_no_empty_side_files(tmp_path: Path) -> None:
+    import trackmux
+
+    out = tmp_path / "out" / "run.jsonl"
+    run = trackmux.init(project="p", name="n", backends=["file"], dir=tmp_path / "spool",
+                        backend_options={"file": {"path": str(out)}})
+    run.log({"loss": 1.0}, step=1)
+    run.log_text("note", "kept", step=1)
+    assert run.finish(timeout=30).complete
+    names = sorted(p.name for p in out.parent.iterdir())
+    assert names == ["run.jsonl", "run.run-id", "run.text.jsonl"], names
+    assert orjson.loads(out.read_bytes())["data"] == {"loss": 1.0}

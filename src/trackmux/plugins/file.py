@@ -33,6 +33,7 @@ the backend rewrites it from the run's spool and says so.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -252,7 +253,15 @@ class FileBackend(Backend):
         return str(self.path)
 
     def close(self, status: str) -> None:
-        for fd in getattr(self, "_fds", {}).values():
+        fds = getattr(self, "_fds", {})
+        for kind, fd in fds.items():
+            # A run that logged no tables, text, histograms or artifacts leaves no empty
+            # side files (opening them lazily would complicate the offset bookkeeping).
+            # Removed while the lock on the metrics file is still held.
+            with contextlib.suppress(OSError):
+                if kind != "metrics" and os.fstat(fd).st_size == 0:
+                    self._paths[kind].unlink()
+        for fd in fds.values():
             os.close(fd)
         self._fds = {}
 
