@@ -1,6 +1,6 @@
 """B7: what tracking costs a CPU-bound training loop, not one call.
 
-    python -m benchmarks.loop [--steps 400] [--rounds 3] [--out out.json]
+    python -m benchmarks.loop [--steps 400] [--rounds 3] [--log-every 1] [--out out.json]
     python -m benchmarks --only B7            # as one session of the benchmark run
 
 The loop stands in for an RL trainer's Python-heavy step (about 9 ms here): it scores
@@ -92,7 +92,7 @@ def _verl(root: Path) -> Any:
                     config={"trainer": {"total_steps": 400}, "actor": {"lr": 1e-6}})
 
 
-def one(mode: str, steps: int, root: Path) -> dict[str, Any]:
+def one(mode: str, steps: int, root: Path, log_every: int = 1) -> dict[str, Any]:
     """Run the loop once in this process with ``mode``; return its figures."""
     work = Workload()
     work.step(0)  # warm numpy
@@ -101,28 +101,36 @@ def one(mode: str, steps: int, root: Path) -> dict[str, Any]:
         tracker = _trackmux(mode, root)
     elif mode == "verl":
         tracker = _verl(root)
+    watch = _AckWatch(tracker) if mode.startswith("trackmux") else None
+    logged: list[float] = []  # when each event was logged; event k has seq first_seq + k
     rss_start = rss_kb()[0]
+    cpu_start = _cpu_s()
     start = time.perf_counter()
     for step in range(steps):
         scores, loss = work.step(step)
         metrics = payload(step)
         metrics["train/loss"] = loss
-        if tracker is not None:
+        if tracker is not None and step % log_every == 0:
             if mode == "verl":
                 tracker.log(data=metrics, step=step)
             else:
                 tracker.log(metrics, step=step)
-            if step % TABLE_EVERY == 0 and mode != "verl":
+                logged.append(time.perf_counter())
+            if step % (TABLE_EVERY * log_every) == 0 and mode != "verl":
                 columns, rows = _table(step, scores)
                 tracker.log_table("val/generations", columns, rows, step=step)
-            elif step % TABLE_EVERY == 0:  # verl's table path: ValidationGenerationsLogger
+                logged.append(time.perf_counter())
+            elif step % (TABLE_EVERY * log_every) == 0:  # verl's ValidationGenerationsLogger
                 from verl.utils.tracking import ValidationGenerationsLogger
 
                 samples = [(r[0], r[1], r[2]) for r in _table(step, scores)[1]]
                 ValidationGenerationsLogger("b7", "verl").log(BACKENDS, samples, step)
     loop = time.perf_counter() - start
-    out: dict[str, Any] = {"mode": mode, "loop_s": loop, "rss_start_kb": rss_start,
-                           "rss_end_kb": rss_kb()[0], "rss_peak_kb": rss_kb()[1]}
+    out: dict[str, Any] = {"mode": mode, "loop_s": loop, "cpu_s": _cpu_s() - cpu_start,
+                           "rss_start_kb": rss_start, "rss_end_kb": rss_kb()[0],
+                           "rss_peak_kb": rss_kb()[1]}
+    if mode == "trackmux" and tracker.delivery_pid:
+        out["delivery_cpu_s"] = _proc_cpu_s(tracker.delivery_pid)
     out["modules"] = sorted(m for m in ("wandb", "mlflow", "tensorboard", "torch")
                             if m in sys.modules)
     if mode.startswith("trackmux"):
@@ -131,6 +139,8 @@ def one(mode: str, steps: int, root: Path) -> dict[str, Any]:
         t0 = time.perf_counter()  # the backlog the loop left: delivery ran below it
         wait_delivered(tracker, 300)
         out["drain_s"] = time.perf_counter() - t0
+        assert watch is not None
+        out["loop_latency_ms"] = watch.stop(logged, start)
         out["latency_ms"] = _latency(tracker)
         t0 = time.perf_counter()
         summary = tracker.finish(timeout=300)
@@ -141,6 +151,82 @@ def one(mode: str, steps: int, root: Path) -> dict[str, Any]:
         tracker.finish()
         out["finish_s"] = time.perf_counter() - t0
     return out
+
+
+class _AckWatch:
+    """Polls the run's acknowledgements every 10 ms from a thread (it holds the GIL for a
+    few microseconds a poll), so the latency of events logged *during* the loop, with
+    both cores busy, can be told afterwards: log time to the first poll that saw the ack."""
+
+    def __init__(self, run: Any) -> None:
+        import threading
+
+        run._spool.flush(30)  # the config event is committed: the loop's events follow it
+        self.run = run
+        self.first_seq = run._spool.last_seq + 1
+        self.polls: list[tuple[float, dict[str, int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.01):
+            state = self.run.delivery()
+            self.polls.append((time.perf_counter(), {b: a for b, (a, _) in state.items()}))
+
+    def stop(self, logged: list[float], loop_start: float) -> dict[str, dict[str, float]]:
+        """Per backend, ms from log() to acknowledgement: over all the loop's events, and
+        in steady state (events logged after the backend first held everything logged so
+        far, i.e. once its library was imported and its run opened), and when that was."""
+        import bisect
+
+        self._stop.set()
+        self._thread.join()
+        out: dict[str, dict[str, float]] = {}
+        for backend in BACKENDS:
+            waits, i = [], 0
+            for k, at in enumerate(logged):
+                seq = self.first_seq + k
+                while i < len(self.polls) and self.polls[i][1].get(backend, 0) < seq:
+                    i += 1
+                if i == len(self.polls):
+                    break
+                waits.append((self.polls[i][0] - at) * 1000)
+            if not waits:
+                continue
+            caught_up = next((t for t, acked in self.polls
+                              if (n := bisect.bisect(logged, t))
+                              and acked.get(backend, 0) >= self.first_seq + n - 1), None)
+            entry = {**_stats(waits), "events": len(waits)}
+            if caught_up is not None:
+                entry["caught_up_s"] = caught_up - loop_start
+                steady = waits[bisect.bisect(logged, caught_up):]
+                if steady:
+                    entry.update({f"steady_{k}": v for k, v in _stats(steady).items()})
+                    entry["steady_events"] = len(steady)
+            out[backend] = entry
+        return out
+
+
+def _stats(waits: list[float]) -> dict[str, float]:
+    ranked = sorted(waits)
+    return {"median": statistics.median(ranked), "p90": ranked[int(0.9 * (len(ranked) - 1))],
+            "max": ranked[-1]}
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process, all its threads, no children."""
+    times = os.times()
+    return times.user + times.system
+
+
+def _proc_cpu_s(pid: int) -> float | None:
+    """CPU seconds of another process so far, from /proc (None when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _latency(run: Any) -> dict[str, float]:
@@ -176,6 +262,8 @@ def _has_verl() -> bool:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--log-every", type=int, default=1,
+                        help="log every Nth step (the loop runs every step regardless)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="none,trackmux,trackmux-thread,verl")
     parser.add_argument("--out", type=Path, help="write {'B7': ...} here as JSON")
@@ -183,7 +271,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        result = one(args.one, args.steps, args.root)
+        result = one(args.one, args.steps, args.root, args.log_every)
         print("B7RESULT " + json.dumps(result), flush=True)
         return result
     modes = [m for m in args.modes.split(",") if m != "verl" or _has_verl()]
@@ -198,7 +286,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                             "MKL_NUM_THREADS": "1", "TRACKMUX_DIR": str(root / "spool")})
                 done = subprocess.run(
                     [sys.executable, "-m", "benchmarks.loop", "--one", mode, "--steps",
-                     str(args.steps), "--root", str(root)],
+                     str(args.steps), "--log-every", str(args.log_every), "--root",
+                     str(root)],
                     env=env, capture_output=True, text=True, timeout=1800, check=False)
                 line = next((x for x in done.stdout.splitlines()
                              if x.startswith("B7RESULT ")), None)
@@ -217,16 +306,36 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return summary
 
 
+_LATENCY_FIELDS = ("median", "p90", "max", "caught_up_s", "steady_median", "steady_p90",
+                   "steady_max")
+
+
 def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     base = statistics.median(r["loop_s"] for r in runs["none"])
+    base_cpu = statistics.median(r["cpu_s"] for r in runs["none"])
     base_rss = statistics.median(r["rss_peak_kb"] for r in runs["none"]) / 1024
-    out: dict[str, Any] = {"none_loop_s": base, "none_rss_mb": base_rss, "modes": {}}
+    out: dict[str, Any] = {"none_loop_s": base, "none_cpu_s": base_cpu,
+                           "none_rss_mb": base_rss, "modes": {}}
     for mode, results in runs.items():
         loop = statistics.median(r["loop_s"] for r in results)
+        cpu = statistics.median(r["cpu_s"] for r in results)
         rss = statistics.median(r["rss_peak_kb"] for r in results) / 1024
         entry: dict[str, Any] = {"loop_s": loop, "overhead_pct": (loop / base - 1) * 100,
+                                 "cpu_s": cpu, "cpu_overhead_pct": (cpu / base_cpu - 1) * 100,
                                  "rss_mb": rss, "rss_over_untracked_mb": rss - base_rss,
                                  "modules_in_trainer": results[-1]["modules"]}
+        paired = _paired(runs["none"], results)
+        if paired is not None:
+            entry["paired_overhead_pct"] = paired
+        delivery_cpu = [r["delivery_cpu_s"] for r in results if r.get("delivery_cpu_s")]
+        if delivery_cpu:
+            entry["delivery_cpu_s"] = statistics.median(delivery_cpu)
+        in_loop = [r["loop_latency_ms"] for r in results if r.get("loop_latency_ms")]
+        if in_loop:
+            entry["loop_latency_ms"] = {
+                b: {k: statistics.median(vals) for k in _LATENCY_FIELDS
+                    if (vals := [x[b][k] for x in in_loop if k in x.get(b, {})])}
+                for b in BACKENDS if any(b in x for x in in_loop)}
         lat = [r["latency_ms"] for r in results if r.get("latency_ms")]
         if lat:
             entry["latency_ms"] = {b: statistics.median(x[b] for x in lat if b in x)
@@ -240,6 +349,15 @@ def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
+def _paired(base: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Overhead of each round against the untracked run of the same round (the machine's
+    drift hits both alike): median and the range over rounds, in %."""
+    ratios = [(r["loop_s"] / b["loop_s"] - 1) * 100 for b, r in zip(base, runs, strict=False)]
+    if not ratios or runs is base:
+        return None
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+
+
 def _lines(summary: dict[str, Any]) -> list[str]:
     lines = [f"B7 loop overhead (median of rounds; untracked {summary['none_loop_s']:.2f} s, "
              f"{summary['none_rss_mb']:.0f} MB peak RSS)"]
@@ -249,8 +367,18 @@ def _lines(summary: dict[str, Any]) -> list[str]:
                    if lat else "")
         drain = (f"  drain after loop {e['drain_after_loop_s']:.1f} s"
                  if "drain_after_loop_s" in e else "")
-        lines.append(f"  {mode:16s} {e['loop_s']:6.2f} s  {e['overhead_pct']:+7.1f}%  "
+        paired = e.get("paired_overhead_pct")
+        paired_txt = (f" (per round {paired['median']:+.1f}%, {paired['min']:+.1f}..."
+                      f"{paired['max']:+.1f}%)" if paired else "")
+        lines.append(f"  {mode:16s} {e['loop_s']:6.2f} s  {e['overhead_pct']:+7.1f}%"
+                     f"{paired_txt}  trainer CPU {e['cpu_overhead_pct']:+6.1f}%  "
                      f"RSS {e['rss_over_untracked_mb']:+6.1f} MB{lat_txt}{drain}")
+        for backend, ms in e.get("loop_latency_ms", {}).items():
+            steady = (f"; steady state (caught up {ms['caught_up_s']:.1f} s into the loop) "
+                      f"median {ms['steady_median']:.0f} ms, p90 {ms['steady_p90']:.0f} ms"
+                      if "steady_median" in ms else "; never caught up during the loop")
+            lines.append(f"      during the loop, log->{backend}: median {ms['median']:.0f} ms, "
+                         f"p90 {ms['p90']:.0f} ms{steady}")
     return lines
 
 
