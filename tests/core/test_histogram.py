@@ -188,3 +188,79 @@ def test_bin_values_takes_torch_bfloat16_when_available() -> None:
     tensor = torch.linspace(0, 1, 1000, dtype=torch.bfloat16)
     b = bin_values(tensor, 10)
     assert b.count == 1000 and b.min == 0.0 and b.max == 1.0
+
+
+# -- the sliced binning (several CHUNKs, float32 index, float64 moments) -----------------
+
+def test_many_slices_with_nonfinite_in_a_later_slice_match_numpy() -> None:
+    from trackmux.core.histogram import CHUNK
+
+    rng = np.random.default_rng(7)
+    values = rng.normal(10.0, 3.0, 3 * CHUNK + 123)
+    values[2 * CHUNK + 5] = math.nan
+    values[3 * CHUNK + 7] = math.inf
+    values[11] = -math.inf
+    b = histogram(values, bins=50)
+    finite = values[np.isfinite(values)]
+    counts, edges = np.histogram(finite, bins=50)
+    assert (b.nan, b.inf, b.neginf) == (1, 1, 1)
+    assert list(b.counts) == counts.tolist() and np.allclose(b.edges, edges)
+    assert b.count == finite.size
+    assert math.isclose(b.mean, finite.mean(), rel_tol=1e-12)
+    assert math.isclose(b.std, finite.std(), rel_tol=1e-9)
+
+
+def test_float32_moments_are_accumulated_in_float64() -> None:
+    # a large offset with a small spread: float32 accumulation would lose the std
+    values = (1e4 + np.random.default_rng(3).normal(0, 0.05, 1_000_000)).astype(np.float32)
+    exact = values.astype(np.float64)
+    b = histogram(values)
+    assert math.isclose(b.mean, exact.mean(), rel_tol=1e-12)
+    assert math.isclose(b.std, exact.std(), rel_tol=1e-9)
+    assert sum(b.counts) == values.size
+    assert b.counts[0] >= 1 and b.counts[-1] >= 1  # min in the first bin, max in the last
+
+
+def test_float32_and_float16_counts_differ_from_numpy_only_at_edges() -> None:
+    values = np.random.default_rng(4).uniform(-3, 5, 300_000).astype(np.float32)
+    for array in (values, values.astype(np.float16)):
+        b = histogram(array, bins=128)
+        wide = array.astype(np.float64)
+        counts, _ = np.histogram(wide, bins=128, range=(wide.min(), wide.max()))
+        assert sum(b.counts) == array.size
+        assert np.abs(np.array(b.counts) - counts).sum() <= 20
+        assert math.isclose(b.mean, wide.mean(), rel_tol=1e-12)
+
+
+def test_one_large_repeated_value_gets_a_range_around_it() -> None:
+    b = histogram(np.full(10, 1e20), bins=4)
+    assert b.edges[0] < 1e20 < b.edges[-1] and sum(b.counts) == 10
+    assert b.counts[1] + b.counts[2] == 10 and b.std == 0.0
+
+
+def test_a_range_wider_than_float64_still_bins() -> None:
+    b = histogram([-1.5e308, 0.0, 1.5e308], bins=2)
+    assert b.counts == (1, 2) and all(math.isfinite(e) for e in b.edges)
+    assert b.edges[0] == -1.5e308 and b.edges[-1] == 1.5e308
+
+
+def test_large_integers_are_binned_as_float64() -> None:
+    values = np.arange(2**40, 2**40 + 1000, dtype=np.int64)
+    b = histogram(values, bins=10)
+    assert b.counts == (100,) * 10 and b.min == 2**40 and b.max == 2**40 + 999
+
+
+def test_torch_bfloat16_and_float16_bin_like_their_float32_values() -> None:
+    torch = pytest.importorskip("torch")
+    from trackmux.core.histogram import CHUNK
+
+    base = torch.randn(2 * CHUNK + 17, generator=torch.Generator().manual_seed(0))
+    base[5] = math.nan
+    base[CHUNK + 3] = -math.inf
+    for dtype in (torch.bfloat16, torch.float16):
+        low = base.to(dtype)
+        got, want = bin_values(low, 64), bin_values(low.float().numpy(), 64)
+        assert got == want
+        assert (got.nan, got.neginf) == (1, 1)
+        if dtype == torch.bfloat16:  # a non-contiguous view too
+            assert bin_values(low[::2], 16) == bin_values(low.float()[::2].numpy(), 16)

@@ -82,6 +82,8 @@ class AttachedRun:
         self._warned: set[str] = set()
         self._send_lock = threading.Lock()
         self._before_flush: list[Callable[[], None]] = []
+        self._nodes: Any = None  # NodeSampling once the sink said this node is sampled
+        self._plan_asked = False
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="trackmux-attach-flusher",
@@ -153,6 +155,12 @@ class AttachedRun:
         """True once the sink is gone: calls are then no-ops."""
         return self._gone
 
+    @property
+    def sampling(self) -> bool:
+        """True while this handle samples its node's system metrics (see
+        ``trackmux/attached/nodes.py``)."""
+        return self._nodes is not None and self._nodes.sampling
+
     def add_before_flush(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` before each send (integrations that group rows, e.g. verl's
         rollout traces, emit what is ready)."""
@@ -173,6 +181,7 @@ class AttachedRun:
         """Flush and stop the background thread (also run at interpreter exit)."""
         if self._closed:
             return not self._queue
+        self._stop_sampling()  # first, so its last sample goes with the final flush
         done = self.flush(timeout)
         self._closed = True
         self._stop.set()
@@ -234,6 +243,40 @@ class AttachedRun:
                 self._send_all(time.monotonic() + 30.0)
             except Exception:  # the flusher must never die silently nor raise anywhere
                 log.exception("trackmux: attached worker could not send its batch")
+            self._node_tick()
+
+    def _node_tick(self) -> None:
+        """Learn once whether this node is to be sampled; then compete to sample it."""
+        if self._gone or self._closed or self._stop.is_set():
+            return
+        try:
+            if self._nodes is None:
+                if self._plan_asked or not self._connected:
+                    return
+                self._plan_asked = True
+                plan_of = getattr(self._transport, "node_plan", None)
+                plan = plan_of() if plan_of is not None else None
+                if plan is None:
+                    return
+                from trackmux.attached.nodes import NodeSampling
+
+                self._nodes = NodeSampling(plan, self._put_sample)
+            self._nodes.tick()
+        except Exception as exc:  # sampling is optional: never at the worker's expense
+            if "nodes" not in self._warned:
+                self._warned.add("nodes")
+                log.warning("trackmux: this worker does not sample its node's system "
+                            "metrics (%s: %s)", type(exc).__name__, exc)
+
+    def _put_sample(self, data: dict[str, float]) -> None:
+        """From the node sampler's thread: one metrics event, keys as sampled (no role)."""
+        if not self._gone and not self._closed:
+            self._put(MetricsEvent(data, max(self._step, 0), time.time()))
+
+    def _stop_sampling(self) -> None:
+        nodes = self._nodes
+        if nodes is not None:
+            nodes.stop()
 
     def _run_before_flush(self) -> None:
         for callback in self._before_flush:
@@ -293,6 +336,7 @@ class AttachedRun:
 
     def _went(self, reason: str) -> None:
         self._gone = True
+        self._stop_sampling()
         lost = len(self._queue)
         self._queue.clear()
         if "gone" not in self._warned:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from trackmux.attached import wire
 from trackmux.attached.handle import FLUSH_INTERVAL, SinkGone
+from trackmux.attached.nodes import NodePlan
 from trackmux.attached.sink import DEFAULT_MAX_QUEUED, SinkCore
 from trackmux.core.events import Event
 
@@ -95,8 +96,11 @@ class RaySinkHost:
             "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True),
         }
         self.name = DEFAULT_NAME if _default_name_free(ray) else sink_name(run.id)
+        sampler = getattr(run, "_sampler", None)
         self.actor = actor_cls.options(name=self.name, **options).remote(
-            run.id, run.project, flush_interval, max_queued)
+            run.id, run.project, flush_interval, max_queued,
+            system_metrics=sampler.interval if sampler is not None else None,
+            driver_node=node, driver_host=socket.gethostname())
         self._acked = 0
         self._dropped_seen = 0
         self.pulled = 0
@@ -212,6 +216,21 @@ class RayTransport:
             self._actor = actor
             return True
         return False
+
+    def node_plan(self) -> NodePlan | None:
+        """What this worker's node samples for the run (None: nothing, or the driver's
+        node, which the run samples itself). One round trip, from the flusher thread."""
+        ray = self._ray
+        info = ray.get(self._actor.info.remote(), timeout=30)
+        interval = info.get("system_metrics")
+        if not interval:
+            return None
+        node_id = ray.get_runtime_context().get_node_id()
+        if node_id is None or node_id == info.get("driver_node"):
+            return None
+        name = ray.get(self._actor.node_name.remote(node_id, socket.gethostname()),
+                       timeout=30)
+        return NodePlan(str(info["run_id"]), node_id, name, float(interval))
 
     def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float) -> str:
         ray = self._ray

@@ -17,6 +17,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from trackmux.attached.nodes import assign_name
+
 #: Events the sink holds before it answers ``full`` (workers keep them and retry).
 DEFAULT_MAX_QUEUED = 200_000
 
@@ -33,8 +35,15 @@ class SinkCore:
     """Bounded queue of worker batches for one run; single-threaded (a Ray actor)."""
 
     def __init__(self, run_id: str, project: str, flush_interval: float,
-                 max_queued: int = DEFAULT_MAX_QUEUED) -> None:
+                 max_queued: int = DEFAULT_MAX_QUEUED, *, system_metrics: float | None = None,
+                 driver_node: str | None = None, driver_host: str | None = None) -> None:
         self.run_id = run_id
+        #: the run's sampling interval: attached workers on other nodes sample theirs
+        self.system_metrics = system_metrics
+        self.driver_node = driver_node
+        self._nodes: dict[str, str] = {}  # Ray node id -> name in system/<name>/...
+        if driver_node is not None and driver_host is not None:
+            assign_name(self._nodes, driver_node, driver_host)  # reserve the driver's name
         self.project = project
         self.flush_interval = flush_interval
         self.max_queued = max_queued
@@ -48,7 +57,12 @@ class SinkCore:
 
     def info(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "project": self.project,
-                "flush_interval": self.flush_interval}
+                "flush_interval": self.flush_interval, "system_metrics": self.system_metrics,
+                "driver_node": self.driver_node}
+
+    def node_name(self, node_id: str, hostname: str) -> str:
+        """The node's name in ``system/<node>/...``: unique in the run, stable for it."""
+        return assign_name(self._nodes, node_id, hostname)
 
     def push(self, worker: str, batch: int, events: list[Any], dropped: int,
              flushed_at: float) -> str:

@@ -1,8 +1,9 @@
 """System metrics sampled beside the run: CPU, memory, disk, network (psutil) and GPUs (NVML).
 
 Why here: verl's tracker often lives in a CPU-only Ray actor, so a tracker's own system
-metrics never see the GPUs that train. trackmux samples in the training process (or, with
-``node=``, in each process that logs), where the GPUs are.
+metrics never see the GPUs that train. trackmux samples in the training process, and
+under Ray in one attached worker per other node (``node=``, see
+``trackmux/attached/nodes.py``), where the GPUs are.
 
 Cost: one daemon thread wakes every ``interval`` seconds, makes a few short C calls
 (``/proc`` reads, NVML queries; each releases the GIL or returns in microseconds) and
@@ -11,7 +12,7 @@ long and does no other I/O. benchmarks/system_metrics.py measures what it costs 
 
 Keys (documented in docs/values.md), ``<p>`` = ``system`` or ``system/<node>``:
 ``<p>/cpu/percent``, ``<p>/memory/percent``, ``<p>/memory/used_gb``,
-``<p>/process/rss_gb``, ``<p>/disk/percent``, ``<p>/disk/read_mb_s``,
+``<p>/process/rss_gb`` (not for a node's sampler), ``<p>/disk/percent``, ``<p>/disk/read_mb_s``,
 ``<p>/disk/write_mb_s``, ``<p>/net/sent_mb_s``, ``<p>/net/recv_mb_s``, and per GPU ``i``:
 ``<p>/gpu<i>/util_percent``, ``<p>/gpu<i>/memory_used_gb``, ``<p>/gpu<i>/memory_total_gb``,
 ``<p>/gpu<i>/temperature_c``, ``<p>/gpu<i>/power_w``.
@@ -136,7 +137,7 @@ class SystemSampler:
 
     def __init__(self, emit: Callable[[dict[str, float]], None], interval: float,
                  disk_path: Path, *, node: str | None = None, psutil: Any = None,
-                 nvml: Any = None, gpus: bool = True) -> None:
+                 nvml: Any = None, gpus: bool = True, process: bool = True) -> None:
         self.emit = emit
         self.interval = interval
         self.disk_path = disk_path
@@ -145,7 +146,7 @@ class SystemSampler:
         if nvml is None and gpus:
             nvml = load_nvml()
         self.gpus = GpuReader(nvml) if nvml is not None else None
-        self._process = self.psutil.Process()
+        self._process = self.psutil.Process() if process else None
         self._stop = threading.Event()
         self._last: tuple[float, Any, Any] | None = None
         self.psutil.cpu_percent(interval=None)  # the first call only starts the clock
@@ -175,8 +176,9 @@ class SystemSampler:
             f"{p}/cpu/percent": float(ps.cpu_percent(interval=None)),
             f"{p}/memory/percent": float(memory.percent),
             f"{p}/memory/used_gb": (memory.total - memory.available) / _GB,
-            f"{p}/process/rss_gb": self._process.memory_info().rss / _GB,
         }
+        if self._process is not None:
+            out[f"{p}/process/rss_gb"] = self._process.memory_info().rss / _GB
         with contextlib.suppress(OSError):
             out[f"{p}/disk/percent"] = float(ps.disk_usage(str(self.disk_path)).percent)
         now, disk, net = time.monotonic(), ps.disk_io_counters(), ps.net_io_counters()
