@@ -94,6 +94,8 @@ def _verl(root: Path) -> Any:
 
 def one(mode: str, steps: int, root: Path, log_every: int = 1) -> dict[str, Any]:
     """Run the loop once in this process with ``mode``; return its figures."""
+    root = root.resolve()
+    os.chdir(root)  # mlflow's SQLite store puts artifacts under ./mlruns: keep them here
     work = Workload()
     work.step(0)  # warm numpy
     tracker: Any = None
