@@ -16,7 +16,15 @@ import trackmux
 from trackmux.attached import wire
 from trackmux.attached.handle import AttachedRun
 from trackmux.attached.sink import SinkCore
-from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    ConfigEvent,
+    HistogramEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
+from trackmux.core.spool_reader import SpoolReader
 
 
 def test_attach_in_the_run_process_prefixes_role_and_keeps_its_own_steps(
@@ -170,3 +178,41 @@ def test_log_is_safe_from_many_threads(memory_backend: Any, tmp_path: Path) -> N
     metrics = memory_backend[run.id].metrics()
     for i in range(4):
         assert metrics[f"t{i}/v"] == [(s, float(s)) for s in range(500)]
+
+
+def test_attached_histograms_are_binned_in_the_worker_and_prefixed(
+        memory_backend: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import numpy as np
+
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    rollout = trackmux.attach(role="rollout")
+    values = np.array([0.0, 1.0, 1.0, 2.0, np.nan, np.inf], dtype=np.float32)
+    with caplog.at_level("WARNING", logger="trackmux"):
+        rollout.log_histogram("reward", values, step=4, bins=2)
+        rollout.log_histogram("reward", values, step=5, bins=2)
+    with pytest.raises(NotImplementedError, match="driver"):
+        rollout.log_artifact(tmp_path)
+    run.finish()
+    reader = SpoolReader(run.dir)  # the spool keeps the histogram itself (memory: fallback)
+    got = [e for e in reader.iter_events() if isinstance(e, HistogramEvent)]
+    reader.close()
+    assert [(h.key, h.step, list(h.counts), h.count) for h in got] == [
+        ("rollout/reward", 4, [1, 3], 4), ("rollout/reward", 5, [1, 3], 4)]
+    assert (got[0].nan, got[0].inf) == (1, 1)
+    warned = [r for r in caplog.records if "NaN" in r.getMessage()]
+    assert len(warned) == 1 and "'reward'" in warned[0].getMessage()
+
+
+def test_attach_after_a_finished_run_gets_a_handle_on_the_next_run(
+        memory_backend: Any, tmp_path: Path) -> None:
+    first = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    old = trackmux.attach(role="w")
+    old.log({"a": 1.0})
+    first.finish()
+    second = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    new = trackmux.attach(role="w")
+    assert new is not old
+    new.log({"a": 2.0})
+    second.finish()
+    assert memory_backend[first.id].metrics()["w/a"] == [(0, 1.0)]
+    assert memory_backend[second.id].metrics()["w/a"] == [(0, 2.0)]

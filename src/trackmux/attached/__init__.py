@@ -60,7 +60,7 @@ def attach(run_id: str | None = None, role: str | None = None, *,
     key = (run_id, role, os.getpid())
     with _cache_lock:
         handle = _cache.get(key)
-        if handle is not None and not handle.gone and not handle._closed:
+        if handle is not None and handle.usable:
             return handle
         handle = _new_handle(run_id, role, float(flush_interval), max_buffered)
         _cache[key] = handle

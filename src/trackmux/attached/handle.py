@@ -23,7 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from trackmux.core import normalize
-from trackmux.core.events import Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    Event,
+    HistogramEvent,
+    ImageEvent,
+    MetricsEvent,
+    TableEvent,
+    TextEvent,
+)
 
 log = logging.getLogger("trackmux")
 
@@ -80,6 +87,7 @@ class AttachedRun:
         self._started = time.monotonic()
         self._connected = False
         self._warned: set[str] = set()
+        self._nonfinite: set[str] = set()  # histogram keys warned about NaN/inf
         self._send_lock = threading.Lock()
         self._before_flush: list[Callable[[], None]] = []
         self._nodes: Any = None  # NodeSampling once the sink said this node is sampled
@@ -140,6 +148,30 @@ class AttachedRun:
         if not self._gone:
             self._put(TextEvent(self._key(key), text, self._attach_step(step), time.time()))
 
+    def log_histogram(self, key: str, values: Any, step: int | None = None,
+                      bins: int = 64) -> None:
+        """Log a distribution under ``role/key``, binned here in the worker (as
+        ``Run.log_histogram``): only counts, edges and moments travel to the sink."""
+        from trackmux.core.histogram import histogram, warn_nonfinite
+
+        key = normalize.check_key(key)
+        binned = histogram(values, bins)
+        warn_nonfinite(key, binned, self._nonfinite)
+        if not self._gone:
+            self._put(HistogramEvent(self._key(key), binned.counts, binned.edges, binned.count,
+                                     binned.min, binned.max, binned.mean, binned.std,
+                                     self._attach_step(step), time.time(), binned.nan,
+                                     binned.inf, binned.neginf))
+
+    def log_artifact(self, path: Any, name: str | None = None, type: str | None = None,
+                     step: int | None = None, copy_max_bytes: int | None = None) -> None:
+        """Not from a worker: an artifact's files are on the worker's node, and the run's
+        folder (which copies them by hash, for sync to replay) is on the driver's."""
+        raise NotImplementedError(
+            "log_artifact is not available on an attached worker: its files live on the "
+            "worker's node. Write them to storage the driver can read and call "
+            "run.log_artifact(path) in the driver")
+
     def log_event(self, event: Event) -> None:
         """Send an already-built event (kinds added later); its key is not prefixed."""
         if not self._gone:
@@ -154,6 +186,12 @@ class AttachedRun:
     def gone(self) -> bool:
         """True once the sink is gone: calls are then no-ops."""
         return self._gone
+
+    @property
+    def usable(self) -> bool:
+        """False once closed or once its sink is known to be closed (the run in this
+        process finished): ``attach()`` then makes a new handle, for the next run."""
+        return not (self._gone or self._closed or getattr(self._transport, "closed", False))
 
     @property
     def sampling(self) -> bool:

@@ -14,6 +14,7 @@ precomputed ``(counts, edges)`` pair with ``len(edges) == len(counts) + 1``.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -318,6 +319,16 @@ def histogram(values: object, bins: object = 64) -> Binned:
         raise TypeError(f"values must be a list of numbers, a numpy array, a torch tensor or "
                         f"(counts, edges), got {type(values).__name__}")
     return bin_values(values, nbins)
+
+
+def warn_nonfinite(key: str, binned: Binned, warned: set[str]) -> None:
+    """Say once per key (``warned`` remembers) that NaN/inf were counted apart."""
+    if (binned.nan or binned.inf or binned.neginf) and key not in warned:
+        warned.add(key)
+        logging.getLogger("trackmux").warning(
+            "trackmux: histogram %r had %d NaN and %d infinite values; they are counted "
+            "apart (%s/nan, %s/inf, %s/neginf) and not binned (reported once per key)",
+            key, binned.nan, binned.inf + binned.neginf, key, key, key)
 
 
 def _is_sequence(value: object) -> bool:

@@ -150,6 +150,7 @@ class Run:
             stop_orphaned_delivery(self.dir, earlier, ours=True)
         self._deliveries = self._start_delivery(specs, options, delivery, orphan_timeout)
         self._sampler: Any = None
+        self._nonfinite_keys: set[str] = set()  # histogram keys warned about NaN/inf
         if system_metrics:
             from trackmux.core.system_metrics import SystemSampler
 
@@ -213,12 +214,11 @@ class Run:
         """Log a distribution (list, numpy, torch on any device/dtype, or ``(counts, edges)``)
         at ``step`` (default: last). Binned here, in the caller's thread: the spool keeps
         counts, edges and moments, never the values. NaN/inf are counted apart."""
-        from trackmux.core.histogram import histogram
+        from trackmux.core.histogram import histogram, warn_nonfinite
 
         key = normalize.check_key(key)
         binned = histogram(values, bins)
-        if binned.nan or binned.inf or binned.neginf:
-            self._warn_nonfinite(key, binned.nan, binned.inf + binned.neginf)
+        warn_nonfinite(key, binned, self._nonfinite_keys)
         self._append(HistogramEvent(key, binned.counts, binned.edges, binned.count, binned.min,
                                     binned.max, binned.mean, binned.std,
                                     self._attach_step(step), time.time(), binned.nan,
@@ -450,14 +450,6 @@ class Run:
         return hosts
 
     _fork_warned = False
-
-    def _warn_nonfinite(self, key: str, nan: int, inf: int) -> None:
-        warned = self.__dict__.setdefault("_nonfinite_keys", set())
-        if key not in warned:
-            warned.add(key)
-            log.warning("trackmux: histogram %r had %d NaN and %d infinite values; they are "
-                        "counted apart (%s/nan, %s/inf, %s/neginf) and not binned (reported "
-                        "once per key)", key, nan, inf, key, key, key)
 
     def _forked(self) -> None:
         if not Run._fork_warned:
