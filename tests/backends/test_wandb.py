@@ -26,7 +26,13 @@ from trackmux.core.media import encode_image
 from trackmux.core.spool import SpoolWriter
 from trackmux.core.spool_reader import SpoolReader
 from trackmux.core.sync import deliver
-from trackmux.plugins.wandb import WandbBackend, history_rows, log_is_complete, run_files
+from trackmux.plugins.wandb import (
+    WandbBackend,
+    history_rows,
+    log_is_complete,
+    read_records,
+    run_files,
+)
 from trackmux.testing import BackendConformance, Readback
 
 T0 = 1_700_000_000.0
@@ -377,6 +383,13 @@ def test_own_log_reader_agrees_with_leet(tmp_path: Path) -> None:
         assert mine["_trackmux_seq"] == leet["_trackmux_seq"]
         if "a/b" in leet:
             assert mine["a/b"] == leet["a/b"]
+    # read from a later block on (the completeness check at close reads the last two only):
+    # the records that begin there, the last of them the exit record
+    every = [r.SerializeToString() for r in read_records(path)]
+    for start in range(32768, path.stat().st_size, 32768):
+        later = [r.SerializeToString() for r in read_records(path, start)]
+        assert 0 < len(later) < len(every) and later == every[-len(later):]
+    assert path.stat().st_size > 2 * 32768 and log_is_complete(path)
 
 
 def test_files_default_to_the_spool_run_dir(tmp_path: Path,

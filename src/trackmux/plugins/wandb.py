@@ -23,7 +23,8 @@ What each event becomes (see docs/backends/wandb.md):
 Exactly once: each row carries the event's seq in ``_trackmux_seq`` (hidden, as every
 ``_`` key). On a resumed delivery the backend reads the earlier transaction logs of the same
 wandb run id in its dir (``run-<id>.wandb``) and skips every event already written there,
-so a batch redelivered after a lost acknowledgement does not appear twice.
+so a batch redelivered after a lost acknowledgement does not appear twice. ``close`` returns
+only once wandb-core has written the whole log (``wait_for_log``), so the next open reads it all.
 
 Options (``backend_options={"wandb": {...}}``):
 ``dir`` (default ``WANDB_DIR``, else the trackmux run dir; wandb adds ``wandb/``),
