@@ -23,7 +23,8 @@ What each event becomes (see docs/backends/wandb.md):
 Exactly once: each row carries the event's seq in ``_trackmux_seq`` (hidden, as every
 ``_`` key). On a resumed delivery the backend reads the earlier transaction logs of the same
 wandb run id in its dir (``run-<id>.wandb``) and skips every event already written there,
-so a batch redelivered after a lost acknowledgement does not appear twice.
+so a batch redelivered after a lost acknowledgement does not appear twice. ``close`` returns
+only once wandb-core has written the whole log (``wait_for_log``), so the next open reads it all.
 
 Options (``backend_options={"wandb": {...}}``):
 ``dir`` (default ``WANDB_DIR``, else the trackmux run dir; wandb adds ``wandb/``),
@@ -76,6 +77,8 @@ SEQ_KEY = "_trackmux_seq"
 OPTIONS = frozenset({"dir", "mode", "entity", "project", "name", "group", "job_type", "tags",
                      "notes", "id", "proxy", "tables", "settings"})
 MODES = ("online", "offline", "disabled")
+#: how long ``close`` waits for wandb-core to finish writing the run's transaction log
+LOG_WRITE_TIMEOUT = 60.0
 TABLE_MODES = ("incremental", "per_step")
 QUIET_SETTINGS: dict[str, Any] = {"console": "off", "x_disable_stats": True,
                                   "x_disable_meta": True, "x_save_requirements": False,
@@ -88,14 +91,18 @@ _FILE_HEADER = struct.Struct("<4sHB")  # ":W&B", magic 0xBEE1, version
 _FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
 
 
-def _chunks(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(type, payload) of each physical record; stops at a torn or corrupt tail."""
+def _chunks(path: Path, start: int = 0) -> Iterator[tuple[int, bytes]]:
+    """(type, payload) of each physical record from the block at ``start`` (a multiple of
+    the block size) on; stops at a torn or corrupt tail."""
     with open(path, "rb") as handle:
         head = handle.read(_FILE_HEADER.size)
         if len(head) < _FILE_HEADER.size or not head.startswith(b":W&B"):
             raise ValueError(f"{path} is not a wandb transaction log")
-        offset = _FILE_HEADER.size
-        block = handle.read(_BLOCK - offset)
+        if start:
+            handle.seek(start)
+            block = handle.read(_BLOCK)
+        else:  # the first block holds the file header
+            block = handle.read(_BLOCK - _FILE_HEADER.size)
         while block:
             pos = 0
             while len(block) - pos >= _RECORD_HEADER:
@@ -111,26 +118,59 @@ def _chunks(path: Path) -> Iterator[tuple[int, bytes]]:
             block = handle.read(_BLOCK)
 
 
-def read_records(path: Path) -> Iterator[Any]:
-    """Each ``wandb_internal_pb2.Record`` in a ``run-<id>.wandb`` file, in order."""
+def read_records(path: Path, start: int = 0) -> Iterator[Any]:
+    """Each ``wandb_internal_pb2.Record`` in a ``run-<id>.wandb`` file, in order; from the
+    block at ``start`` on, the first record beginning there (a record's tail, continued
+    from the block before, is skipped)."""
     from wandb.proto import wandb_internal_pb2
 
-    parts: list[bytes] = []
-    for kind, payload in _chunks(path):
-        if kind == _FULL:
+    parts: list[bytes] | None = None  # None: not inside a record that began in the range
+    for kind, payload in _chunks(path, start):
+        if kind in (_FULL, _FIRST):
             parts = [payload]
-        elif kind == _FIRST:
-            parts = [payload]
-            continue
-        elif kind == _MIDDLE:
-            parts.append(payload)
+        elif parts is None:
             continue
         else:
             parts.append(payload)
+        if kind in (_FIRST, _MIDDLE):
+            continue
         record = wandb_internal_pb2.Record()  # type: ignore[attr-defined, unused-ignore]
         record.ParseFromString(b"".join(parts))
-        parts = []
+        parts = None
         yield record
+
+
+def log_is_complete(path: Path) -> bool:
+    """Whether wandb has written the run's exit record to its transaction log: it does so
+    at ``finish``, after every row, so every row of the run is in the file then. Only the
+    last two blocks are read (the exit record is small and comes last)."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        size = path.stat().st_size
+        start = max(0, size // _BLOCK - 1) * _BLOCK
+        return any(record.WhichOneof("record_type") == "exit"
+                   for record in read_records(path, start))
+    except (OSError, ValueError, DecodeError):
+        return False  # not there yet, not even the header written, or a format we misread
+
+
+def wait_for_log(path: Path, timeout: float) -> bool:
+    """Wait until ``path`` holds the run's exit record (``log_is_complete``); False if it
+    does not within ``timeout`` seconds.
+
+    ``run.finish()`` returns once wandb-core has answered the exit record, but wandb-core
+    writes the transaction log through a buffer it flushes when it closes the run's
+    stream, which ``finish`` only asks for (without waiting) as its last step. Right after
+    ``finish`` the log can still lack the last rows, or every row."""
+    deadline = time.monotonic() + timeout
+    pause = 0.002
+    while not log_is_complete(path):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+    return True
 
 
 def nest(items: Any) -> dict[str, Any]:
@@ -256,6 +296,7 @@ class WandbBackend(Backend):
         super().__init__(options)
         _check_options(self.options)
         self._run: Any = None
+        self._log: Path | None = None
         self._seq = 0
         self._next_step = 0
         self._tables: dict[str, tuple[tuple[str, ...], Any]] = {}
@@ -295,6 +336,9 @@ class WandbBackend(Backend):
             group=opts.get("group"), job_type=opts.get("job_type"), notes=opts.get("notes"),
             tags=list(opts.get("tags", ())) or list(run.tags) or None,
             settings=wandb.Settings(**settings))
+        # the transaction log this run writes (none when wandb is disabled)
+        self._log = None if getattr(self._run, "disabled", False) else Path(
+            self._run.settings.sync_file)
         self._next_step = max(written.step + 1, int(resume.state.get("step", 0)),
                               int(getattr(self._run, "step", 0) or 0))
         self._run.define_metric(STEP_KEY)
@@ -413,6 +457,11 @@ class WandbBackend(Backend):
             self._run.summary.update(fixes)
         self._run.finish(exit_code=0 if status == "finished" else 1)
         self._run = None
+        # The next open of this run id (the retry after a failed write, a later sync in this
+        # process) reads this log to skip what is already written: it must be whole by then.
+        if self._log is not None and not wait_for_log(self._log, LOG_WRITE_TIMEOUT):
+            log.warning("trackmux: wandb had not finished writing %s after %.0f s; a retry "
+                        "may write its last rows again", self._log, LOG_WRITE_TIMEOUT)
 
 
 def _same(a: tuple[int, float] | None, b: tuple[int, float]) -> bool:
