@@ -12,6 +12,8 @@ runs, each time in a fresh process, with:
 - ``trackmux``: delivery process (the default), backends wandb (offline), mlflow
   (SQLite) and tensorboard;
 - ``trackmux-thread``: the same with ``delivery="thread"`` (backends on threads here);
+- ``trackmux-spool``: trackmux with no backend, so what the trainer's process pays
+  (``log()``, the spool writer thread) without any delivery work beside it;
 - ``verl``: verl's own ``Tracking`` with the same three backends, when verl is installed.
 
 Modes alternate within each round, so machine load hits all of them alike; the figure
@@ -29,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -74,14 +77,15 @@ def _table(step: int, scores: list[float]) -> tuple[list[str], list[list[Any]]]:
 def _trackmux(mode: str, root: Path) -> Any:
     import trackmux
 
-    run = trackmux.init(
-        project="b7", name=mode, backends=BACKENDS, dir=root / "spool",
+    backends = [] if mode == "trackmux-spool" else BACKENDS
+    options = {"wandb": {"mode": "offline", "dir": str(root / "wandb")},
+               "mlflow": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}"},
+               "tensorboard": {"root": str(root / "tensorboard")}}
+    return trackmux.init(
+        project="b7", name=mode, backends=backends, dir=root / "spool",
         delivery="thread" if mode == "trackmux-thread" else "process",
         config={"trainer": {"total_steps": 400}, "actor": {"lr": 1e-6}},
-        backend_options={"wandb": {"mode": "offline", "dir": str(root / "wandb")},
-                         "mlflow": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}"},
-                         "tensorboard": {"root": str(root / "tensorboard")}})
-    return run
+        backend_options={b: options[b] for b in backends})
 
 
 def _verl(root: Path) -> Any:
@@ -92,7 +96,8 @@ def _verl(root: Path) -> Any:
                     config={"trainer": {"total_steps": 400}, "actor": {"lr": 1e-6}})
 
 
-def one(mode: str, steps: int, root: Path, log_every: int = 1) -> dict[str, Any]:
+def one(mode: str, steps: int, root: Path, log_every: int = 1, watch_acks: bool = False
+        ) -> dict[str, Any]:
     """Run the loop once in this process with ``mode``; return its figures."""
     root = root.resolve()
     os.chdir(root)  # mlflow's SQLite store puts artifacts under ./mlruns: keep them here
@@ -103,16 +108,20 @@ def one(mode: str, steps: int, root: Path, log_every: int = 1) -> dict[str, Any]
         tracker = _trackmux(mode, root)
     elif mode == "verl":
         tracker = _verl(root)
-    watch = _AckWatch(tracker) if mode.startswith("trackmux") else None
+    # the watcher's thread costs the loop a little: latency rounds only (--watch)
+    watch = _AckWatch(tracker) if watch_acks and mode.startswith("trackmux") else None
     logged: list[float] = []  # when each event was logged; event k has seq first_seq + k
+    in_calls = 0.0  # seconds the loop spent inside the tracker's calls
     rss_start = rss_kb()[0]
     cpu_start = _cpu_s()
+    threads_start = _other_threads_cpu_s()
     start = time.perf_counter()
     for step in range(steps):
         scores, loss = work.step(step)
         metrics = payload(step)
         metrics["train/loss"] = loss
         if tracker is not None and step % log_every == 0:
+            t0 = time.perf_counter()
             if mode == "verl":
                 tracker.log(data=metrics, step=step)
             else:
@@ -127,8 +136,11 @@ def one(mode: str, steps: int, root: Path, log_every: int = 1) -> dict[str, Any]
 
                 samples = [(r[0], r[1], r[2]) for r in _table(step, scores)[1]]
                 ValidationGenerationsLogger("b7", "verl").log(BACKENDS, samples, step)
+            in_calls += time.perf_counter() - t0
     loop = time.perf_counter() - start
     out: dict[str, Any] = {"mode": mode, "loop_s": loop, "cpu_s": _cpu_s() - cpu_start,
+                           "in_calls_s": in_calls,
+                           "threads_cpu_s": _other_threads_cpu_s() - threads_start,
                            "rss_start_kb": rss_start, "rss_end_kb": rss_kb()[0],
                            "rss_peak_kb": rss_kb()[1]}
     if mode == "trackmux" and tracker.delivery_pid:
@@ -141,9 +153,10 @@ def one(mode: str, steps: int, root: Path, log_every: int = 1) -> dict[str, Any]
         t0 = time.perf_counter()  # the backlog the loop left: delivery ran below it
         wait_delivered(tracker, 300)
         out["drain_s"] = time.perf_counter() - t0
-        assert watch is not None
-        out["loop_latency_ms"] = watch.stop(logged, start)
-        out["latency_ms"] = _latency(tracker)
+        if watch is not None:
+            out["loop_latency_ms"] = watch.stop(logged, start)
+        if mode != "trackmux-spool":
+            out["latency_ms"] = _latency(tracker)
         t0 = time.perf_counter()
         summary = tracker.finish(timeout=300)
         out["finish_s"] = time.perf_counter() - t0
@@ -222,6 +235,20 @@ def _cpu_s() -> float:
     return times.user + times.system
 
 
+def _other_threads_cpu_s() -> float:
+    """CPU seconds of this process's threads other than the main one (the spool writer,
+    the delivery monitor, ...: the tracker's own work beside the loop), from /proc."""
+    main, total = threading.main_thread().native_id, 0.0
+    for task in Path("/proc/self/task").iterdir():
+        if int(task.name) != main:
+            try:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # the thread ended meanwhile
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def _proc_cpu_s(pid: int) -> float | None:
     """CPU seconds of another process so far, from /proc (None when it is gone)."""
     try:
@@ -268,12 +295,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="log every Nth step (the loop runs every step regardless)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="none,trackmux,trackmux-thread,verl")
+    parser.add_argument("--watch", action="store_true",
+                        help="also time each event of the loop from log() to each backend "
+                             "(a 10 ms polling thread in the trainer: not for overhead runs)")
     parser.add_argument("--out", type=Path, help="write {'B7': ...} here as JSON")
     parser.add_argument("--root", type=Path, help="where the runs' files go (default: tmp)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        result = one(args.one, args.steps, args.root, args.log_every)
+        result = one(args.one, args.steps, args.root, args.log_every, args.watch)
         print("B7RESULT " + json.dumps(result), flush=True)
         return result
     modes = [m for m in args.modes.split(",") if m != "verl" or _has_verl()]
@@ -289,7 +319,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 done = subprocess.run(
                     [sys.executable, "-m", "benchmarks.loop", "--one", mode, "--steps",
                      str(args.steps), "--log-every", str(args.log_every), "--root",
-                     str(root)],
+                     str(root), *(["--watch"] if args.watch else [])],
                     env=env, capture_output=True, text=True, timeout=1800, check=False)
                 line = next((x for x in done.stdout.splitlines()
                              if x.startswith("B7RESULT ")), None)
@@ -329,6 +359,10 @@ def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         paired = _paired(runs["none"], results)
         if paired is not None:
             entry["paired_overhead_pct"] = paired
+        own = [(r["in_calls_s"] + r["threads_cpu_s"]) / r["loop_s"] * 100 for r in results
+               if "in_calls_s" in r]
+        if own and mode != "none":
+            entry["trainer_side_pct"] = statistics.median(own)
         delivery_cpu = [r["delivery_cpu_s"] for r in results if r.get("delivery_cpu_s")]
         if delivery_cpu:
             entry["delivery_cpu_s"] = statistics.median(delivery_cpu)
@@ -354,10 +388,16 @@ def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 def _paired(base: list[dict[str, Any]], runs: list[dict[str, Any]]) -> dict[str, float] | None:
     """Overhead of each round against the untracked run of the same round (the machine's
     drift hits both alike): median and the range over rounds, in %."""
+    import random
+
     ratios = [(r["loop_s"] / b["loop_s"] - 1) * 100 for b, r in zip(base, runs, strict=False)]
     if not ratios or runs is base:
         return None
-    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+    rng = random.Random(0)  # a 90% bootstrap interval of the median, over the rounds
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
+                     for _ in range(2000))
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+            "ci90": [medians[100], medians[1899]]}
 
 
 def _lines(summary: dict[str, Any]) -> list[str]:
@@ -370,8 +410,11 @@ def _lines(summary: dict[str, Any]) -> list[str]:
         drain = (f"  drain after loop {e['drain_after_loop_s']:.1f} s"
                  if "drain_after_loop_s" in e else "")
         paired = e.get("paired_overhead_pct")
-        paired_txt = (f" (per round {paired['median']:+.1f}%, {paired['min']:+.1f}..."
+        paired_txt = (f" (per round {paired['median']:+.1f}%, 90% CI {paired['ci90'][0]:+.1f}"
+                      f"..{paired['ci90'][1]:+.1f}%, range {paired['min']:+.1f}.."
                       f"{paired['max']:+.1f}%)" if paired else "")
+        if "trainer_side_pct" in e:
+            paired_txt += f"  in log() + tracker threads {e['trainer_side_pct']:.1f}% of the loop"
         lines.append(f"  {mode:16s} {e['loop_s']:6.2f} s  {e['overhead_pct']:+7.1f}%"
                      f"{paired_txt}  trainer CPU {e['cpu_overhead_pct']:+6.1f}%  "
                      f"RSS {e['rss_over_untracked_mb']:+6.1f} MB{lat_txt}{drain}")
