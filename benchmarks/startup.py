@@ -5,7 +5,7 @@ no third-party plugin); with a third-party plugin installed (the example distrib
 and with plugin autoload off (``TRACKMUX_DISABLE_PLUGIN_AUTOLOAD=1``: trackmux's own only).
 verl's ``Tracking(...)`` plus its first ``log()`` with the same four backends is the
 comparison for init with the four backends. Also reported: the time until every backend
-has acknowledged that first event (backends open on their worker threads, after init).
+has acknowledged that first event (backends open in the delivery process, after init).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ run.log(data, step=0)
 t2 = time.perf_counter()
 ok = wait_delivered(run, 120)
 t3 = time.perf_counter()
-state = {{w.name: [w.state, w.acked] for w in run._workers}}
+state = {{name: acked for name, (acked, _) in run.delivery().items()}}
 problems = [f"{{p.backend}}/{{p.kind}}: {{p.message}}"[:300] for p in run.problems()]
 from trackmux.core.registry import get_registry
 plugins = sorted(p.name for p in get_registry().plugins)
