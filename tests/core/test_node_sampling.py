@@ -90,9 +90,9 @@ def test_a_killed_sampler_process_hands_the_node_over(monkeypatch: pytest.Monkey
     holder = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time\n"
-         "from trackmux.attached.nodes import _NodeLock, lock_path\n"
-         f"lock = _NodeLock(lock_path({plan.run_id!r}, {plan.node_id!r}))\n"
-         "assert lock.try_acquire()\n"
+         "from trackmux.attached.nodes import _node_lock, lock_path\n"
+         f"lock = _node_lock(lock_path({plan.run_id!r}, {plan.node_id!r}))\n"
+         "lock.acquire(timeout=0)\n"
          "print('held', flush=True)\n"
          "time.sleep(60)\n"], stdout=subprocess.PIPE, text=True)
     try:

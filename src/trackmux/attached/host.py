@@ -96,7 +96,7 @@ class RaySinkHost:
             "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True),
         }
         self.name = DEFAULT_NAME if _default_name_free(ray) else sink_name(run.id)
-        sampler = getattr(run, "_sampler", None)
+        sampler = run._sampler
         self.actor = actor_cls.options(name=self.name, **options).remote(
             run.id, run.project, flush_interval, max_queued,
             system_metrics=sampler.interval if sampler is not None else None,

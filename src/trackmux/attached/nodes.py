@@ -93,44 +93,12 @@ def lock_path(run_id: str, node_id: str) -> Path:
     return folder / f"node-sampler-{digest}.lock"
 
 
-class _NodeLock:
-    """An exclusive, non-blocking lock released by the kernel when the process dies."""
+def _node_lock(path: Path) -> Any:
+    """An exclusive lock (``flock`` on POSIX) that the kernel drops when the process
+    dies, however it dies; one per handle, so handles of one process compete too."""
+    import filelock
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-        self._other: Any = None
-
-    def try_acquire(self) -> bool:
-        try:
-            import fcntl
-        except ImportError:  # Windows: filelock's msvcrt lock has the same semantics
-            import filelock
-
-            lock = filelock.FileLock(str(self.path), thread_local=False)
-            try:
-                lock.acquire(timeout=0)
-            except filelock.Timeout:
-                return False
-            self._other = lock
-            return True
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)  # closing the only descriptor drops the flock
-        if self._other is not None:
-            other, self._other = self._other, None
-            with contextlib.suppress(Exception):
-                other.release()
+    return filelock.FileLock(str(path), thread_local=False)
 
 
 def _default_sampler(emit: Callable[[dict[str, float]], None], plan: NodePlan) -> Any:
@@ -148,7 +116,7 @@ class NodeSampling:
         self.plan = plan
         self._emit = emit
         self._factory = sampler_factory
-        self._lock = _NodeLock(lock_path(plan.run_id, plan.node_id))
+        self._lock = _node_lock(lock_path(plan.run_id, plan.node_id))
         self._sampler: Any = None
         self._next_try = 0.0
         self._failed = False
@@ -170,9 +138,12 @@ class NodeSampling:
         if self._failed or now < self._next_try:
             return
         self._next_try = now + max(RETRY_MIN, self.plan.interval)
+        import filelock
+
         try:
-            if not self._lock.try_acquire():
-                return
+            self._lock.acquire(timeout=0)
+        except filelock.Timeout:
+            return  # another handle samples this node
         except OSError as exc:
             self._give_up(f"no lock file for the node sampler ({exc})")
             return
@@ -193,7 +164,8 @@ class NodeSampling:
         if sampler is not None:
             with contextlib.suppress(Exception):
                 sampler.stop(timeout=1.0)
-        self._lock.release()
+        if self._lock.is_locked:
+            self._lock.release()
 
     def _give_up(self, reason: str) -> None:
         self._failed = True

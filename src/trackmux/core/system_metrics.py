@@ -8,7 +8,8 @@ under Ray in one attached worker per other node (``node=``, see
 Cost: one daemon thread wakes every ``interval`` seconds, makes a few short C calls
 (``/proc`` reads, NVML queries; each releases the GIL or returns in microseconds) and
 appends one metrics event to the spool like ``Run.log`` does. It never holds the GIL for
-long and does no other I/O. benchmarks/system_metrics.py measures what it costs a loop.
+long and does no other I/O. ``python -m benchmarks.rl_data system`` measures what it costs
+a loop.
 
 Keys (documented in docs/values.md), ``<p>`` = ``system`` or ``system/<node>``:
 ``<p>/cpu/percent``, ``<p>/memory/percent``, ``<p>/memory/used_gb``,
