@@ -165,7 +165,7 @@ class ProcessDelivery:
 
     def wait(self, target: int, deadline: float) -> None:
         with self._cond:
-            while not self._gone and not self._settled(target):
+            while not self._gone and not self._closed():
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
@@ -182,9 +182,11 @@ class ProcessDelivery:
                     f"{self.run_dir / DELIVERY_LOG}")
         return ""
 
-    def _settled(self, target: int) -> bool:
-        return all(self._acked[n] >= target or self._states[n] in TERMINAL
-                   for n in self._names)
+    def _closed(self) -> bool:
+        """Every backend closed (or gave up). Delivering up to the target is not enough,
+        since a backend writes its last bytes at close (wandb's exit record, the file
+        backend's tidy-up), and ``finish()`` promises a finished run, as thread mode does."""
+        return all(self._states[n] in TERMINAL for n in self._names)
 
     def _send(self, message: dict[str, Any], deadline: float | None = None) -> bool:
         data = orjson.dumps(message) + b"\n"
