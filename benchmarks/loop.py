@@ -1,6 +1,6 @@
 """B7: what tracking costs a CPU-bound training loop, not one call.
 
-    python -m benchmarks.loop [--steps 400] [--rounds 3] [--log-every 1] [--out out.json]
+    python -m benchmarks.loop [--steps 400] [--rounds 3] [--pair-rounds 0] [--log-every 1]
     python -m benchmarks --only B7            # as one session of the benchmark run
 
 The loop stands in for an RL trainer's Python-heavy step (about 9 ms here): it scores
@@ -297,6 +297,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="log every Nth step (the loop runs every step regardless)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="none,trackmux,trackmux-thread,verl")
+    parser.add_argument("--pair-rounds", type=int, default=0,
+                        help="then this many more rounds of none and trackmux only: the "
+                             "5%% verdict needs many rounds, the slow modes do not")
     parser.add_argument("--watch", action="store_true",
                         help="also time each event of the loop from log() to each backend "
                              "(a 10 ms polling thread in the trainer: not for overhead runs)")
@@ -311,9 +314,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     modes = [m for m in args.modes.split(",") if m != "verl" or _has_verl()]
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="trackmux-b7-", dir=args.root) as tmp:
-        for r in range(args.rounds):
+        pair = [m for m in modes if m in ("none", "trackmux")]
+        schedule = [modes] * args.rounds + [pair] * args.pair_rounds
+        for r, round_modes in enumerate(schedule):
             # every other round in reverse order (ABBA), so neither mode always runs first
-            for mode in (modes if r % 2 == 0 else modes[::-1]):
+            for mode in (round_modes if r % 2 == 0 else round_modes[::-1]):
                 root = Path(tmp) / f"{mode}-{r}"
                 root.mkdir()
                 env = offline_env(root)
@@ -355,7 +360,8 @@ def _summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         loop = statistics.median(r["loop_s"] for r in results)
         cpu = statistics.median(r["cpu_s"] for r in results)
         rss = statistics.median(r["rss_peak_kb"] for r in results) / 1024
-        entry: dict[str, Any] = {"loop_s": loop, "overhead_pct": (loop / base - 1) * 100,
+        entry: dict[str, Any] = {"rounds": len(results),
+                                 "loop_s": loop, "overhead_pct": (loop / base - 1) * 100,
                                  "cpu_s": cpu, "cpu_overhead_pct": (cpu / base_cpu - 1) * 100,
                                  "rss_mb": rss, "rss_over_untracked_mb": rss - base_rss,
                                  "modules_in_trainer": results[-1]["modules"]}
