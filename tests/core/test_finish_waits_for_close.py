@@ -1,10 +1,13 @@
-"""``finish()`` returns after every backend closed, in the delivery process too.
+"""``finish()`` returns after every backend closed and, in process mode, after the
+delivery process exited.
 
 A backend writes its last bytes at close: wandb its exit record, mlflow the run's end
 status, the file backend removes its empty side files. The delivery process reports an
 event as delivered before it closes the backend, so a ``finish()`` that stops waiting at the
 last acknowledgement returns while the backend is still closing (seen in CI: the file
-backend's empty side files still there right after ``finish()``).
+backend's empty side files still there right after ``finish()``; then the delivery
+process's spool connection closing, and SQLite removing ``spool.db-wal``, while a test
+read the run's files).
 
 The backend here is a real third-party plugin (entry point in a dist-info folder on
 PYTHONPATH), so the delivery process builds it as it builds any plugin.
@@ -76,13 +79,20 @@ def test_finish_returns_after_the_backend_closed(site: Path, tmp_path: Path,
                             backend_options={{"slowclose": {{"marker": {str(marker)!r}}}}})
         for step in range(20):
             run.log({{"loss": step / 10}}, step=step)
+        pid = run.delivery_pid
         summary = run.finish(timeout=60)
-        import pathlib
-        print(summary.complete, run.delivery_pid is not None,
+        import os, pathlib
+        try:
+            os.kill(pid or os.getpid() + 10**6, 0)
+            gone = False
+        except ProcessLookupError:
+            gone = True
+        print(summary.complete, pid is not None, gone,
               pathlib.Path({str(marker)!r}).read_text())
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(site)}, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    # the marker was there when finish() returned (read before the interpreter exits)
-    assert done.stdout.split() == ["True", str(delivery == "process"), "finished"]
+    # when finish() returned, the marker was there and the delivery process (if any) had
+    # exited and been reaped: nothing of trackmux touches the run's files any more
+    assert done.stdout.split() == ["True", str(delivery == "process"), "True", "finished"]

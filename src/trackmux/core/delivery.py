@@ -54,6 +54,10 @@ BACKOFF_DETERMINISTIC = 2.0  # cap while the error is not an OSError (likely det
 DEFAULT_BATCH = 1000
 ISOLATE_AFTER = 2  # failures of a multi-event batch before it is retried event by event
 QUARANTINE_AFTER = 3  # identical failures of one event on its own before it is quarantined
+#: A worker's last states. Reported only once the worker has let go of the run's files
+#: (spool reader closed, delivery lock released), so whoever waits for them may read or
+#: remove those files at once.
+ENDED = frozenset({"done", "failed", "stopped"})
 
 
 class _Failed(Exception):
@@ -153,8 +157,12 @@ class DeliveryWorker:
     # -- worker thread ---------------------------------------------------------------
     def _progress(self, state: str) -> None:
         self.state = state
+        if state not in ENDED:  # the end is reported by _main, after letting go
+            self._report()
+
+    def _report(self) -> None:
         if self._on_progress is not None:
-            self._on_progress(Progress(self.name, self.acked, self._target or 0, state))
+            self._on_progress(Progress(self.name, self.acked, self._target or 0, self.state))
 
     def _sleep(self, seconds: float) -> None:
         if self._deadline is not None:
@@ -182,6 +190,9 @@ class DeliveryWorker:
                 reader.close()
             if self._lock is not None:
                 self._lock.release()
+            if self.state not in ENDED:
+                self.state = "stopped"
+            self._report()
 
     def _open(self, reader: SpoolReader) -> Backend | None:
         """A new backend, opened with the stored cursor; None once stopped or past the

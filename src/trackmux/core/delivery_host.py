@@ -42,8 +42,6 @@ DELIVERY_LOG = "delivery.log"
 _SESSION_VARIABLES = frozenset({"CLEARML_PROC_MASTER_ID", "TRAINS_PROC_MASTER_ID",
                                 "WANDB_SERVICE"})
 MAX_RESTARTS = 3
-# Worker states after which a backend takes no more events from this host.
-TERMINAL = frozenset({"done", "failed", "stopped"})
 
 
 class ThreadDelivery:
@@ -113,7 +111,6 @@ class ProcessDelivery:
         self._cond = threading.Condition()
         self._send_lock = threading.Lock()
         self._acked = {name: 0 for name in self._names}
-        self._states = {name: "starting" for name in self._names}
         self._failed: dict[str, str] = {}
         self._quarantined: dict[str, int] = {}
         self._finish: dict[str, Any] | None = None
@@ -164,8 +161,11 @@ class ProcessDelivery:
         self._send({"finish": self._finish}, deadline)
 
     def wait(self, target: int, deadline: float) -> None:
+        """Until the process has exited: every backend closed (a backend writes its last
+        bytes at close: wandb's exit record, the file backend's tidy-up) and nothing of
+        trackmux touches the run's files any more, as after thread mode's join."""
         with self._cond:
-            while not self._gone and not self._closed():
+            while not self._gone:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
@@ -181,12 +181,6 @@ class ProcessDelivery:
                     f"up to {self._config['orphan_timeout']:.0f} s; log: "
                     f"{self.run_dir / DELIVERY_LOG}")
         return ""
-
-    def _closed(self) -> bool:
-        """Every backend closed (or gave up). Delivering up to the target is not enough,
-        since a backend writes its last bytes at close (wandb's exit record, the file
-        backend's tidy-up), and ``finish()`` promises a finished run, as thread mode does."""
-        return all(self._states[n] in TERMINAL for n in self._names)
 
     def _send(self, message: dict[str, Any], deadline: float | None = None) -> bool:
         data = orjson.dumps(message) + b"\n"
@@ -295,8 +289,6 @@ class ProcessDelivery:
         with self._cond:
             if "acked" in message:
                 self._acked.update(message["acked"])
-            if "state" in message:
-                self._states.update(message["state"])
             if "failed" in message:
                 self._failed.update(message["failed"])
             if "quarantined" in message:

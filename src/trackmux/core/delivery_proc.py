@@ -31,7 +31,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from trackmux.core.backend import RunInfo
-from trackmux.core.delivery import DeliveryWorker, Progress, acquire_delivery_lock
+from trackmux.core.delivery import ENDED, DeliveryWorker, Progress, acquire_delivery_lock
 from trackmux.core.errors import SpoolLockedError
 from trackmux.core.registry import get_registry
 from trackmux.core.reporting import Reporter
@@ -99,7 +99,7 @@ class DeliveryProcess:
             if worker.failed:
                 message["failed"] = {worker.name: worker.error or ""}
         self._send(message)
-        if progress.state in ("done", "failed", "stopped"):
+        if progress.state in ENDED:
             self._event.set()
 
     # -- control ------------------------------------------------------------------------
@@ -153,7 +153,9 @@ class DeliveryProcess:
             if not started_finish and (self._finish is not None or self._orphaned):
                 started_finish = True
                 self._start_finish()
-            if not any(w.thread.is_alive() for w in self.workers):
+            if all(w.state in ENDED for w in self.workers):
+                for worker in self.workers:  # each is past its last report: ending now
+                    worker.join(5.0)
                 break
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 log.warning("trackmux delivery: deadline reached; what is left stays in the "
