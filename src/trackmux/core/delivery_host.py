@@ -51,6 +51,12 @@ class ThreadDelivery:
 
     def __init__(self, run_dir: Path, info: RunInfo,
                  factories: Mapping[str, Callable[[], Backend]], reporter: Reporter) -> None:
+        # A script may end before a worker has imported its backend library; the import
+        # then runs during interpreter exit, where concurrent.futures (which mlflow, wandb
+        # and others import) can no longer register its exit hook and raises. Imported now,
+        # it has registered already.
+        import concurrent.futures.thread  # noqa: F401
+
         locks = {name: acquire_delivery_lock(run_dir, name) for name in factories}
         self.workers = [DeliveryWorker(name, factory, info, reporter, lock=locks[name])
                         for name, factory in factories.items()]
