@@ -25,7 +25,6 @@ from typing import Any, Protocol
 from trackmux.core import normalize
 from trackmux.core.events import (
     Event,
-    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -158,10 +157,7 @@ class AttachedRun:
         binned = histogram(values, bins)
         warn_nonfinite(key, binned, self._nonfinite)
         if not self._gone:
-            self._put(HistogramEvent(self._key(key), binned.counts, binned.edges, binned.count,
-                                     binned.min, binned.max, binned.mean, binned.std,
-                                     self._attach_step(step), time.time(), binned.nan,
-                                     binned.inf, binned.neginf))
+            self._put(binned.event(self._key(key), self._attach_step(step), time.time()))
 
     def log_artifact(self, path: Any, name: str | None = None, type: str | None = None,
                      step: int | None = None, copy_max_bytes: int | None = None) -> None:

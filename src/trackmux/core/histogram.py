@@ -20,6 +20,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trackmux.core.events import HistogramEvent
+
 #: wandb keeps at most 512 bins; the same limit everywhere keeps every backend native.
 MAX_BINS = 512
 #: the quantiles core derives from a histogram (fallback and mlflow scalars).
@@ -40,6 +42,12 @@ class Binned:
     nan: int = 0
     inf: int = 0
     neginf: int = 0
+
+    def event(self, key: str, step: int, time: float) -> HistogramEvent:
+        """This histogram as the event the spool keeps."""
+        return HistogramEvent(key, self.counts, self.edges, self.count, self.min, self.max,
+                              self.mean, self.std, step, time, self.nan, self.inf,
+                              self.neginf)
 
 
 def check_bins(bins: object) -> int:

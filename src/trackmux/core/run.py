@@ -33,7 +33,6 @@ from trackmux.core.events import (
     ArtifactEvent,
     ConfigEvent,
     Event,
-    HistogramEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -219,10 +218,7 @@ class Run:
         key = normalize.check_key(key)
         binned = histogram(values, bins)
         warn_nonfinite(key, binned, self._nonfinite_keys)
-        self._append(HistogramEvent(key, binned.counts, binned.edges, binned.count, binned.min,
-                                    binned.max, binned.mean, binned.std,
-                                    self._attach_step(step), time.time(), binned.nan,
-                                    binned.inf, binned.neginf))
+        self._append(binned.event(key, self._attach_step(step), time.time()))
 
     def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
                      type: str | None = None, step: int | None = None,

@@ -241,10 +241,7 @@ def histogram_run(tmp_path: Path) -> tuple[Path, list[HistogramEvent]]:
         values = [((i * 37) % 101) / 100 + step for i in range(500)]
         if step == HISTOGRAM_STEPS[-1]:
             values += [math.nan, math.nan, math.inf]
-        b = bin_values(values, 16)
-        event = HistogramEvent(HISTOGRAM_KEY, b.counts, b.edges, b.count, b.min, b.max,
-                               b.mean, b.std, step, 1_700_000_000.0 + step, b.nan, b.inf,
-                               b.neginf)
+        event = bin_values(values, 16).event(HISTOGRAM_KEY, step, 1_700_000_000.0 + step)
         writer.append(MetricsEvent({"reward/mean": float(step)}, step, event.time))
         writer.append(event)
         events.append(event)
