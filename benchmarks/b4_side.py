@@ -71,7 +71,7 @@ def tensorboard_ceiling(log_dir: Path, points: int) -> float:
 
 def trackmux_sync(run_dir: Path, backend: str, options: dict[str, Any]) -> float:
     """The code behind ``trackmux sync``: every event of the run to ``backend``."""
-    from trackmux.core.sync import deliver_by_name
+    from trackmux.core.delivery.sync import deliver_by_name
 
     t0 = time.perf_counter()
     result = deliver_by_name(run_dir, [backend], {backend: options})
@@ -94,7 +94,7 @@ def main() -> None:
     args = ap.parse_args()
     # the libraries are imported before "ready", outside the timing, on both sides
     if args.kind == "trackmux":
-        from trackmux.core.registry import get_registry
+        from trackmux.core.backends.registry import get_registry
 
         get_registry().backend(args.backend)  # loads the entry points
         importlib.import_module(LIBRARY[args.backend])

@@ -99,7 +99,7 @@ def profile_sync(run_dir: Path, copy_to: Path, backend: str, options: dict[str, 
     import pstats
 
     from benchmarks.b4_side import trackmux_sync
-    from trackmux.core.delivery import DeliveryWorker
+    from trackmux.core.delivery.worker import DeliveryWorker
 
     if backend == "mlflow":  # another experiment: the first sync's run would be resumed
         options = {**options, "experiment_name": "bench-profile"}

@@ -71,8 +71,8 @@ def _rows(step: int, n: int) -> list[list[Any]]:
 
 def bench_tables(rows: int, steps: int, to: list[str], cap: int) -> dict[str, Any]:
     import trackmux
-    from trackmux.core.registry import get_registry
-    from trackmux.core.sync import deliver
+    from trackmux.core.backends.registry import get_registry
+    from trackmux.core.delivery.sync import deliver
 
     root = Path(tempfile.mkdtemp(prefix="trackmux-tables-"))
     os.environ.update(offline_env(root))
@@ -123,7 +123,7 @@ def bench_system(interval: float, iterations: int, rounds: int = 10) -> dict[str
     """Blocks with and without the sampler alternate, so drift in the machine's load
     (other processes) falls on both alike."""
     import trackmux
-    from trackmux.core.system_metrics import SystemSampler
+    from trackmux.core.lifecycle.system_metrics import SystemSampler
 
     samples: dict[str, list[int]] = {"off": [], "on": []}
     block = max(1, iterations // rounds)

@@ -43,7 +43,7 @@ ok = wait_delivered(run, 120)
 t3 = time.perf_counter()
 state = {{name: acked for name, (acked, _) in run.delivery().items()}}
 problems = [f"{{p.backend}}/{{p.kind}}: {{p.message}}"[:300] for p in run.problems()]
-from trackmux.core.registry import get_registry
+from trackmux.core.backends.registry import get_registry
 plugins = sorted(p.name for p in get_registry().plugins)
 run.finish(timeout=30)
 print(json.dumps({{"init": t1 - t0, "first_log": t2 - t1, "init_to_log": t2 - t0,

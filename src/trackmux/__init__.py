@@ -11,7 +11,8 @@ its own worker thread; see docs/ for the guarantees.
 from __future__ import annotations
 
 from trackmux.attached import AttachedRun, NotAttachableError, attach, serve
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
+from trackmux.core.backends.registry import register_plugin
 from trackmux.core.errors import (
     EventRejected,
     PermanentBackendError,
@@ -30,8 +31,7 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.registry import register_plugin
-from trackmux.core.run import DisabledRun, FinishSummary, Run, init
+from trackmux.core.lifecycle.run import DisabledRun, FinishSummary, Run, init
 from trackmux.hookspecs import hookimpl
 
 __version__ = "0.1.0"

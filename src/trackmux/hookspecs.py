@@ -15,7 +15,7 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
-    from trackmux.core.backend import Backend
+    from trackmux.core.backends.contract import Backend
 
 hookspec = pluggy.HookspecMarker("trackmux")
 hookimpl = pluggy.HookimplMarker("trackmux")

@@ -19,9 +19,9 @@ from PIL import Image
 pytest.importorskip("clearml")
 
 import trackmux
-from trackmux.core.backend import ResumeState, RunInfo
+from trackmux.core.backends.contract import ResumeState, RunInfo
 from trackmux.core.events import ConfigEvent, MetricsEvent, TableEvent, TextEvent
-from trackmux.core.normalize import flatten
+from trackmux.core.values.normalize import flatten
 from trackmux.plugins.clearml import MARK, ClearMLBackend, key_of, session_events, title_series
 from trackmux.testing import BackendConformance, Readback
 
@@ -207,7 +207,7 @@ def test_plugin_registered_without_importing_clearml() -> None:
     import sys
 
     code = ("import sys, trackmux.plugins.clearml as m; "
-            "from trackmux.core.registry import get_registry; "
+            "from trackmux.core.backends.registry import get_registry; "
             "assert 'clearml' in get_registry().backends; "
             "assert 'clearml' not in sys.modules, 'imported at module import'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -59,7 +59,7 @@ class TestFileBackend(BackendConformance):
                     (step, image.width, image.height))
         config = base / "conformance-run.config.json"
         if config.exists():
-            from trackmux.core.normalize import flatten
+            from trackmux.core.values.normalize import flatten
 
             out.config = flatten(orjson.loads(config.read_bytes()))
         return out

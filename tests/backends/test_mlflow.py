@@ -23,7 +23,7 @@ pytest.importorskip("mlflow")
 from mlflow import MlflowClient
 from PIL import Image
 
-from trackmux.core.backend import ResumeState, RunInfo
+from trackmux.core.backends.contract import ResumeState, RunInfo
 from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent
 from trackmux.plugins.mlflow import (
     MlflowBackend,
@@ -293,7 +293,7 @@ def test_mlflow_run_id_attaches_to_an_existing_run(tmp_path: Path,
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_RUN_ID", existing)
     run = sample_run(tmp_path, steps=5)
-    from trackmux.core.sync import deliver
+    from trackmux.core.delivery.sync import deliver
 
     result = deliver(run.run_dir, {"mlflow": lambda: MlflowBackend({})}, timeout=60)
     assert result.complete, result.problems
@@ -427,9 +427,9 @@ class _OneBadKey(MlflowBackend):
 
 def test_a_refused_metric_key_is_quarantined_and_the_events_other_keys_land(
         tmp_path: Path) -> None:
-    from trackmux.core.spool import SpoolWriter
-    from trackmux.core.spool_reader import SpoolReader
-    from trackmux.core.sync import deliver
+    from trackmux.core.delivery.sync import deliver
+    from trackmux.core.spool.reader import SpoolReader
+    from trackmux.core.spool.writer import SpoolWriter
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     run_dir = tmp_path / "spool" / "p" / "r1"
@@ -460,14 +460,14 @@ def test_a_refused_metric_key_is_quarantined_and_the_events_other_keys_land(
 def test_an_image_key_making_a_long_file_name_does_not_wedge(tmp_path: Path) -> None:
     """A key of 250 characters (and one of multi-byte letters) would give mlflow a stepped
     image file name over 255 bytes; the key is shortened with a hash instead."""
-    from trackmux.core.sync import deliver
+    from trackmux.core.delivery.sync import deliver
 
     long_ascii = "eval/" + "k" * 245
     long_unicode = "eval/" + "ключ" * 60
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     run_dir = tmp_path / "spool" / "p" / "r2"
-    from trackmux.core.media import encode_image
-    from trackmux.core.spool import SpoolWriter
+    from trackmux.core.spool.writer import SpoolWriter
+    from trackmux.core.values.media import encode_image
 
     writer = SpoolWriter(run_dir)
     writer.set_meta(run_id="r2", project="img", name="n", state="finished", started_at=1.0)
@@ -491,7 +491,7 @@ def test_resume_continues_the_run_and_the_latest_value_per_step_is_the_resumed_o
     of each step is the resumed one. mlflow keeps the superseded points delivered before
     the crash (it has no call to delete them); a fresh ``sync`` sends only live ones."""
     import trackmux
-    from trackmux.core.sync import deliver_by_name
+    from trackmux.core.delivery.sync import deliver_by_name
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     options = {"mlflow": {"tracking_uri": uri, "artifact_location": str(tmp_path / "a")}}

@@ -21,9 +21,9 @@ pytest.importorskip("swanlab")
 import yaml
 
 import trackmux
-from trackmux.core.backend import ResumeState, RunInfo
+from trackmux.core.backends.contract import ResumeState, RunInfo
 from trackmux.core.events import MetricsEvent, TextEvent
-from trackmux.core.normalize import flatten
+from trackmux.core.values.normalize import flatten
 from trackmux.plugins.swanlab import SwanLabBackend, scan_records, swanlab_key
 from trackmux.testing import BackendConformance, Readback
 
@@ -140,7 +140,7 @@ class TestSwanLabBackend(BackendConformance):
 
     def test_redelivery_keeps_one_remote_run(self, tmp_path: Path) -> None:
         """A rewound cursor without the backend's state still delivers exactly once."""
-        from trackmux.core.spool_reader import SpoolReader
+        from trackmux.core.spool.reader import SpoolReader
         from trackmux.testing.conformance import sample_run
 
         run = sample_run(tmp_path, steps=60)
@@ -327,8 +327,8 @@ def test_resume_with_rewind_writes_the_resumed_values_to_the_same_id(tmp_path: P
     import shutil
     import sqlite3
 
-    from trackmux.core.spool_reader import SpoolReader
-    from trackmux.core.sync import deliver_by_name
+    from trackmux.core.delivery.sync import deliver_by_name
+    from trackmux.core.spool.reader import SpoolReader
 
     log_dir = tmp_path / "swanlog"
     options = {"swanlab": {"log_dir": str(log_dir)}}

@@ -20,10 +20,10 @@ pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
 
-from trackmux.core.backend import ResumeState, RunInfo
+from trackmux.core.backends.contract import ResumeState, RunInfo
+from trackmux.core.delivery.sync import deliver
 from trackmux.core.events import MetricsEvent
-from trackmux.core.spool_reader import SpoolReader
-from trackmux.core.sync import deliver
+from trackmux.core.spool.reader import SpoolReader
 from trackmux.plugins.tensorboard import Framer, TensorBoardBackend, resolve_log_dir
 from trackmux.testing import BackendConformance, Readback
 from trackmux.testing.conformance import SECRET, sample_run
@@ -184,7 +184,7 @@ class TestTensorBoardBackend(BackendConformance):
         code = textwrap.dedent(f"""
             import sys
             from pathlib import Path
-            from trackmux.core.sync import deliver
+            from trackmux.core.delivery.sync import deliver
             from trackmux.plugins.tensorboard import TensorBoardBackend
             run_dir = Path({str(sample_run(tmp_path, steps=3).run_dir)!r})
             deliver(run_dir, {{"tb": lambda: TensorBoardBackend({{"root": {str(tmp_path)!r}}})}},
@@ -240,7 +240,7 @@ class TestTensorBoardBackend(BackendConformance):
         code = textwrap.dedent(f"""
             import os, signal
             from pathlib import Path
-            from trackmux.core.sync import deliver
+            from trackmux.core.delivery.sync import deliver
             from trackmux.plugins.tensorboard import TensorBoardBackend
 
             class Dying(TensorBoardBackend):

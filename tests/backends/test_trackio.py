@@ -28,9 +28,9 @@ pytest.importorskip("trackio")
 from PIL import Image
 
 import trackmux
-from trackmux.core.backend import ResumeState, RunInfo
+from trackmux.core.backends.contract import ResumeState, RunInfo
 from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent
-from trackmux.core.normalize import flatten
+from trackmux.core.values.normalize import flatten
 from trackmux.plugins.trackio import TrackioBackend, trackio_key
 from trackmux.testing import BackendConformance, Readback
 
@@ -101,7 +101,7 @@ class TestTrackioBackend(BackendConformance):
     def test_one_row_per_event_and_original_time(self, tmp_path: Path) -> None:
         """Also after the lost-ack redelivery: the store holds each event once (trackio's
         log ids), at the event's own step and wall time, all under one trackio run id."""
-        from trackmux.core.spool_reader import SpoolReader
+        from trackmux.core.spool.reader import SpoolReader
         from trackmux.testing.conformance import sample_run
 
         run = sample_run(tmp_path, steps=30)
@@ -175,7 +175,7 @@ def test_config_only_batch_and_redelivered_image_saved_once(tmp_path: Path) -> N
     """A redelivered image is found in the store before it is saved again: one file."""
     from trackio.utils import MEDIA_DIR
 
-    from trackmux.core.media import encode_image
+    from trackmux.core.values.media import encode_image
 
     project = project_of(tmp_path)
     encoded = encode_image(np.zeros((4, 6, 3), dtype=np.uint8))
@@ -213,7 +213,7 @@ def test_dir_option_applies_before_trackio_is_imported(tmp_path: Path) -> None:
     code = (
         "import os, sys\n"
         "from pathlib import Path\n"
-        "from trackmux.core.backend import ResumeState, RunInfo\n"
+        "from trackmux.core.backends.contract import ResumeState, RunInfo\n"
         "from trackmux.core.events import MetricsEvent\n"
         "from trackmux.plugins.trackio import TrackioBackend\n"
         "assert 'trackio' not in sys.modules\n"
@@ -243,7 +243,7 @@ def test_bad_options_are_named() -> None:
 
 def test_plugin_registered_without_importing_trackio() -> None:
     code = ("import sys, trackmux.plugins.trackio as m; "
-            "from trackmux.core.registry import get_registry; "
+            "from trackmux.core.backends.registry import get_registry; "
             "assert 'trackio' in get_registry().backends; "
             "assert 'trackio' not in sys.modules, 'imported at module import'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

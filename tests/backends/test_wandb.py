@@ -21,11 +21,11 @@ import pytest
 
 pytest.importorskip("wandb")
 
+from trackmux.core.delivery.sync import deliver
 from trackmux.core.events import ConfigEvent, ImageEvent, MetricsEvent, TableEvent, TextEvent
-from trackmux.core.media import encode_image
-from trackmux.core.spool import SpoolWriter
-from trackmux.core.spool_reader import SpoolReader
-from trackmux.core.sync import deliver
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.writer import SpoolWriter
+from trackmux.core.values.media import encode_image
 from trackmux.plugins.wandb import (
     WandbBackend,
     history_rows,
@@ -124,7 +124,7 @@ def read_wandb(tmp_path: Path) -> tuple[Readback, list[dict[str, Any]]]:
                     out.metrics.setdefault(key, []).append((step, _number(value)))
     config.pop("_wandb", None)
     if config:
-        from trackmux.core.normalize import flatten
+        from trackmux.core.values.normalize import flatten
 
         out.config = flatten(config)
     return out, rows
@@ -423,7 +423,7 @@ def test_bad_options_name_the_option(options: dict[str, Any], word: str) -> None
 
 
 def test_registered_without_importing_wandb() -> None:
-    code = ("import sys; from trackmux.core.registry import get_registry; "
+    code = ("import sys; from trackmux.core.backends.registry import get_registry; "
             "spec = get_registry().backend('wandb'); "
             "assert 'wandb' not in sys.modules, 'wandb imported'; print(spec.extra)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

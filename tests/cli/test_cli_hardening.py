@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 import trackmux
 from trackmux.cli.main import cli
-from trackmux.core.registry import get_registry
+from trackmux.core.backends.registry import get_registry
 
 
 def _run(root: Path, steps: int = 12) -> trackmux.Run:

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 import trackmux
 from trackmux.cli.main import cli
-from trackmux.core.artifacts import stored_path
 from trackmux.core.events import ArtifactEvent
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.values.artifacts import stored_path
 
 
 def _checkpoint(root: Path) -> Path:

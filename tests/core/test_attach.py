@@ -24,7 +24,7 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 
 
 def test_attach_in_the_run_process_prefixes_role_and_keeps_its_own_steps(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import trackmux
-from trackmux.core import spool
+from trackmux.core.spool import writer as spool
 
 
 def test_queue_stays_bounded_when_the_caller_outruns_the_writer(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ PLUGIN = f'''
 import time
 from pathlib import Path
 
-from trackmux.core.backend import Backend
+from trackmux.core.backends.contract import Backend
 from trackmux.hookspecs import hookimpl
 
 

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trackmux
-from trackmux.core import normalize
-from trackmux.core.run import DisabledRun
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.lifecycle.run import DisabledRun
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.values import normalize
 
 
 class Phase(str, enum.Enum):

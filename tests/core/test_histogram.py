@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 import trackmux
-from trackmux.core import codec
+from trackmux.core.delivery.fallbacks import adapt, histogram_metrics
 from trackmux.core.events import HistogramEvent, MetricsEvent
-from trackmux.core.fallbacks import adapt, histogram_metrics
-from trackmux.core.histogram import MAX_BINS, bin_values, histogram, quantile
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool import codec
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.values.histogram import MAX_BINS, bin_values, histogram, quantile
 from trackmux.testing.memory import MemoryBackend
 
 
@@ -193,7 +193,7 @@ def test_bin_values_takes_torch_bfloat16_when_available() -> None:
 # -- the sliced binning (several CHUNKs, float32 index, float64 moments) -----------------
 
 def test_many_slices_with_nonfinite_in_a_later_slice_match_numpy() -> None:
-    from trackmux.core.histogram import CHUNK
+    from trackmux.core.values.histogram import CHUNK
 
     rng = np.random.default_rng(7)
     values = rng.normal(10.0, 3.0, 3 * CHUNK + 123)
@@ -252,7 +252,7 @@ def test_large_integers_are_binned_as_float64() -> None:
 
 def test_torch_bfloat16_and_float16_bin_like_their_float32_values() -> None:
     torch = pytest.importorskip("torch")
-    from trackmux.core.histogram import CHUNK
+    from trackmux.core.values.histogram import CHUNK
 
     base = torch.randn(2 * CHUNK + 17, generator=torch.Generator().manual_seed(0))
     base[5] = math.nan

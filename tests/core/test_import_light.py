@@ -17,7 +17,7 @@ def test_import_trackmux_loads_no_backend_library_numpy_or_torch() -> None:
 
 
 def test_listing_plugins_imports_no_backend_library() -> None:
-    code = ("from trackmux.core.registry import get_registry; import sys; "
+    code = ("from trackmux.core.backends.registry import get_registry; import sys; "
             "names = sorted(get_registry().backends); "
             f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -18,8 +18,8 @@ from trackmux.attached import nodes
 from trackmux.attached.handle import AttachedRun
 from trackmux.attached.nodes import NodePlan, NodeSampling, assign_name, short_host
 from trackmux.attached.sink import SinkCore
-from trackmux.core import system_metrics
 from trackmux.core.events import Event, MetricsEvent
+from trackmux.core.lifecycle import system_metrics
 
 psutil = pytest.importorskip("psutil")
 sys.path.insert(0, str(Path(__file__).parent))

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 import trackmux
 from trackmux.cli.main import cli
-from trackmux.core.registry import BackendSpec, get_registry
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.backends.registry import BackendSpec, get_registry
+from trackmux.core.spool.reader import SpoolReader
 
 CALLS: list[str] = []
 RECEIVED: list[trackmux.Event] = []

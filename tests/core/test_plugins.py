@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import trackmux
-from trackmux.core.registry import Registry, get_registry
+from trackmux.core.backends.registry import Registry, get_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "trackmux-csv"
@@ -76,7 +76,7 @@ def test_plugins_command_reports_broken_plugin_once_and_lists_the_rest(site: Pat
 
 
 def test_allow_list_and_autoload_switch(site: Path) -> None:
-    code = ("from trackmux.core.registry import get_registry; "
+    code = ("from trackmux.core.backends.registry import get_registry; "
             "print(sorted(get_registry().backends))")
     allowed = run_python(site, code, TRACKMUX_PLUGINS="csv")
     assert "'csv'" in allowed.stdout and "broken" not in allowed.stderr

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 import trackmux
 from trackmux.cli.main import cli
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 from trackmux.testing.memory import MemoryStore
 
 
@@ -232,7 +232,7 @@ def test_rewind_after_a_partial_delivery_keeps_each_step_once(tmp_path: Path) ->
     store = MemoryStore()
     run = first_attempt(tmp_path, backends=[])
     run.finish()
-    from trackmux.core.sync import deliver
+    from trackmux.core.delivery.sync import deliver
     from trackmux.testing.memory import MemoryBackend
 
     reader = SpoolReader(run.dir)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import trackmux
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 
 
 def test_events_keep_step_and_time_and_step_none_continues(memory_backend: Any,

@@ -12,8 +12,8 @@ import pytest
 
 import trackmux
 from trackmux.core.events import MetricsEvent
-from trackmux.core.spool_reader import SpoolReader
-from trackmux.core.system_metrics import GpuReader, SystemSampler, from_env, interval_of
+from trackmux.core.lifecycle.system_metrics import GpuReader, SystemSampler, from_env, interval_of
+from trackmux.core.spool.reader import SpoolReader
 
 psutil = pytest.importorskip("psutil")
 

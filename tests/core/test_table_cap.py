@@ -9,10 +9,10 @@ import orjson
 import pytest
 
 import trackmux
+from trackmux.core.delivery.fallbacks import cap_rows
+from trackmux.core.delivery.sync import deliver
 from trackmux.core.events import TableEvent
-from trackmux.core.fallbacks import cap_rows
-from trackmux.core.spool_reader import SpoolReader
-from trackmux.core.sync import deliver
+from trackmux.core.spool.reader import SpoolReader
 from trackmux.plugins.file import FileBackend
 
 

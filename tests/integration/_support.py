@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 
 HERE = Path(__file__).parent
 #: Bounded mlflow HTTP behaviour for every process we start (a dead server must fail fast).

@@ -16,7 +16,7 @@ import pytest
 from _child import metrics
 from _support import HERE, child_env, cli, cursor, process_alive, spooled, wait_until
 
-from trackmux.core.spool import DURABILITY_WINDOW
+from trackmux.core.spool.writer import DURABILITY_WINDOW
 
 
 def _read_record(path: Path) -> tuple[Path, list[tuple[int, float]]]:
@@ -33,7 +33,7 @@ def _read_record(path: Path) -> tuple[Path, list[tuple[int, float]]]:
 def _wait_delivery_process_gone(run_dir: Path) -> None:
     """In process mode the delivery process goes on after the kill; a sync run meanwhile
     would be refused (it holds the delivery locks), so wait for it to finish and exit."""
-    from trackmux.core.spool_reader import SpoolReader
+    from trackmux.core.spool.reader import SpoolReader
 
     reader = SpoolReader(run_dir)
     try:

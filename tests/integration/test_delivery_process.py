@@ -86,7 +86,7 @@ def _delivered(tmp_path: Path, run_dir: Path, steps: int) -> bool:
 
 
 def _state(run_dir: Path) -> Any:
-    from trackmux.core.spool_reader import SpoolReader
+    from trackmux.core.spool.reader import SpoolReader
 
     reader = SpoolReader(run_dir)
     try:
@@ -153,7 +153,7 @@ def test_delivery_process_killed_mid_run_is_restarted(tmp_path: Path) -> None:
     run_dir = tmp_path / "spool" / "delivery"
     assert wait_until(lambda: run_dir.exists() and any(run_dir.iterdir()), 30)
     run_dir = next(run_dir.iterdir())
-    from trackmux.core.spool_reader import SpoolReader
+    from trackmux.core.spool.reader import SpoolReader
 
     def delivery_pid() -> int | None:
         reader = SpoolReader(run_dir)

@@ -21,7 +21,7 @@ from ray.cluster_utils import Cluster
 import ray
 import trackmux
 from trackmux.core.events import MetricsEvent
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 
 INTERVAL = 0.2
 

@@ -166,7 +166,7 @@ def test_four_workers_and_a_killed_one_land_once_in_every_backend(
                                 for s in range(0, STEPS, TABLE_EVERY))
     assert sum(1 for tag in tb_tensors if tag.endswith("samples")) >= WORKERS
     # The victim's last committed point is close to its kill time (its unflushed period).
-    from trackmux.core.spool_reader import SpoolReader
+    from trackmux.core.spool.reader import SpoolReader
 
     reader = SpoolReader(run.dir)
     try:

@@ -19,7 +19,7 @@ import pytest
 import trackmux
 from trackmux.attached.nodes import short_host
 from trackmux.core.events import MetricsEvent
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("psutil")

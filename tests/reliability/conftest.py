@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from trackmux.core.run import Run
+from trackmux.core.lifecycle.run import Run
 from trackmux.testing import faults
 
 

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trackmux
-from trackmux.core.normalize import MAX_KEY_LENGTH
-from trackmux.core.registry import get_registry
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.backends.registry import get_registry
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.values.normalize import MAX_KEY_LENGTH
 from trackmux.testing import memory
 
 HYPO = settings(max_examples=100, deadline=None,
@@ -125,14 +125,14 @@ def test_rejected_values_name_the_key(run: trackmux.Run, value: Any) -> None:
 ])
 def test_converted_values(run: trackmux.Run, memory_backend: Any, value: Any,
                           expected: float) -> None:
-    from trackmux.core.normalize import normalize_metrics
+    from trackmux.core.values.normalize import normalize_metrics
 
     assert normalize_metrics({"k": value}) == {"k": expected}
     run.log({"converted": value})
 
 
 def test_nan_and_nested_dicts(run: trackmux.Run) -> None:
-    from trackmux.core.normalize import normalize_metrics
+    from trackmux.core.values.normalize import normalize_metrics
 
     out = normalize_metrics({"a": {"b": {"c": float("nan")}, "d": 1}})
     assert set(out) == {"a/b/c", "a/d"} and math.isnan(out["a/b/c"])
@@ -167,7 +167,7 @@ def test_steps_repeated_backwards_float_none_numpy(run: trackmux.Run) -> None:
 
 # -- tables --------------------------------------------------------------------------
 def test_tables(run: trackmux.Run, memory_backend: Any) -> None:
-    from trackmux.core.normalize import normalize_table
+    from trackmux.core.values.normalize import normalize_table
 
     cols, rows = normalize_table(["a", "b"], [[1, "x"], ["y", 2.5], [None, np.int64(3)],
                                               [object(), b"\xffbytes"]])

@@ -16,9 +16,9 @@ import pytest
 from _reliability import trackmux_cli
 
 import trackmux
-from trackmux.core import run as run_module
-from trackmux.core.spool import SpoolWriter
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.lifecycle import run as run_module
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.writer import SpoolWriter
 
 BUFFERED = 300
 
@@ -28,7 +28,7 @@ def small_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
     """init() has no max_buffered argument; a small one keeps the test light."""
     monkeypatch.setattr(run_module, "SpoolWriter",
                         functools.partial(SpoolWriter, max_buffered=BUFFERED))
-    monkeypatch.setattr("trackmux.core.spool.DISK_RETRY_INTERVAL", 0.1)
+    monkeypatch.setattr("trackmux.core.spool.writer.DISK_RETRY_INTERVAL", 0.1)
 
 
 @pytest.fixture

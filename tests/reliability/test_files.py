@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import trackmux
-from trackmux.core.fallbacks import contained, safe_filename
+from trackmux.core.delivery.fallbacks import contained, safe_filename
 
 
 def _mode(path: Path) -> int:

@@ -15,7 +15,7 @@ import pytest
 from _reliability import spawn
 
 import trackmux
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 
 
 def _spool(run_dir: Path) -> tuple[dict[str, object], list[int]]:

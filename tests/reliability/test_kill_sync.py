@@ -19,7 +19,7 @@ import pytest
 from _reliability import file_lines, spawn
 
 import trackmux
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 
 EVENTS = 3000
 TABLE_EVERY = 100

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from _reliability import file_lines, spawn, trackmux_cli
 
+from trackmux.core.delivery.sync import deliver
 from trackmux.core.events import MetricsEvent, TableEvent
-from trackmux.core.runs import summarize
-from trackmux.core.spool import DURABILITY_WINDOW
-from trackmux.core.spool_reader import SpoolReader
-from trackmux.core.sync import deliver
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.runs import summarize
+from trackmux.core.spool.writer import DURABILITY_WINDOW
 from trackmux.plugins.file import FileBackend
 
 CHILD = r"""

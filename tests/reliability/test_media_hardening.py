@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import trackmux
-from trackmux.core.media import MAX_PIXELS, encode_image
+from trackmux.core.values.media import MAX_PIXELS, encode_image
 
 torch = pytest.importorskip("torch")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from _reliability import file_lines, spawn, trackmux_cli
 
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 
 CHILD = r"""
 import sys, time, types, trackmux

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 import trackmux
-from trackmux.core.redact import REDACTED, is_secret_key, redact
+from trackmux.core.values.redact import REDACTED, is_secret_key, redact
 
 SECRET_KEYS = [
     "api_key", "apikey", "API_KEY", "wandb_api_key", "openai.api-key", "token", "hf_token",

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 import trackmux
 from trackmux.cli.sync import stored_options
-from trackmux.core.redact import REDACTED, is_secret_key, redact
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.values.redact import REDACTED, is_secret_key, redact
 
 JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
        ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")

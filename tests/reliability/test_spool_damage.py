@@ -19,9 +19,9 @@ import pytest
 from _reliability import file_lines, trackmux_cli
 
 import trackmux
+from trackmux.core.delivery.sync import deliver
 from trackmux.core.events import Event, MetricsEvent
-from trackmux.core.spool_reader import SpoolReader
-from trackmux.core.sync import deliver
+from trackmux.core.spool.reader import SpoolReader
 from trackmux.plugins.file import FileBackend
 
 TRIALS = 160

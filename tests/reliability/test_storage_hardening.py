@@ -28,10 +28,10 @@ import pytest
 from _reliability import child_env, trackmux_cli
 
 import trackmux
-from trackmux.core import spool as spool_module
 from trackmux.core.events import MetricsEvent, TextEvent
-from trackmux.core.spool import SpoolWriter
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool import writer as spool_module
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.writer import SpoolWriter
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from report_support import DEMO_STEPS, DemoRun
 
 from trackmux.cli.main import cli
 from trackmux.core.events import ImageEvent, MetricsEvent, TableEvent
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 from trackmux.demo import DemoConfig, train
 from trackmux.demo.policy import (
     Adam,

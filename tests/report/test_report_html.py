@@ -18,7 +18,7 @@ from report_support import DEMO_STEPS, DemoRun
 
 import trackmux
 from trackmux.cli.main import cli
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 from trackmux.report import RunNotFound, build_report, resolve_run
 from trackmux.report.charts import Series, line_chart, thin, ticks
 

@@ -21,7 +21,7 @@ import pytest
 
 import trackmux
 from conftest import sft_command, sft_env
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 
 pytest.importorskip("verl")
 

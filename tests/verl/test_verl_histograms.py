@@ -13,7 +13,7 @@ pytest.importorskip("verl")
 import torch
 
 from trackmux.core.events import HistogramEvent, MetricsEvent
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 from trackmux.integrations import verl_histograms
 
 

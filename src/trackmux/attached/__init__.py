@@ -14,14 +14,25 @@ import threading
 from typing import TYPE_CHECKING
 
 from trackmux.attached.handle import DEFAULT_MAX_BUFFERED, FLUSH_INTERVAL, AttachedRun
-from trackmux.core import normalize
 from trackmux.core.errors import TrackmuxError
+from trackmux.core.lifecycle.run import on_run_start
+from trackmux.core.values import normalize
 
 if TYPE_CHECKING:
     from trackmux.attached.host import RaySinkHost
-    from trackmux.core.run import Run
+    from trackmux.core.lifecycle.run import Run
 
 __all__ = ["AttachedRun", "NotAttachableError", "attach", "serve"]
+
+
+def _serve_if_ray(run: Run) -> None:
+    """Serve Ray workers from each new run when Ray is up here (Ray is imported only then)."""
+    from trackmux.attached.host import maybe_serve
+
+    maybe_serve(run)
+
+
+on_run_start(_serve_if_ray)
 
 
 class NotAttachableError(TrackmuxError, RuntimeError):
@@ -106,7 +117,7 @@ def _try_ray() -> object | None:
 
 
 def _local_run(run_id: str | None) -> Run | None:
-    from trackmux.core.run import _live_runs
+    from trackmux.core.lifecycle.run import _live_runs
 
     pid = os.getpid()
     for run in list(_live_runs):

@@ -22,7 +22,6 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from trackmux.core import normalize
 from trackmux.core.events import (
     Event,
     ImageEvent,
@@ -30,6 +29,7 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
+from trackmux.core.values import normalize
 
 log = logging.getLogger("trackmux")
 
@@ -129,7 +129,7 @@ class AttachedRun:
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
         """Log an image; encoded as PNG here, in the worker, not in the driver."""
-        from trackmux.core.media import encode_image
+        from trackmux.core.values.media import encode_image
 
         key = normalize.check_key(key)
         if caption is not None and not isinstance(caption, str):
@@ -151,7 +151,7 @@ class AttachedRun:
                       bins: int = 64) -> None:
         """Log a distribution under ``role/key``, binned here in the worker (as
         ``Run.log_histogram``): only counts, edges and moments travel to the sink."""
-        from trackmux.core.histogram import histogram, warn_nonfinite
+        from trackmux.core.values.histogram import histogram, warn_nonfinite
 
         key = normalize.check_key(key)
         binned = histogram(values, bins)

@@ -27,7 +27,7 @@ from trackmux.attached.sink import DEFAULT_MAX_QUEUED, SinkCore
 from trackmux.core.events import Event
 
 if TYPE_CHECKING:
-    from trackmux.core.run import Run
+    from trackmux.core.lifecycle.run import Run
 
 log = logging.getLogger("trackmux")
 
@@ -54,7 +54,7 @@ def ray_if_initialized() -> Any:
 
 
 def maybe_serve(run: Run) -> None:
-    """Called by ``Run.__init__``: serve Ray workers when Ray is already up here."""
+    """Run start hook (registered by ``trackmux.attached``): serve Ray workers when Ray is up."""
     if ray_if_initialized() is None:
         return
     try:

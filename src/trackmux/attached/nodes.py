@@ -13,7 +13,7 @@ and its node's name from the sink when it connects (in its flusher thread).
   and the first 8 hex digits of the Ray node id (``gpu-a-1f0c93b2``).
 - **Election.** The handles of a run on one node compete for an exclusive ``flock`` on a
   file in the node's temp directory, named after the run id and the Ray node id. The
-  holder samples (a :class:`~trackmux.core.system_metrics.SystemSampler` thread in its
+  holder samples (a :class:`~trackmux.core.lifecycle.system_metrics.SystemSampler` thread in its
   process); the others try again every ``max(1 s, interval)``. The kernel releases the
   lock when the holder's process dies, however it dies.
 - **Hand over.** When the sampling handle closes (``close()``, process exit), finds the
@@ -102,7 +102,7 @@ def _node_lock(path: Path) -> Any:
 
 
 def _default_sampler(emit: Callable[[dict[str, float]], None], plan: NodePlan) -> Any:
-    from trackmux.core.system_metrics import SystemSampler
+    from trackmux.core.lifecycle.system_metrics import SystemSampler
 
     return SystemSampler(emit, plan.interval, Path(tempfile.gettempdir()), node=plan.node,
                          process=False)

@@ -44,7 +44,7 @@ def cli(verbose: bool) -> None:
 
 
 def _add_plugin_commands() -> None:
-    from trackmux.core.registry import get_registry
+    from trackmux.core.backends.registry import get_registry
 
     get_registry().manager.hook.trackmux_register_commands(cli=cli)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from trackmux.core.registry import get_registry
+from trackmux.core.backends.registry import get_registry
 
 
 @click.command()

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from trackmux.core import settings
-from trackmux.core.runs import describe_attempt, find_runs, summarize
+from trackmux.core.spool.runs import describe_attempt, find_runs, summarize
 
 
 @click.command()

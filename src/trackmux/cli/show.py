@@ -19,8 +19,8 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.runs import describe_attempt, resolve_run, summarize
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.runs import describe_attempt, resolve_run, summarize
 
 
 @dataclass

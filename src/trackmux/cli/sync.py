@@ -17,11 +17,11 @@ from typing import Any
 import click
 import orjson
 
+from trackmux.core.backends.registry import get_registry
+from trackmux.core.delivery.sync import SyncResult, deliver_by_name
 from trackmux.core.errors import SpoolLockedError, SpoolUnsafeError, UnknownBackendError
-from trackmux.core.redact import REDACTED
-from trackmux.core.registry import get_registry
-from trackmux.core.runs import resolve_run, summarize
-from trackmux.core.sync import SyncResult, deliver_by_name
+from trackmux.core.spool.runs import resolve_run, summarize
+from trackmux.core.values.redact import REDACTED
 
 
 def option_value(text: str) -> Any:

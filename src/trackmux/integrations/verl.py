@@ -104,7 +104,7 @@ def split_backends(names: Sequence[str] | str | None) -> tuple[list[str], list[s
     """``trainer.logger`` as (trackmux backends, names left to verl's own Tracking).
 
     Raises :class:`trackmux.UnknownBackendError` for a name neither provides."""
-    from trackmux.core.registry import get_registry
+    from trackmux.core.backends.registry import get_registry
 
     if names is None:
         names = ["console"]
@@ -300,7 +300,7 @@ class ValidationGenerationsLogger:
 
 def _loggable(data: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of ``data`` trackmux accepts; each rejected key is reported once."""
-    from trackmux.core.normalize import normalize_metrics
+    from trackmux.core.values.normalize import normalize_metrics
 
     kept: dict[str, Any] = {}
     for key, value in data.items():

@@ -78,7 +78,8 @@ def read_record(folder: Path, project: str, experiment: str) -> dict[str, Any] |
 def resume_options(config: Mapping[str, Any], project: str, experiment: str,
                    options: Mapping[str, Any]) -> dict[str, Any]:
     """``trackmux.init`` arguments that continue the run verl is resuming, or {}."""
-    from trackmux.core import attempts, settings
+    from trackmux.core import settings
+    from trackmux.core.spool import attempts
 
     point = resume_checkpoint(config)
     if point is None:

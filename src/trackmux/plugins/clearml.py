@@ -42,7 +42,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo, check_option_types
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo, check_option_types
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ConfigEvent,

@@ -21,9 +21,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.events import Event, HistogramEvent, MetricsEvent, TextEvent
-from trackmux.core.histogram import quantile
+from trackmux.core.values.histogram import quantile
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
 

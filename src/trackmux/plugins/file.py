@@ -43,7 +43,9 @@ from typing import Any
 
 import orjson
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
+from trackmux.core.delivery.fallbacks import contained, path_component
+from trackmux.core.delivery.rebuild import acknowledged_batches
 from trackmux.core.events import (
     ArtifactEvent,
     ConfigEvent,
@@ -53,8 +55,6 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.fallbacks import contained, path_component
-from trackmux.core.rebuild import acknowledged_batches
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
 log = logging.getLogger("trackmux")

@@ -46,7 +46,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ArtifactEvent,

@@ -29,7 +29,7 @@ Resume: the swanlab run id is the ``remote_id``. A resumed delivery calls
 same id (``swanlab sync`` of both folders continues one cloud experiment). The new folder
 is created only once there is something to write.
 
-Rewind (core/attempts.py): an attempt that went back to step N writes its values for the
+Rewind (core/spool/attempts.py): an attempt that went back to step N writes its values for the
 steps > N into the new folder; the earlier folder keeps the superseded values (swanlab has
 no call to delete a point). A fresh ``trackmux sync`` sends only the live events.
 """
@@ -48,7 +48,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.events import (
     ConfigEvent,
     Event,

@@ -26,7 +26,7 @@ writes it once; a file shorter than what was delivered is rewritten from the spo
 This holds for every reader of the file, unlike a ``SessionLog.START`` marker, which
 only hides duplicates from readers that purge orphaned data and assumes steps increase.
 
-Resume (core/attempts.py): the same file continues (its name and offset are in the spool).
+Resume (core/spool/attempts.py): the same file continues (its name and offset are in the spool).
 When an attempt rewound to step N and this file already holds later steps, ``rewind``
 writes ``SessionLog(status=START)`` at step N + 1 before the attempt's first event, which
 is what ``SummaryWriter(purge_step=N + 1)`` writes: TensorBoard then drops every point at
@@ -44,7 +44,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
+from trackmux.core.delivery.fallbacks import path_component, safe_filename, table_to_markdown
+from trackmux.core.delivery.rebuild import acknowledged_batches
 from trackmux.core.events import (
     ConfigEvent,
     Event,
@@ -54,9 +56,7 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.fallbacks import path_component, safe_filename, table_to_markdown
-from trackmux.core.normalize import flatten
-from trackmux.core.rebuild import acknowledged_batches
+from trackmux.core.values.normalize import flatten
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
 log = logging.getLogger("trackmux")

@@ -56,7 +56,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ArtifactEvent,

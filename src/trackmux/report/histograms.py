@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from html import escape
 
 from trackmux.core.events import HistogramEvent
-from trackmux.core.histogram import quantile
+from trackmux.core.values.histogram import quantile
 from trackmux.report.charts import HEIGHT, LEFT, WIDTH, Series, fmt, line_chart
 from trackmux.report.load import RunData
 

@@ -19,8 +19,8 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.spool import SPOOL_FILE
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.writer import SPOOL_FILE
 
 
 class RunNotFound(LookupError):

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from trackmux.core.events import ImageEvent, TableEvent
-from trackmux.core.normalize import flatten
+from trackmux.core.values.normalize import flatten
 from trackmux.report.charts import PALETTE, Series, fmt, line_chart
 from trackmux.report.load import RunData
 

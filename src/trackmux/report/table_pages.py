@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
+from trackmux.core.delivery.fallbacks import safe_filename
 from trackmux.core.events import TableEvent
-from trackmux.core.fallbacks import safe_filename
 from trackmux.report.load import RunData
 from trackmux.report.sections import MAX_TABLE_ROWS, table_html
 from trackmux.report.style import CSS

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
+from trackmux.core.delivery.sync import SyncResult, deliver
 from trackmux.core.errors import PermanentBackendError
 from trackmux.core.events import (
     ArtifactEvent,
@@ -31,11 +32,10 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.normalize import flatten, to_json_value
-from trackmux.core.redact import redact
-from trackmux.core.spool import SpoolWriter
-from trackmux.core.spool_reader import SpoolReader
-from trackmux.core.sync import SyncResult, deliver
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.writer import SpoolWriter
+from trackmux.core.values.normalize import flatten, to_json_value
+from trackmux.core.values.redact import redact
 
 if TYPE_CHECKING:  # pytest only when the suite runs: trackmux.testing works without it
     import pytest
@@ -96,7 +96,7 @@ class SampleRun:
 def _png(width: int, height: int, channels_first: bool) -> ImageEvent:
     import numpy as np
 
-    from trackmux.core.media import encode_image
+    from trackmux.core.values.media import encode_image
 
     array = np.linspace(0, 1, width * height * 3).reshape(height, width, 3)
     if channels_first:
@@ -230,7 +230,7 @@ HISTOGRAM_STEPS = (0, 1, 2)
 
 def histogram_run(tmp_path: Path) -> tuple[Path, list[HistogramEvent]]:
     """A spool holding a few histograms (one with NaN and inf counted apart)."""
-    from trackmux.core.histogram import bin_values
+    from trackmux.core.values.histogram import bin_values
 
     run_dir = tmp_path / "spool" / "conformance" / "run-0001"
     writer = SpoolWriter(run_dir)
@@ -255,7 +255,7 @@ ARTIFACT_STEP = 7
 
 def artifact_run(tmp_path: Path) -> tuple[Path, dict[str, int]]:
     """A spool holding one folder artifact: two small copied files, one large referenced."""
-    from trackmux.core.artifacts import collect
+    from trackmux.core.values.artifacts import collect
 
     run_dir = tmp_path / "spool" / "conformance" / "run-0001"
     writer = SpoolWriter(run_dir)
@@ -596,7 +596,7 @@ def _check_histograms(suite: BackendConformance, tmp_path: Path) -> None:
         for (_, counts), event in zip(sorted(got), events, strict=True):
             assert [int(c) for c in counts] == list(event.counts), f"counts at {event.step}"
         return
-    from trackmux.core.fallbacks import histogram_metrics
+    from trackmux.core.delivery.fallbacks import histogram_metrics
 
     for event in events:
         for key, want in histogram_metrics(event).data.items():

@@ -19,9 +19,9 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
+from trackmux.core.backends.registry import get_registry
 from trackmux.core.events import Event
-from trackmux.core.registry import get_registry
 from trackmux.hookspecs import hookimpl
 
 ALL_KINDS = frozenset({"metrics", "table", "image", "text", "config"})

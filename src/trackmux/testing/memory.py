@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.events import Event, MetricsEvent
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
@@ -101,7 +101,7 @@ def use_memory_backend() -> MemoryStore:
     ``trackmux.init(backends=["memory"])`` works in a script, a notebook or any test runner."""
     import sys
 
-    from trackmux.core.registry import get_registry
+    from trackmux.core.backends.registry import get_registry
 
     registry = get_registry()
     if "memory" not in registry.backends:

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -25,9 +25,11 @@ from typing import Any
 
 import filelock
 
-from trackmux.core import attempts, normalize, redact, settings, signals
-from trackmux.core.backend import RunInfo, check_max_rows
-from trackmux.core.delivery_host import ProcessDelivery, ThreadDelivery, stop_orphaned_delivery
+from trackmux.core import settings
+from trackmux.core.backends.contract import RunInfo, check_max_rows
+from trackmux.core.backends.registry import BackendSpec, get_registry
+from trackmux.core.delivery.host import ProcessDelivery, ThreadDelivery, stop_orphaned_delivery
+from trackmux.core.delivery.reporting import Problem, Reporter
 from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import (
     ArtifactEvent,
@@ -38,11 +40,32 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.registry import BackendSpec, get_registry
-from trackmux.core.reporting import Problem, Reporter
-from trackmux.core.spool import RUN_LOCK, SpoolWriter
+from trackmux.core.lifecycle import signals
+from trackmux.core.spool import attempts
+from trackmux.core.spool.writer import RUN_LOCK, SpoolWriter
+from trackmux.core.values import normalize, redact
 
 log = logging.getLogger("trackmux")
+
+_start_hooks: list[Callable[[Run], None]] = []
+
+
+def on_run_start(hook: Callable[[Run], None]) -> None:
+    """Call ``hook(run)`` at the end of every new Run's construction, in the trainer's thread.
+
+    This is how wings over core join a run without core naming them (the Ray sink serves
+    attached workers this way). A hook that raises is logged and the run goes on."""
+    if hook not in _start_hooks:
+        _start_hooks.append(hook)
+
+
+def _announce_start(run: Run) -> None:
+    for hook in list(_start_hooks):
+        try:
+            hook(run)
+        except Exception as exc:  # a wing must never stop the run from starting
+            log.warning("trackmux: run start hook %s failed (%s: %s)",
+                        getattr(hook, "__qualname__", hook), type(exc).__name__, exc)
 
 _live_runs: weakref.WeakSet[Run] = weakref.WeakSet()
 # Run names, projects and tags: long enough for any real name, short enough for backends
@@ -151,15 +174,13 @@ class Run:
         self._sampler: Any = None
         self._nonfinite_keys: set[str] = set()  # histogram keys warned about NaN/inf
         if system_metrics:
-            from trackmux.core.system_metrics import SystemSampler
+            from trackmux.core.lifecycle.system_metrics import SystemSampler
 
             self._sampler = SystemSampler(self._system_sample, system_metrics, self.dir)
             self._sampler.start()
         _live_runs.add(self)
         signals.install(lambda: list(_live_runs))
-        from trackmux.attached.host import maybe_serve
-
-        maybe_serve(self)
+        _announce_start(self)
         threading.Thread(target=_warm_image_imports, name="trackmux-warm-imports",
                          daemon=True).start()
 
@@ -193,7 +214,7 @@ class Run:
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
         """Log an image (numpy HW/HWC/CHW, torch, PIL, or a path), encoded once as PNG."""
-        from trackmux.core.media import encode_image
+        from trackmux.core.values.media import encode_image
 
         key = normalize.check_key(key)
         if caption is not None:
@@ -213,7 +234,7 @@ class Run:
         """Log a distribution (list, numpy, torch on any device/dtype, or ``(counts, edges)``)
         at ``step`` (default: last). Binned here, in the caller's thread: the spool keeps
         counts, edges and moments, never the values. NaN/inf are counted apart."""
-        from trackmux.core.histogram import histogram, warn_nonfinite
+        from trackmux.core.values.histogram import histogram, warn_nonfinite
 
         key = normalize.check_key(key)
         binned = histogram(values, bins)
@@ -228,7 +249,7 @@ class Run:
         Reads and hashes every file in the caller's thread (not for the inner loop): files
         up to ``copy_max_bytes`` (default 50 MB) are copied into the run folder by hash,
         larger ones referenced where they are (see docs/values.md)."""
-        from trackmux.core import artifacts
+        from trackmux.core.values import artifacts
 
         if self._finished:
             raise RunFinishedError(f"run {self.id} is finished; no more events are accepted")
@@ -482,7 +503,7 @@ class DisabledRun:
 
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
-        from trackmux.core.media import encode_image
+        from trackmux.core.values.media import encode_image
 
         normalize.check_key(key)
         if caption is not None:
@@ -497,7 +518,7 @@ class DisabledRun:
 
     def log_histogram(self, key: str, values: Any, step: int | None = None,
                       bins: int = 64) -> None:
-        from trackmux.core.histogram import check_bins
+        from trackmux.core.values.histogram import check_bins
 
         normalize.check_key(key)
         check_bins(bins)
@@ -505,7 +526,7 @@ class DisabledRun:
     def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
                      type: str | None = None, step: int | None = None,
                      copy_max_bytes: int | None = None) -> None:
-        from trackmux.core import artifacts
+        from trackmux.core.values import artifacts
 
         artifacts.copy_limit(copy_max_bytes)
         if name is not None:
@@ -592,7 +613,7 @@ def init(project: str | None = None, name: str | None = None,
     names = settings.backends_from(backends)
     mode = settings.delivery_mode(delivery)
     orphan = settings.orphan_timeout(orphan_timeout)
-    from trackmux.core import system_metrics as system
+    from trackmux.core.lifecycle import system_metrics as system
 
     sample_every = (system.from_env() if system_metrics is None
                     else system.interval_of(system_metrics))

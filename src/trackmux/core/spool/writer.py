@@ -3,7 +3,7 @@
 Layout of a run directory (0700; files 0600)::
 
     <root>/<project>/<run_id>/spool.db     events, blobs, meta, per-backend cursors, attempts,
-                                           superseded events (core/attempts.py)
+                                           superseded events (core/spool/attempts.py)
     <root>/<project>/<run_id>/run.lock     held by the live process; free + "running" = crashed
     <root>/<project>/<run_id>/deliver-<backend>.lock   held by whoever delivers to that backend
 
@@ -45,9 +45,10 @@ from typing import Any
 
 import orjson
 
-from trackmux.core import codec, settings
+from trackmux.core import settings
 from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.spool import codec
 
 log = logging.getLogger("trackmux")
 

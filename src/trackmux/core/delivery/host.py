@@ -1,10 +1,10 @@
 """Where a live run's delivery workers run: a delivery process (the default) or threads here.
 
-Both hosts run the same :class:`~trackmux.core.delivery.DeliveryWorker` that ``trackmux
+Both hosts run the same :class:`~trackmux.core.delivery.worker.DeliveryWorker` that ``trackmux
 sync`` runs, reading the spool. The difference is whose interpreter pays for the backend
 libraries:
 
-- :class:`ProcessDelivery` starts ``python -m trackmux.core.delivery_proc`` beside the
+- :class:`ProcessDelivery` starts ``python -m trackmux.core.delivery.process`` beside the
   trainer. wandb, mlflow, swanlab and tensorboard are imported and run there, so their
   CPU time, GIL holds, memory and crashes stay out of the training loop. The trainer
   talks to it over two pipes: commits wake it (one byte, non-blocking), ``finish``
@@ -32,9 +32,9 @@ from typing import Any
 
 import orjson
 
-from trackmux.core.backend import Backend, RunInfo
-from trackmux.core.delivery import DeliveryWorker, acquire_delivery_lock
-from trackmux.core.reporting import Reporter
+from trackmux.core.backends.contract import Backend, RunInfo
+from trackmux.core.delivery.reporting import Reporter
+from trackmux.core.delivery.worker import DeliveryWorker, acquire_delivery_lock
 
 log = logging.getLogger("trackmux")
 
@@ -220,7 +220,7 @@ class ProcessDelivery:
         logfile = open(self.run_dir / DELIVERY_LOG, "ab")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "trackmux.core.delivery_proc",
+                [sys.executable, "-m", "trackmux.core.delivery.process",
                  str(control_read), str(status_write)],
                 stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile,
                 pass_fds=(control_read, status_write), env=env,
@@ -311,7 +311,7 @@ def stop_orphaned_delivery(run_dir: Path, meta: Mapping[str, Any], wait: float =
     outlived its trainer (still retrying a backend that was down) holds the delivery locks.
     Ask it to hand over (SIGUSR1: stop now, keep what it acknowledged) and wait until it is
     gone. A run whose trainer is still alive is left alone. True if one was stopped."""
-    from trackmux.core.runs import lock_is_held
+    from trackmux.core.spool.runs import lock_is_held
 
     pid = meta.get("delivery_pid")
     if not isinstance(pid, int) or not _is_delivery_process(pid):
@@ -336,7 +336,8 @@ def _is_delivery_process(pid: int) -> bool:
                 return False
     except OSError:
         return False
-    return b"trackmux.core.delivery_proc" in cmdline
+    # the module's name before core/ was grouped (a delivery process left by an older trackmux)
+    return b"trackmux.core.delivery.process" in cmdline or b"trackmux.core.delivery_proc" in cmdline
 
 
 _live_hosts: weakref.WeakSet[ProcessDelivery] = weakref.WeakSet()

@@ -19,12 +19,12 @@ from typing import Any
 
 import orjson
 
-from trackmux.core import attempts as attempts_mod
-from trackmux.core import codec
-from trackmux.core.attempts import Attempt
 from trackmux.core.errors import SpoolUnsafeError
 from trackmux.core.events import Event
-from trackmux.core.spool import SCHEMA, SPOOL_FILE, connect
+from trackmux.core.spool import attempts as attempts_mod
+from trackmux.core.spool import codec
+from trackmux.core.spool.attempts import Attempt
+from trackmux.core.spool.writer import SCHEMA, SPOOL_FILE, connect
 
 # Created on first use, so a spool without quarantined events keeps the layout it had.
 QUARANTINE_SCHEMA = """
@@ -172,7 +172,7 @@ class SpoolReader:
             self._note(f"events after {after}: {exc}")
             return self._salvage(after, limit)
         upto = rows[-1][0] if rows else after
-        # superseded events (core/attempts.py) are passed over, live and offline alike
+        # superseded events (core/spool/attempts.py) are passed over, live and offline alike
         live = [r[:6] for r in self._in_key_range(rows, after, upto) if r[6] is None]
         return Batch(self._decode_rows(live), upto)
 

@@ -1,6 +1,6 @@
-"""The delivery process: ``python -m trackmux.core.delivery_proc CONTROL_FD STATUS_FD``.
+"""The delivery process: ``python -m trackmux.core.delivery.process CONTROL_FD STATUS_FD``.
 
-Started by :class:`~trackmux.core.delivery_host.ProcessDelivery` for one live run. It
+Started by :class:`~trackmux.core.delivery.host.ProcessDelivery` for one live run. It
 reads its set-up (run, backends and their options, which never touch the disk) as the
 first line of the control pipe, then runs one ``DeliveryWorker`` per backend, the same
 worker ``trackmux sync`` runs, so backend libraries load in this interpreter only.
@@ -30,12 +30,12 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from trackmux.core.backend import RunInfo
-from trackmux.core.delivery import ENDED, DeliveryWorker, Progress, acquire_delivery_lock
+from trackmux.core.backends.contract import RunInfo
+from trackmux.core.backends.registry import get_registry
+from trackmux.core.delivery.reporting import Reporter
+from trackmux.core.delivery.worker import ENDED, DeliveryWorker, Progress, acquire_delivery_lock
 from trackmux.core.errors import SpoolLockedError
-from trackmux.core.registry import get_registry
-from trackmux.core.reporting import Reporter
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.reader import SpoolReader
 
 log = logging.getLogger("trackmux")
 

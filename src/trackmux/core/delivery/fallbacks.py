@@ -23,8 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from trackmux.core import artifacts
-from trackmux.core.backend import Backend
+from trackmux.core.backends.contract import Backend
 from trackmux.core.events import (
     ArtifactEvent,
     Cell,
@@ -35,7 +34,8 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.histogram import summary_scalars
+from trackmux.core.values import artifacts
+from trackmux.core.values.histogram import summary_scalars
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_MARKDOWN_CELL = 2000

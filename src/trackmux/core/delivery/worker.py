@@ -37,14 +37,15 @@ from typing import Any
 
 import filelock
 
-from trackmux.core import attempts, fallbacks
-from trackmux.core.attempts import Attempt
-from trackmux.core.backend import Backend, ResumeState, RunInfo
+from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.configmerge import merge_config, merged
+from trackmux.core.delivery import fallbacks
+from trackmux.core.delivery.reporting import Reporter
 from trackmux.core.errors import EventRejected, PermanentBackendError, SpoolLockedError
 from trackmux.core.events import ConfigEvent, Event
-from trackmux.core.reporting import Reporter
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool import attempts
+from trackmux.core.spool.attempts import Attempt
+from trackmux.core.spool.reader import SpoolReader
 
 log = logging.getLogger("trackmux")
 
@@ -397,7 +398,7 @@ class DeliveryWorker:
     def _split_at_rewinds(self, events: list[Event], upto: int
                           ) -> list[tuple[list[Event], Attempt | None]]:
         """``events`` cut before the first event of each attempt whose rewind the backend
-        must get first (core/attempts.py); each part is followed by that rewind, if any."""
+        must get first (core/spool/attempts.py); each part is followed by that rewind, if any."""
         parts: list[tuple[list[Event], Attempt | None]] = []
         rest = events
         for attempt in list(self._rewinds):

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.backend import Backend, RunInfo
-from trackmux.core.delivery import DeliveryWorker, Progress, acquire_delivery_lock
-from trackmux.core.delivery_host import stop_orphaned_delivery
-from trackmux.core.registry import get_registry
-from trackmux.core.reporting import Problem, Reporter
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.backends.contract import Backend, RunInfo
+from trackmux.core.backends.registry import get_registry
+from trackmux.core.delivery.host import stop_orphaned_delivery
+from trackmux.core.delivery.reporting import Problem, Reporter
+from trackmux.core.delivery.worker import DeliveryWorker, Progress, acquire_delivery_lock
+from trackmux.core.spool.reader import SpoolReader
 
 
 @dataclass

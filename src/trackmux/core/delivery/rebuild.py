@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from trackmux.core import fallbacks
-from trackmux.core.backend import Backend, RunInfo
+from trackmux.core.backends.contract import Backend, RunInfo
+from trackmux.core.delivery import fallbacks
 from trackmux.core.events import Event
 
 
 def acknowledged_batches(run: RunInfo, backend: Backend, upto: int,
                          size: int = 1000) -> Iterator[list[Event]]:
     """Events 1..``upto`` of ``run``'s spool as ``backend`` takes them, in batches."""
-    from trackmux.core.spool_reader import SpoolReader
+    from trackmux.core.spool.reader import SpoolReader
 
     reader = SpoolReader(run.run_dir)
     after = 0

@@ -27,7 +27,7 @@ import orjson
 
 from trackmux.core import settings
 from trackmux.core.errors import SpoolLockedError
-from trackmux.core.spool import RUN_LOCK, SCHEMA, SPOOL_FILE, connect
+from trackmux.core.spool.writer import RUN_LOCK, SCHEMA, SPOOL_FILE, connect
 
 RESUME_MODES = ("never", "allow", "must")
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

@@ -15,9 +15,9 @@ from typing import Any
 import filelock
 
 from trackmux.core import settings
-from trackmux.core.attempts import Attempt
-from trackmux.core.spool import RUN_LOCK, SPOOL_FILE
-from trackmux.core.spool_reader import SpoolReader
+from trackmux.core.spool.attempts import Attempt
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.writer import RUN_LOCK, SPOOL_FILE
 
 
 @dataclass
