@@ -1,0 +1,213 @@
+"""The JSON the UI's API serves, built from run caches. The static export (ui/export.py)
+embeds exactly these payloads, so a page and its frozen copy are drawn from one data
+shape by one script."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from trackmux.core.values.normalize import flatten
+from trackmux.ui import downsample, importance
+from trackmux.ui.runcache import RunCache
+from trackmux.ui.store import Store
+
+X_MODES = ("step", "time", "relative")
+MAX_BUCKETS = 4000
+
+
+class BadRequest(ValueError):
+    """A query parameter is wrong; the message names it."""
+
+
+def _finite(values: Any) -> list[float | None]:
+    """JSON has no NaN: gaps become null (uPlot draws them as breaks in the line)."""
+    return [None if not math.isfinite(v) else float(v) for v in values]
+
+
+def points(cache: RunCache, key: str, xmode: str, after: int = 0
+           ) -> tuple[np.ndarray, np.ndarray, int]:
+    """x, y of ``key`` in one run (only points with seq > ``after``) and the last seq."""
+    with cache.lock:
+        series = cache.keys.get(key)
+        if series is None:
+            return np.empty(0), np.empty(0), cache.cursor
+        rows = np.array(series.rows, dtype=np.int64)
+        y = np.array(series.values, dtype=np.float64)
+        if after:
+            seqs = np.array(cache.row_seq, dtype=np.int64)[rows]
+            keep = seqs > after
+            rows, y = rows[keep], y[keep]
+        if xmode == "step":
+            x = np.array(cache.row_step, dtype=np.float64)[rows]
+        else:
+            times = np.array(cache.row_time, dtype=np.float64)
+            x = times[rows]
+            if xmode == "relative" and times.size:
+                x = x - times[0]
+        return x, y, cache.cursor
+
+
+def check_xmode(xmode: str) -> str:
+    if xmode not in X_MODES:
+        raise BadRequest(f"x must be one of {', '.join(X_MODES)}, got {xmode!r}")
+    return xmode
+
+
+def series(store: Store, key: str, rids: Sequence[str], xmode: str = "step",
+           lo: float | None = None, hi: float | None = None, width: int = 1000
+           ) -> dict[str, Any]:
+    """One metric of several runs on one x array: exact in a narrow range, min/max per
+    bucket over a wide one (downsample.py)."""
+    check_xmode(xmode)
+    buckets = max(10, min(int(width), MAX_BUCKETS))
+    loaded = []
+    for rid in rids:
+        cache = store.cache(rid)
+        if cache is None:
+            continue
+        x, y, cursor = points(cache, key, xmode)
+        loaded.append((rid, x, y, cursor))
+    spans = [downsample.window(x, y, lo, hi)[0] for _, x, y, _ in loaded]
+    nonempty = [s for s in spans if s.size]
+    span = ((lo if lo is not None else min(float(s[0]) for s in nonempty),
+             hi if hi is not None else max(float(s[-1]) for s in nonempty))
+            if nonempty else None)
+    parts = [downsample.sample(x, y, lo, hi, buckets, span) for _, x, y, _ in loaded]
+    if any(not p.exact for p in parts):  # mixed: put the exact runs on the grid too
+        parts = [p if not p.exact or span is None else
+                 downsample.minmax(p.x, p.y, span[0], span[1], buckets) for p in parts]
+    xs, ys = downsample.align(parts)
+    return {"key": key, "x_mode": xmode, "x": xs.tolist(),
+            "exact": all(p.exact for p in parts),
+            "runs": [{"id": rid, "y": _finite(y), "cursor": cursor}
+                     for (rid, _, _, cursor), y in zip(loaded, ys, strict=True)]}
+
+
+def tail(store: Store, key: str, after: dict[str, int], xmode: str = "step"
+         ) -> dict[str, Any]:
+    """The points of ``key`` each run committed after the seq the page already has: a
+    live page asks for this every second and never re-reads a history."""
+    check_xmode(xmode)
+    out = []
+    for rid, seq in after.items():
+        cache = store.cache(rid)
+        if cache is None:
+            continue
+        x, y, cursor = points(cache, key, xmode, after=seq)
+        out.append({"id": rid, "x": x.tolist(), "y": _finite(y), "cursor": cursor})
+    return {"key": key, "x_mode": xmode, "runs": out}
+
+
+def keys(store: Store, rids: Sequence[str]) -> dict[str, Any]:
+    """Metric keys of the runs grouped by prefix (before the first '/'), as the report."""
+    groups: dict[str, list[str]] = {}
+    for rid in rids:
+        cache = store.cache(rid)
+        if cache is None:
+            continue
+        with cache.lock:
+            names = list(cache.keys)
+        for key in names:
+            prefix = key.split("/", 1)[0] if "/" in key else "other"
+            bucket = groups.setdefault(prefix, [])
+            if key not in bucket:
+                bucket.append(key)
+    if "other" in groups:
+        groups["other"] = groups.pop("other")
+    return {"groups": groups}
+
+
+def compare(store: Store, rids: Sequence[str], metric: str | None,
+            share: float = 0.1) -> dict[str, Any]:
+    """Config differences between the runs and, for ``metric``, each differing key's
+    importance for its final value (importance.py states the method)."""
+    runs, configs, targets = [], [], []
+    for rid in rids:
+        cache = store.cache(rid)
+        if cache is None:
+            continue
+        with cache.lock:
+            flat = flatten(cache.config) if cache.config else {}
+            target = cache.last_values(metric, share) if metric else None
+        runs.append({"id": rid, "name": cache.run_dir.name, "target": target})
+        configs.append(flat)
+        targets.append(target)
+    all_keys: list[str] = []
+    for flat in configs:
+        all_keys.extend(k for k in flat if k not in all_keys)
+    rows = []
+    for key in all_keys:
+        values = [flat.get(key, "—") if key in flat else "—" for flat in configs]
+        shown = [v if isinstance(v, (str, int, float, bool)) or v is None else repr(v)
+                 for v in values]
+        rows.append({"key": key, "values": shown,
+                     "differs": len({repr(v) for v in values}) > 1})
+    differing = [{k: v for k, v in flat.items() if any(r["key"] == k and r["differs"]
+                                                       for r in rows)} for flat in configs]
+    result: dict[str, Any] = {"runs": runs, "config": rows, "metric": metric,
+                              "method": importance.__doc__.split("\n\n")[1]
+                              if importance.__doc__ else "", "importance": []}
+    if metric:
+        result["importance"] = [imp.as_json() for imp in
+                                importance.importances(differing, targets)]
+    return result
+
+
+def path(store: Store, rids: Sequence[str], xkey: str, ykey: str,
+         limit: int = 2000) -> dict[str, Any]:
+    """One metric against another at the steps where both were logged (reward vs KL)."""
+    out = []
+    for rid in rids:
+        cache = store.cache(rid)
+        if cache is None:
+            continue
+        sx, vx, _ = points(cache, xkey, "step")
+        sy, vy, _ = points(cache, ykey, "step")
+        common, ix, iy = np.intersect1d(sx, sy, return_indices=True)
+        if common.size > limit:  # thin evenly; a path keeps its order
+            pick = np.linspace(0, common.size - 1, limit).round().astype(np.int64)
+            common, ix, iy = common[pick], ix[pick], iy[pick]
+        out.append({"id": rid, "step": common.tolist(), "x": _finite(vx[ix]),
+                    "y": _finite(vy[iy])})
+    return {"x_key": xkey, "y_key": ykey, "runs": out}
+
+
+def histograms(cache: RunCache, key: str | None = None, limit: int = 200
+               ) -> dict[str, Any]:
+    """Each histogram key's distributions over steps (at most ``limit`` per key)."""
+    with cache.lock:
+        kept = {k: list(v) for k, v in cache.histograms.items() if key in (None, k)}
+    out = {}
+    for name, items in kept.items():
+        if len(items) > limit:
+            pick = sorted({round(i * (len(items) - 1) / (limit - 1)) for i in range(limit)})
+            items = [items[i] for i in pick]
+        out[name] = [{"step": h.step, "counts": list(h.counts), "edges": _finite(h.edges),
+                      "count": h.count, "nonfinite": h.nonfinite} for h in items]
+    return {"histograms": out}
+
+
+def media(cache: RunCache) -> dict[str, Any]:
+    """The images, tables and texts of a run by key, each a list of (seq, step)."""
+    def index(refs: Any) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for ref in refs:
+            out.setdefault(ref.key, []).append({"seq": ref.seq, "step": ref.step,
+                                                "size": ref.size})
+        for items in out.values():
+            items.sort(key=lambda item: (item["step"], item["seq"]))
+        return out
+
+    with cache.lock:
+        return {"images": index(cache.images), "tables": index(cache.tables),
+                "texts": index(cache.texts)}
+
+
+def cell(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,0 +1,65 @@
+"""The doctor's findings and the samples ledger, as the UI reads them, when installed.
+
+Both live in their own packages (trackmux.doctor, trackmux.samples); the UI imports
+them lazily here, in one place, so the dashboard works without them and says "not
+available in this install" instead of failing. Their contracts:
+
+- ``trackmux.doctor.read.load_findings(run_dir) -> list[dict]`` with keys rule, severity
+  (info, warning, critical), step, keys (list of str), message; ordered by step;
+- ``trackmux.samples.read.list_sample_keys(run_dir) -> dict[str, list[int]]`` and
+  ``trackmux.samples.read.step_payload(run_dir, key, step) -> dict`` (JSON-able), drawn in
+  the browser by ``trackmux/report/assets/samples.js``
+  (``window.trackmuxSamples.mount(element, payload)``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+NOT_AVAILABLE = "not available in this install"
+SAMPLES_SCRIPT = Path(__file__).resolve().parent.parent / "report" / "assets" / "samples.js"
+
+
+class Unavailable(RuntimeError):
+    """The optional package is not installed (or fails to import)."""
+
+
+def _module(name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise Unavailable(f"{name.rsplit('.', 1)[0]}: {NOT_AVAILABLE} ({exc})") from None
+
+
+def findings_available() -> bool:
+    try:
+        _module("trackmux.doctor.read")
+    except Unavailable:
+        return False
+    return True
+
+
+def samples_available() -> bool:
+    try:
+        _module("trackmux.samples.read")
+    except Unavailable:
+        return False
+    return SAMPLES_SCRIPT.is_file()
+
+
+def load_findings(run_dir: Path) -> list[dict[str, Any]]:
+    findings: list[dict[str, Any]] = _module("trackmux.doctor.read").load_findings(run_dir)
+    return findings
+
+
+def list_sample_keys(run_dir: Path) -> dict[str, list[int]]:
+    keys: dict[str, list[int]] = _module("trackmux.samples.read").list_sample_keys(run_dir)
+    return keys
+
+
+def step_payload(run_dir: Path, key: str, step: int) -> dict[str, Any]:
+    payload: dict[str, Any] = _module("trackmux.samples.read").step_payload(run_dir, key, step)
+    return payload

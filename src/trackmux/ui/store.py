@@ -1,0 +1,199 @@
+"""The runs under the served folders: discovery, their list rows, and the caches of the
+runs a page looks at, within a memory budget.
+
+Runs are named in URLs by an opaque id (a hash of their resolved path), never by a path,
+so a request cannot point the server at a file outside the folders it was given. A
+run folder that is a symlink, or that resolves outside its root, is not served.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trackmux.core.spool.runs import find_runs, summarize
+from trackmux.core.spool.writer import SPOOL_FILE
+from trackmux.ui import sources
+from trackmux.ui.runcache import RunCache
+
+DEFAULT_BUDGET_MB = 768
+SCAN_EVERY = 1.0  # seconds between folder scans (a new run appears by itself)
+
+
+def run_id_of(path: Path) -> str:
+    return hashlib.sha1(str(path).encode()).hexdigest()[:12]
+
+
+@dataclass
+class Listed:
+    """One row of the run list, recomputed only when the spool files changed."""
+
+    stamp: tuple[float, ...]
+    row: dict[str, Any]
+
+
+class Store:
+    """Everything the routes read; thread-safe (routes run on a thread pool)."""
+
+    def __init__(self, roots: Sequence[Path], budget_mb: int = DEFAULT_BUDGET_MB) -> None:
+        self.roots = [Path(r).expanduser().resolve() for r in roots]
+        self.budget = budget_mb * 1024 * 1024
+        self.lock = threading.Lock()
+        self.paths: dict[str, Path] = {}
+        self.caches: dict[str, RunCache] = {}
+        self.listed: dict[str, Listed] = {}
+        self._scanned = 0.0
+
+    # -- discovery -------------------------------------------------------------------
+    def scan(self, force: bool = False) -> dict[str, Path]:
+        """Run folders under the roots (at most once a second unless ``force``)."""
+        with self.lock:
+            if not force and time.monotonic() - self._scanned < SCAN_EVERY:
+                return dict(self.paths)
+            found: dict[str, Path] = {}
+            for root in self.roots:
+                try:
+                    dirs = find_runs(root)
+                except OSError:
+                    continue
+                for run_dir in dirs:
+                    if self._inside(run_dir, root):
+                        resolved = run_dir.resolve()
+                        found[run_id_of(resolved)] = resolved
+            self.paths = found
+            self._scanned = time.monotonic()
+            return dict(found)
+
+    @staticmethod
+    def _inside(run_dir: Path, root: Path) -> bool:
+        """A real folder under ``root`` (no symlink to elsewhere), with a regular spool."""
+        if run_dir.is_symlink() or (run_dir / SPOOL_FILE).is_symlink():
+            return False
+        try:
+            return run_dir.resolve().is_relative_to(root)
+        except OSError:
+            return False
+
+    def path(self, rid: str) -> Path | None:
+        return self.scan().get(rid)
+
+    # -- caches ----------------------------------------------------------------------
+    def cache(self, rid: str, refresh: bool = True) -> RunCache | None:
+        """The run's cache, brought up to date (only the events since the last read)."""
+        path = self.path(rid)
+        if path is None:
+            return None
+        with self.lock:
+            cache = self.caches.get(rid)
+            if cache is None:
+                cache = self.caches[rid] = RunCache(path)
+        if refresh:
+            cache.refresh()
+            self._evict(keep=rid)
+        return cache
+
+    def warm(self) -> None:
+        """Read every run once (started in the background when the server starts)."""
+        for rid in self.scan(force=True):
+            self.cache(rid)
+
+    def _evict(self, keep: str) -> None:
+        """Drop the least recently used runs' caches while over the budget."""
+        with self.lock:
+            total = sum(c.nbytes for c in self.caches.values())
+            if total <= self.budget:
+                return
+            for rid, cache in sorted(self.caches.items(), key=lambda kv: kv[1].last_used):
+                if total <= self.budget:
+                    break
+                if rid == keep:
+                    continue
+                total -= cache.nbytes
+                cache.close()
+                del self.caches[rid]
+
+    def memory(self) -> dict[str, int]:
+        with self.lock:
+            return {"cached_runs": len(self.caches),
+                    "cached_bytes": sum(c.nbytes for c in self.caches.values()),
+                    "budget_bytes": self.budget}
+
+    # -- the run list ----------------------------------------------------------------
+    def rows(self) -> list[dict[str, Any]]:
+        out = []
+        for rid, path in self.scan().items():
+            out.append(self._row(rid, path))
+        out.sort(key=lambda r: (-(r.get("started_at") or 0), r["name"]))
+        return out
+
+    def _row(self, rid: str, path: Path) -> dict[str, Any]:
+        stamp = _stamp(path)
+        with self.lock:
+            known = self.listed.get(rid)
+        cache = self.caches.get(rid)
+        if known is not None and known.stamp == stamp and (
+                cache is None or known.row.get("cursor") == cache.cursor):
+            return known.row
+        row = self._summary(rid, path, cache)
+        with self.lock:
+            self.listed[rid] = Listed(stamp, row)
+        return row
+
+    def _summary(self, rid: str, path: Path, cache: RunCache | None) -> dict[str, Any]:
+        row: dict[str, Any] = {"id": rid, "name": path.name, "project": path.parent.name,
+                               "dir": str(path), "state": "damaged", "damage": [],
+                               "backends": [], "last_step": None, "events": 0,
+                               "findings": None, "started_at": None}
+        try:
+            summary = summarize(path)
+        except Exception as exc:  # a damaged or half-written spool is a row, not a crash
+            row["damage"] = [f"{type(exc).__name__}: {exc}"]
+            return row
+        meta = summary.meta
+        row.update(name=str(meta.get("name") or meta.get("run_id") or path.name),
+                   project=str(meta.get("project") or path.parent.name),
+                   state=summary.state, events=summary.events, last_seq=summary.last_seq,
+                   started_at=meta.get("started_at"), finished_at=meta.get("finished_at"),
+                   damage=summary.damage)
+        if summary.damage:
+            row["state"] = f"{summary.state}, damaged"
+        for name in summary.backends:
+            acked = summary.delivered.get(name, 0)
+            row["backends"].append({"name": name, "acked": acked,
+                                    "pending": max(0, summary.last_seq - acked),
+                                    "quarantined": summary.quarantined.get(name, 0)})
+        if cache is not None:
+            row["last_step"] = cache.last_step
+            row["cursor"] = cache.cursor
+            if cache.error:
+                row["state"] = "damaged"
+                row["damage"] = [*row["damage"], cache.error]
+        try:
+            findings = sources.load_findings(path)
+            row["findings"] = len(findings)
+            row["findings_bad"] = sum(1 for f in findings
+                                      if f.get("severity") in ("warning", "critical"))
+        except sources.Unavailable:
+            row["findings"] = None
+        except Exception as exc:
+            row["findings"] = None
+            row["damage"] = [*row["damage"], f"findings: {type(exc).__name__}: {exc}"]
+        return row
+
+
+def _stamp(path: Path) -> tuple[float, ...]:
+    """Changes whenever the spool (or its WAL) was written."""
+    out: list[float] = []
+    for name in (SPOOL_FILE, SPOOL_FILE + "-wal"):
+        try:
+            info = os.stat(path / name)
+            out += [info.st_mtime_ns, info.st_size]
+        except OSError:
+            out += [0, 0]
+    return tuple(out)
