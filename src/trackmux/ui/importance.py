@@ -25,6 +25,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+METHOD = ("Target: each run's final value of the metric (mean of its last 10% of points). "
+          "Numeric hyperparameters: Spearman's rank correlation with the target (signed); "
+          "others: the correlation ratio eta of the target's ranks over their values. "
+          "Importance is the absolute value; the interval is a 90% percentile bootstrap "
+          "over runs (1,000 resamples). Few runs give wide intervals.")
 BOOTSTRAP = 1000
 LEVEL = 0.90
 SEED = 20260

@@ -149,8 +149,7 @@ def compare(store: Store, rids: Sequence[str], metric: str | None,
     differing = [{k: v for k, v in flat.items() if any(r["key"] == k and r["differs"]
                                                        for r in rows)} for flat in configs]
     result: dict[str, Any] = {"runs": runs, "config": rows, "metric": metric,
-                              "method": importance.__doc__.split("\n\n")[1]
-                              if importance.__doc__ else "", "importance": []}
+                              "method": importance.METHOD, "importance": []}
     if metric:
         result["importance"] = [imp.as_json() for imp in
                                 importance.importances(differing, targets)]

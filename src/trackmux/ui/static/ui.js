@@ -1,0 +1,342 @@
+/* trackmux ui: the page. Draws with window.trackmuxCharts (assets/charts.js), the same
+ * pieces as the frozen export; fetches only the API of the server that served it.
+ * Live: every second each chart asks for the points after the seq it already has. */
+(function () {
+  "use strict";
+  var C = window.trackmuxCharts, el = C.el;
+  var token = new URLSearchParams(location.search).get("token");
+  var S = {runs: [], selected: [], tab: "charts", charts: [], sources: {}, labels: {},
+           colours: {}, findings: {}, timers: []};
+
+  function api(path) {
+    var headers = token ? {"X-Trackmux-Token": token} : {};
+    return fetch(path, {headers: headers}).then(function (r) {
+      return r.json().then(function (body) {
+        if (!r.ok) throw new Error(body.error || r.statusText);
+        return body;
+      });
+    });
+  }
+  function q(params) {
+    return Object.keys(params).filter(function (k) { return params[k] !== null && params[k] !== undefined; })
+      .map(function (k) { return encodeURIComponent(k) + "=" + encodeURIComponent(params[k]); }).join("&");
+  }
+  function status(text) { document.getElementById("status").textContent = text; }
+  function view() { return document.getElementById("view"); }
+
+  // ---- the run list -------------------------------------------------------------
+  function badge(state) {
+    var cls = state === "finished" ? "ok" : state === "running" ? "live" : "bad";
+    return el("span", {"class": "badge " + cls}, state);
+  }
+  function health(b) {
+    var text = b.name + (b.pending ? " " + b.pending + " pending" : " ✓") +
+      (b.quarantined ? " " + b.quarantined + " quarantined" : "");
+    return el("span", {"class": "badge " + (b.pending || b.quarantined ? "warn" : "ok"),
+                       title: "acknowledged up to event " + b.acked}, text);
+  }
+  function renderRuns() {
+    var body = document.querySelector("#runs tbody");
+    body.textContent = "";
+    S.runs.forEach(function (r, i) {
+      S.labels[r.id] = r.name; S.colours[r.id] = C.colour(i);
+      var tr = el("tr", {"data-run": r.id, "class": S.selected.indexOf(r.id) >= 0 ? "selected" : ""});
+      var box = el("input", {type: "checkbox", "aria-label": "select " + r.name});
+      box.checked = S.selected.indexOf(r.id) >= 0;
+      box.addEventListener("change", function () { toggle(r.id, box.checked); });
+      var cell = el("td"); cell.appendChild(box); tr.appendChild(cell);
+      var name = el("td"); var dot = el("i", {"class": "dot"}); dot.style.background = S.colours[r.id];
+      name.appendChild(dot); name.appendChild(document.createTextNode(" " + r.name));
+      if (r.damage && r.damage.length) name.appendChild(el("div", {"class": "hint damage"}, r.damage[0]));
+      tr.appendChild(name);
+      tr.appendChild(el("td", {}, r.project));
+      var st = el("td"); st.appendChild(badge(r.state)); tr.appendChild(st);
+      var del = el("td"); r.backends.forEach(function (b) { del.appendChild(health(b)); });
+      if (!r.backends.length) del.appendChild(el("span", {"class": "hint"}, "spool only"));
+      tr.appendChild(del);
+      tr.appendChild(el("td", {"class": "num"}, r.last_step === null ? "" : String(r.last_step)));
+      tr.appendChild(el("td", {"class": "num"}, String(r.events)));
+      tr.appendChild(el("td", {"class": "num" + (r.findings_bad ? " bad" : "")},
+        r.findings === null ? "–" : String(r.findings)));
+      body.appendChild(tr);
+    });
+  }
+  function loadRuns() {
+    return api("/api/runs").then(function (body) {
+      var before = S.runs.map(function (r) { return r.id; }).join();
+      S.runs = body.runs; S.sources = body.sources;
+      if (!S.selected.length && S.runs.length) S.selected = S.runs.slice(0, Math.min(2, S.runs.length)).map(function (r) { return r.id; });
+      renderRuns();
+      status(S.runs.length + " runs · cache " + Math.round(body.memory.cached_bytes / 1048576) + " MB");
+      return before !== S.runs.map(function (r) { return r.id; }).join();
+    });
+  }
+  function toggle(id, on) {
+    S.selected = S.selected.filter(function (x) { return x !== id; });
+    if (on) S.selected.push(id);
+    renderRuns(); show(S.tab);
+  }
+
+  // ---- charts -------------------------------------------------------------------
+  function xmode() { return document.getElementById("xmode").value; }
+  function smoothing() { return parseFloat(document.getElementById("smoothing").value) || 0; }
+
+  function mountChart(node, key) {
+    var runs = S.selected.slice(), mode = xmode(), width = Math.max(200, Math.floor(node.clientWidth || 560) - 20);
+    var entry = {key: key, runs: runs, mode: mode, handle: null, cursors: {}, lo: null, hi: null, busy: false};
+    function fetchRange(lo, hi) {
+      return api("/api/series?" + q({key: key, runs: runs.join(","), x: mode, lo: lo, hi: hi, width: width}))
+        .then(function (p) {
+          p.runs.forEach(function (r) { entry.cursors[r.id] = r.cursor; });
+          var payload = {key: key, x_mode: mode, runs: p.runs.map(function (r) { return {id: r.id, x: p.x, y: r.y}; })};
+          entry.payload = payload;
+          return payload;
+        });
+    }
+    fetchRange(null, null).then(function (payload) {
+      entry.handle = C.lineChart(node, payload, {labels: S.labels, colours: S.colours, smoothing: smoothing(),
+        width: width, findings: allFindings(runs),
+        onZoom: function (lo, hi) {
+          entry.lo = lo; entry.hi = hi;
+          fetchRange(lo, hi).then(function (p) { entry.handle.update(p, lo !== null); });
+        }});
+    }).catch(function (e) { node.appendChild(el("p", {"class": "error"}, key + ": " + e.message)); });
+    S.charts.push(entry);
+    return entry;
+  }
+  function tailChart(entry) {
+    if (!entry.handle || entry.busy || !entry.payload) return Promise.resolve();
+    var after = entry.runs.map(function (id) { return id + ":" + (entry.cursors[id] || 0); }).join(",");
+    entry.busy = true;
+    return api("/api/tail?" + q({key: entry.key, after: after, x: entry.mode})).then(function (p) {
+      var changed = false;
+      p.runs.forEach(function (r) {
+        entry.cursors[r.id] = r.cursor;
+        if (!r.x.length) return;
+        changed = true;
+        entry.payload.runs.forEach(function (run, i) {
+          if (run.id !== r.id) return;
+          // each run keeps its own x from now on: copy before appending
+          entry.payload.runs[i] = {id: run.id, x: run.x.concat(r.x), y: run.y.concat(r.y)};
+        });
+      });
+      if (changed) entry.handle.update(entry.payload, entry.lo !== null);
+    }).finally(function () { entry.busy = false; });
+  }
+
+  function chartGroups(filterFn) {
+    var node = view();
+    if (!S.selected.length) { node.appendChild(el("p", {"class": "hint"}, "select runs above")); return; }
+    api("/api/keys?" + q({runs: S.selected.join(",")})).then(function (body) {
+      var needle = document.getElementById("filter").value.trim();
+      Object.keys(body.groups).forEach(function (prefix) {
+        var keys = body.groups[prefix].filter(function (k) { return filterFn(prefix, k) && (!needle || k.indexOf(needle) >= 0); });
+        if (!keys.length) return;
+        node.appendChild(el("h3", {"class": "group"}, prefix));
+        var grid = el("div", {"class": "grid"}); node.appendChild(grid);
+        keys.forEach(function (key) {
+          var cell = el("div", {"class": "panel"}); grid.appendChild(cell);
+          lazily(cell, function () { mountChart(cell, key); });
+        });
+      });
+    });
+  }
+  function lazily(node, draw) {
+    var io = new IntersectionObserver(function (entries) {
+      if (entries.some(function (e) { return e.isIntersecting; })) { io.disconnect(); draw(); }
+    }, {rootMargin: "300px"});
+    io.observe(node);
+  }
+  function allFindings(runs) {
+    var out = [];
+    runs.forEach(function (id) { (S.findings[id] || []).forEach(function (f) { out.push(f); }); });
+    return out;
+  }
+  function loadFindings() {
+    if (!S.sources.findings || !S.selected.length) return Promise.resolve();
+    return api("/api/findings?" + q({runs: S.selected.join(",")})).then(function (body) {
+      body.runs.forEach(function (r) { S.findings[r.id] = r.findings; });
+    }).catch(function () {});
+  }
+
+  // ---- compare ------------------------------------------------------------------
+  function compareView() {
+    var node = view();
+    if (S.selected.length < 2) { node.appendChild(el("p", {"class": "hint"}, "select two or more runs to compare")); return; }
+    var pick = el("div", {"class": "row"});
+    var metric = el("select", {id: "metric"}), px = el("select", {id: "path-x"}), py = el("select", {id: "path-y"});
+    pick.appendChild(el("label", {}, "metric for importance ")); pick.appendChild(metric);
+    pick.appendChild(el("label", {}, " path: x ")); pick.appendChild(px);
+    pick.appendChild(el("label", {}, " y ")); pick.appendChild(py);
+    node.appendChild(pick);
+    var out = el("div", {id: "compare-out"}); node.appendChild(out);
+    api("/api/keys?" + q({runs: S.selected.join(",")})).then(function (body) {
+      var keys = [].concat.apply([], Object.values(body.groups));
+      [metric, px, py].forEach(function (s) { keys.forEach(function (k) { s.appendChild(el("option", {value: k}, k)); }); });
+      metric.value = keys.filter(function (k) { return /reward|score/.test(k); })[0] || keys[0];
+      px.value = keys.filter(function (k) { return /kl/.test(k); })[0] || keys[0];
+      py.value = metric.value;
+      function draw() {
+        out.textContent = "";
+        api("/api/compare?" + q({runs: S.selected.join(","), metric: metric.value})).then(function (c) {
+          drawCompare(out, c);
+          return api("/api/path?" + q({runs: S.selected.join(","), x: px.value, y: py.value}));
+        }).then(function (p) {
+          out.appendChild(el("h3", {}, p.y_key + " against " + p.x_key));
+          C.pathChart(out, p, {labels: S.labels, colours: S.colours});
+        });
+      }
+      [metric, px, py].forEach(function (s) { s.addEventListener("change", draw); });
+      draw();
+    });
+  }
+  function drawCompare(node, c) {
+    node.appendChild(el("h3", {}, "Config differences"));
+    var t = el("table", {id: "config-diff"}), head = el("tr");
+    head.appendChild(el("th", {}, "key"));
+    c.runs.forEach(function (r) { head.appendChild(el("th", {}, S.labels[r.id] || r.name)); });
+    t.appendChild(head);
+    c.config.filter(function (row) { return row.differs; }).forEach(function (row) {
+      var tr = el("tr", {"class": "diff"}); tr.appendChild(el("td", {"class": "mono"}, row.key));
+      row.values.forEach(function (v) { tr.appendChild(el("td", {"class": "mono"}, v === null ? "" : String(v))); });
+      t.appendChild(tr);
+    });
+    node.appendChild(t);
+    var same = c.config.filter(function (row) { return !row.differs; }).length;
+    node.appendChild(el("p", {"class": "hint"}, same + " keys are the same in every chosen run"));
+    node.appendChild(el("h3", {}, "Hyperparameter importance for " + c.metric));
+    node.appendChild(el("p", {"class": "hint method"}, c.method));
+    var it = el("table", {id: "importance"});
+    var h = el("tr");
+    ["key", "method", "value", "90% interval", "n", ""].forEach(function (x) { h.appendChild(el("th", {}, x)); });
+    it.appendChild(h);
+    c.importance.forEach(function (imp) {
+      var tr = el("tr", {"data-key": imp.key});
+      tr.appendChild(el("td", {"class": "mono"}, imp.key));
+      tr.appendChild(el("td", {}, imp.method === "spearman" ? "Spearman ρ" : "η (ranks)"));
+      tr.appendChild(el("td", {"class": "num"}, C.fmt(imp.value)));
+      tr.appendChild(el("td", {"class": "num"}, C.fmt(imp.low) + " .. " + C.fmt(imp.high)));
+      tr.appendChild(el("td", {"class": "num"}, String(imp.n)));
+      var bar = el("td", {"class": "ci"});
+      var track = el("div", {"class": "ci-track"}), span = el("div", {"class": "ci-span"}), dot = el("div", {"class": "ci-dot"});
+      function pos(v) { return (50 + 50 * Math.max(-1, Math.min(1, v))) + "%"; }
+      span.style.left = pos(imp.low); span.style.width = (50 * (imp.high - imp.low)) + "%"; dot.style.left = pos(imp.value);
+      track.appendChild(span); track.appendChild(dot); bar.appendChild(track); tr.appendChild(bar);
+      it.appendChild(tr);
+    });
+    if (!c.importance.length) node.appendChild(el("p", {"class": "hint"}, "no config key differs across 3 or more runs with this metric"));
+    else node.appendChild(it);
+  }
+
+  // ---- histograms, media, findings, samples -------------------------------------
+  function firstRun() { return S.selected[0]; }
+  function histogramsView() {
+    var node = view();
+    S.selected.forEach(function (id) {
+      api("/api/run/" + id + "/histograms").then(function (body) {
+        var keys = Object.keys(body.histograms);
+        if (!keys.length) return;
+        node.appendChild(el("h3", {}, S.labels[id]));
+        var grid = el("div", {"class": "grid"}); node.appendChild(grid);
+        keys.forEach(function (k) { var p = el("div", {"class": "panel"}); grid.appendChild(p); C.histogramChart(p, k, body.histograms[k]); });
+      });
+    });
+  }
+  function slider(node, items, onPick, label) {
+    var row = el("div", {"class": "row"});
+    var input = el("input", {type: "range", min: 0, max: items.length - 1, value: items.length - 1, "class": "step-slider"});
+    var text = el("span", {"class": "hint"});
+    row.appendChild(el("span", {}, label + " ")); row.appendChild(input); row.appendChild(text);
+    node.appendChild(row);
+    function pick() { var it = items[+input.value]; text.textContent = "step " + it.step + " (" + (+input.value + 1) + " of " + items.length + ")"; onPick(it); }
+    input.addEventListener("input", pick); pick();
+    return input;
+  }
+  function mediaView() {
+    var node = view(), id = firstRun();
+    if (!id) return;
+    node.appendChild(el("p", {"class": "hint"}, "run " + S.labels[id] + " (the first selected)"));
+    api("/api/run/" + id + "/media").then(function (m) {
+      Object.keys(m.images).forEach(function (key) {
+        var box = el("div", {"class": "panel media", "data-key": key}); node.appendChild(box);
+        box.appendChild(el("h3", {}, key));
+        var img = el("img", {alt: key});
+        slider(box, m.images[key], function (it) { img.src = "/api/run/" + id + "/image/" + it.seq + (token ? "?token=" + token : ""); }, "image");
+        box.appendChild(img);
+      });
+      Object.keys(m.tables).forEach(function (key) {
+        var box = el("div", {"class": "panel media", "data-key": key}); node.appendChild(box);
+        box.appendChild(el("h3", {}, key));
+        var holder = el("div");
+        slider(box, m.tables[key], function (it) {
+          api("/api/run/" + id + "/table/" + it.seq).then(function (t) { holder.textContent = ""; C.table(holder, t); });
+        }, "table");
+        box.appendChild(holder);
+      });
+      if (!Object.keys(m.images).length && !Object.keys(m.tables).length) node.appendChild(el("p", {"class": "hint"}, "no images or tables in this run"));
+    });
+  }
+  function findingsView() {
+    var node = view();
+    if (!S.sources.findings) { node.appendChild(el("p", {"class": "hint unavailable"}, "findings: not available in this install (the doctor package is missing)")); return; }
+    loadFindings().then(function () {
+      var max = 1;
+      S.runs.forEach(function (r) { if (S.selected.indexOf(r.id) >= 0 && r.last_step) max = Math.max(max, r.last_step); });
+      C.findings(node, S.selected.map(function (id) { return {id: id, label: S.labels[id], findings: S.findings[id] || []}; }), max);
+    });
+  }
+  function samplesView() {
+    var node = view(), id = firstRun();
+    if (!S.sources.samples) { node.appendChild(el("p", {"class": "hint unavailable"}, "samples: not available in this install (the samples package is missing)")); return; }
+    if (!id) return;
+    function mount() {
+      api("/api/run/" + id + "/samples").then(function (body) {
+        Object.keys(body.keys).forEach(function (key) {
+          var box = el("div", {"class": "panel samples", "data-key": key}); node.appendChild(box);
+          box.appendChild(el("h3", {}, key + " · " + S.labels[id]));
+          var holder = el("div", {"class": "sample-browser"});
+          var items = body.keys[key].map(function (s) { return {step: s}; });
+          slider(box, items, function (it) {
+            api("/api/run/" + id + "/samples/step?" + q({key: key, step: it.step})).then(function (p) {
+              holder.textContent = ""; window.trackmuxSamples.mount(holder, p);
+            });
+          }, "step");
+          box.appendChild(holder);
+        });
+      });
+    }
+    if (window.trackmuxSamples) return mount();
+    var s = document.createElement("script"); s.src = "/assets/samples.js"; s.onload = mount;
+    document.head.appendChild(s);
+  }
+
+  // ---- tabs and the live loop ---------------------------------------------------
+  function show(tab) {
+    S.tab = tab;
+    S.charts.forEach(function (c) { if (c.handle) c.handle.destroy(); });
+    S.charts = [];
+    view().textContent = "";
+    document.querySelectorAll("#tabs button").forEach(function (b) { b.classList.toggle("on", b.dataset.tab === tab); });
+    document.getElementById("controls").style.display = (tab === "charts" || tab === "system") ? "" : "none";
+    if (tab === "charts") loadFindings().then(function () { chartGroups(function (p) { return p !== "system"; }); });
+    else if (tab === "system") chartGroups(function (p) { return p === "system"; });
+    else if (tab === "compare") compareView();
+    else if (tab === "histograms") histogramsView();
+    else if (tab === "media") mediaView();
+    else if (tab === "findings") findingsView();
+    else if (tab === "samples") samplesView();
+  }
+  function live() {
+    S.charts.forEach(tailChart);
+  }
+  document.querySelectorAll("#tabs button").forEach(function (b) { b.addEventListener("click", function () { show(b.dataset.tab); }); });
+  document.getElementById("xmode").addEventListener("change", function () { show(S.tab); });
+  document.getElementById("filter").addEventListener("change", function () { show(S.tab); });
+  document.getElementById("smoothing").addEventListener("input", function () {
+    S.charts.forEach(function (c) { if (c.handle) c.handle.setSmoothing(smoothing()); });
+  });
+  loadRuns().then(function () { show("charts"); });
+  setInterval(live, 1000);
+  setInterval(function () { loadRuns().catch(function (e) { status("server unreachable: " + e.message); }); }, 2000);
+  window.trackmuxUI = {state: S, show: show};
+})();

@@ -1,0 +1,254 @@
+"""The UI's HTTP API without a browser: the run list, charts (exact and downsampled),
+incremental reads by seq, compare, safety (token, Host, paths), damaged spools."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import make_run
+from fakes.doctor_and_samples import install, write_findings, write_samples
+
+import trackmux
+from trackmux.ui import sources
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
+from test_spool_damage import _damage  # noqa: E402  (the spool-damage helper of the reliability tests)
+
+
+def get(server: Any, path: str, **kwargs: Any) -> httpx.Response:
+    return httpx.get(f"http://127.0.0.1:{server.port}{path}", timeout=30, **kwargs)
+
+
+def ids(server: Any) -> dict[str, str]:
+    return {r["name"]: r["id"] for r in get(server, "/api/runs").json()["runs"]}
+
+
+def test_run_list_shows_state_delivery_last_step_and_findings(tmp_path: Path, server_for: Any,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    make_run(tmp_path, "a", 30)
+    b = make_run(tmp_path, "b", 20)
+    server = server_for(tmp_path)
+    server.store.warm()
+    rows = {r["name"]: r for r in get(server, "/api/runs").json()["runs"]}
+    assert rows["a"]["state"] == "finished" and rows["a"]["last_step"] == 29
+    assert rows["b"]["last_step"] == 19 and rows["b"]["backends"] == []
+    assert rows["a"]["findings"] is None  # the doctor is not installed here
+    install(monkeypatch)
+    write_findings(b, [{"rule": "kl_blowup", "severity": "critical", "step": 12,
+                        "keys": ["kl/divergence"], "message": "KL rose 3x"}])
+    (b / "spool.db").touch()  # the list row is recomputed when the spool changes
+    body = get(server, "/api/runs").json()
+    rows = {r["name"]: r for r in body["runs"]}
+    assert body["sources"]["findings"] is True
+    assert rows["b"]["findings"] == 1 and rows["b"]["findings_bad"] == 1
+
+
+def test_findings_and_samples_say_unavailable_without_their_packages(tmp_path: Path,
+                                                                     server_for: Any) -> None:
+    make_run(tmp_path, "a", 5)
+    server = server_for(tmp_path)
+    rid = ids(server)["a"]
+    response = get(server, f"/api/findings?runs={rid}")
+    assert response.status_code == 404
+    assert sources.NOT_AVAILABLE in response.json()["error"]
+    assert sources.NOT_AVAILABLE in get(server, f"/api/run/{rid}/samples").json()["error"]
+
+
+def test_series_is_exact_in_a_narrow_range_and_downsampled_over_a_wide_one(
+        tmp_path: Path, server_for: Any) -> None:
+    make_run(tmp_path, "a", 400)
+    make_run(tmp_path, "b", 300, scale=2.0)
+    server = server_for(tmp_path)
+    run = ids(server)
+    both = f"{run['a']},{run['b']}"
+    wide = get(server, f"/api/series?key=reward/mean&runs={both}&width=50").json()
+    assert wide["exact"] is False and len(wide["x"]) == 100  # min and max of 50 buckets
+    ya = [v for v in wide["runs"][0]["y"] if v is not None]
+    assert min(ya) == 0.0 and max(ya) == pytest.approx(399 / 400)  # no extreme lost
+    narrow = get(server, f"/api/series?key=reward/mean&runs={both}&lo=10&hi=30&width=50").json()
+    assert narrow["exact"] is True and narrow["x"] == list(range(10, 31))
+    assert narrow["runs"][1]["y"][0] == pytest.approx(2.0 * 10 / 300)
+    bad = get(server, f"/api/series?key=reward/mean&runs={both}&x=epoch")
+    assert bad.status_code == 400 and "x must be one of" in bad.json()["error"]
+
+
+def test_live_points_arrive_incrementally_by_seq(tmp_path: Path, server_for: Any) -> None:
+    run = trackmux.init(project="live", name="live", backends=[], dir=tmp_path)
+    assert isinstance(run, trackmux.Run)
+    for step in range(5):
+        run.log({"reward/mean": float(step)}, step=step)
+    run._spool.flush(5)  # the spool commits every 50 ms; wait for it
+    server = server_for(tmp_path)
+    rid = ids(server)["live"]
+    first = get(server, f"/api/series?key=reward/mean&runs={rid}").json()
+    cursor = first["runs"][0]["cursor"]
+    assert first["x"] == [0, 1, 2, 3, 4]
+    cache = server.store.caches[rid]
+    read_before = cache.cursor
+    for step in range(5, 8):
+        run.log({"reward/mean": float(step)}, step=step)
+    run._spool.flush(5)  # the spool commits every 50 ms; wait for it
+    tail = get(server, f"/api/tail?key=reward/mean&after={rid}:{cursor}").json()["runs"][0]
+    assert tail["x"] == [5, 6, 7] and tail["y"] == [5.0, 6.0, 7.0]
+    assert cache.points == 8 and cache.cursor > read_before  # appended, not re-read
+    again = get(server, f"/api/tail?key=reward/mean&after={rid}:{tail['cursor']}").json()
+    assert again["runs"][0]["x"] == []
+    run.finish()
+
+
+def test_a_new_run_appears_in_the_list_by_itself(tmp_path: Path, server_for: Any) -> None:
+    make_run(tmp_path, "first", 3)
+    server = server_for(tmp_path)
+    assert list(ids(server)) == ["first"]
+    make_run(tmp_path, "second", 3)
+    deadline = time.monotonic() + 5
+    while "second" not in ids(server):
+        assert time.monotonic() < deadline, "a new run never appeared"
+        time.sleep(0.2)
+
+
+def test_compare_shows_config_differences_and_importance_with_intervals(
+        tmp_path: Path, server_for: Any) -> None:
+    for i, (lr, kl) in enumerate([(1e-4, 0.1), (3e-4, 0.1), (1e-3, 0.1), (3e-3, 0.1),
+                                  (1e-2, 0.1), (2e-2, 0.1)]):
+        # the final reward rises with lr; kl_coef never changes; seed is noise
+        make_run(tmp_path, f"r{i}", 20, config={"lr": lr, "kl_coef": kl, "seed": [3, 1, 4, 1,
+                                                                                      5, 9][i]},
+                 scale=1.0 + lr * 100)
+    server = server_for(tmp_path)
+    rids = ",".join(ids(server).values())
+    body = get(server, f"/api/compare?runs={rids}&metric=reward/mean").json()
+    differs = {row["key"] for row in body["config"] if row["differs"]}
+    assert differs == {"lr", "seed"}
+    top = body["importance"][0]
+    assert top["key"] == "lr" and top["method"] == "spearman" and top["value"] == 1.0
+    assert top["low"] <= top["value"] <= top["high"]
+    assert "bootstrap" in body["method"]
+    seed = next(i for i in body["importance"] if i["key"] == "seed")
+    assert seed["high"] - seed["low"] > 0.3  # six runs: an honest, wide interval
+
+
+def test_path_pairs_two_metrics_at_common_steps(tmp_path: Path, server_for: Any) -> None:
+    make_run(tmp_path, "a", 50)
+    server = server_for(tmp_path)
+    rid = ids(server)["a"]
+    body = get(server, f"/api/path?runs={rid}&x=kl/divergence&y=reward/mean").json()
+    run = body["runs"][0]
+    assert run["step"] == list(range(50))
+    assert run["x"][10] == pytest.approx(0.1) and run["y"][10] == pytest.approx(0.2)
+
+
+def test_media_histograms_tables_and_images(tmp_path: Path, server_for: Any) -> None:
+    make_run(tmp_path, "a", 30)
+    server = server_for(tmp_path)
+    rid = ids(server)["a"]
+    media = get(server, f"/api/run/{rid}/media").json()
+    seq = media["tables"]["rollouts"][0]["seq"]
+    table = get(server, f"/api/run/{rid}/table/{seq}").json()
+    assert table["columns"] == ["prompt", "response", "reward"] and table["total"] == 2
+    image = get(server, f"/api/run/{rid}/image/{media['images']['kl/heatmap'][0]['seq']}")
+    assert image.headers["content-type"] == "image/png" and image.content[:4] == b"\x89PNG"
+    assert get(server, f"/api/run/{rid}/image/{seq}").status_code == 404  # a table, not a PNG
+    hist = get(server, f"/api/run/{rid}/histograms").json()["histograms"]
+    assert [h["step"] for h in hist["critic/advantages"]] == [0, 10, 20]
+
+
+def test_findings_and_samples_through_the_contract(tmp_path: Path, server_for: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch)
+    run_dir = make_run(tmp_path, "a", 10)
+    write_findings(run_dir, [{"rule": "nonfinite", "severity": "warning", "step": 4,
+                              "keys": ["reward/mean"], "message": "NaN at step 4"}])
+    write_samples(run_dir, {"rollouts": {"3": {"step": 3, "rows": [["p", "r", 1.0]]}}})
+    server = server_for(tmp_path)
+    rid = ids(server)["a"]
+    assert get(server, f"/api/findings?runs={rid}").json()["runs"][0]["findings"][0][
+        "rule"] == "nonfinite"
+    assert get(server, f"/api/run/{rid}/samples").json() == {"keys": {"rollouts": [3]}}
+    payload = get(server, f"/api/run/{rid}/samples/step?key=rollouts&step=3").json()
+    assert payload["rows"] == [["p", "r", 1.0]]
+    assert get(server, "/assets/samples.js").status_code == 200
+
+
+@pytest.mark.parametrize("path", [
+    "/static/../../../../etc/passwd", "/static/..%2f..%2f..%2fetc%2fpasswd",
+    "/assets/..%2f..%2fui%2fapp.py", "/assets/%2e%2e/%2e%2e/core/settings.py",
+    "/static//etc/passwd", "/api/run/..%2f..%2fetc/table/1", "/api/run/x/image/1",
+    "/static/ui.js/../../app.py"])
+def test_no_path_escapes_the_served_folders(tmp_path: Path, server_for: Any, path: str) -> None:
+    make_run(tmp_path, "a", 3)
+    server = server_for(tmp_path)
+    response = get(server, path)
+    assert response.status_code == 404, (path, response.text[:200])
+    assert b"root:" not in response.content and b"import" not in response.content
+
+
+def test_a_symlinked_run_outside_the_folder_is_not_served(tmp_path: Path,
+                                                          server_for: Any) -> None:
+    outside = make_run(tmp_path / "outside", "secret", 3)
+    served = tmp_path / "served" / "proj"
+    served.mkdir(parents=True)
+    (served / "link").symlink_to(outside, target_is_directory=True)
+    make_run(tmp_path / "served", "ok", 3)
+    server = server_for(tmp_path / "served")
+    assert set(ids(server)) == {"ok"}
+
+
+def test_another_address_needs_the_token_on_every_request(tmp_path: Path) -> None:
+    from trackmux.ui.app import Server
+
+    make_run(tmp_path, "a", 3)
+    server = Server([tmp_path], host="0.0.0.0", port=0, warm=False).start()
+    try:
+        assert server.token and f"?token={server.token}" in server.url
+        for path in ("/", "/api/runs", "/assets/charts.js"):
+            assert get(server, path).status_code == 401
+            assert get(server, path, headers={"X-Trackmux-Token": "wrong"}).status_code == 401
+        assert get(server, "/api/runs", headers={"X-Trackmux-Token": server.token}
+                   ).status_code == 200
+        page = get(server, f"/?token={server.token}")
+        assert page.status_code == 200 and "trackmux_token" in page.headers["set-cookie"]
+        assert get(server, "/api/runs", cookies={"trackmux_token": server.token}
+                   ).status_code == 200
+    finally:
+        server.stop()
+
+
+def test_loopback_refuses_a_foreign_host_header(tmp_path: Path, server_for: Any) -> None:
+    server = server_for(tmp_path)
+    assert get(server, "/api/runs", headers={"Host": "evil.example:80"}).status_code == 403
+    assert get(server, "/api/runs").status_code == 200
+
+
+def test_damaged_and_half_written_spools_show_as_damaged(tmp_path: Path,
+                                                         server_for: Any) -> None:
+    source = make_run(tmp_path / "src", "good", 200)
+    root = tmp_path / "served"
+    rng = random.Random(7)
+    for trial in range(6):
+        copy = root / "proj" / f"dmg{trial}"
+        shutil.copytree(source, copy)
+        _damage(copy / "spool.db", rng, trial)
+    (root / "proj" / "empty").mkdir()
+    (root / "proj" / "empty" / "spool.db").write_bytes(b"")  # created, never written
+    (root / "proj" / "garbage").mkdir()
+    (root / "proj" / "garbage" / "spool.db").write_bytes(b"SQLite format 3\x00" + b"\xff" * 999)
+    server = server_for(root)
+    server.store.warm()
+    rows = get(server, "/api/runs").json()["runs"]
+    assert len(rows) == 8
+    for row in rows:  # every row answers, and every series request too
+        response = get(server, f"/api/series?key=reward/mean&runs={row['id']}")
+        assert response.status_code in (200, 500), response.text
+    assert any("damaged" in r["state"] for r in rows)
+    garbage = next(r for r in rows if r["dir"].endswith("garbage"))
+    assert "damaged" in garbage["state"] and garbage["damage"]
+    assert get(server, "/api/runs").status_code == 200  # still up
