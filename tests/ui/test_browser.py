@@ -1,0 +1,183 @@
+"""The UI in headless Chromium: the run list, a chart of two runs, a live update while a
+run logs, compare, the sample browser and findings. Every page must load with no console
+error and request nothing outside the server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import make_run
+from fakes.doctor_and_samples import install, write_findings, write_samples
+
+import trackmux
+
+
+def open_ui(browser: Any, server: Any) -> tuple[Any, list[str]]:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    base = f"http://127.0.0.1:{server.port}/"
+
+    def route(r: Any) -> None:
+        if r.request.url.startswith(base):
+            r.continue_()
+        else:
+            problems.append(f"outside request: {r.request.url}")
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(server.url)
+    page.wait_for_selector("#runs tbody tr")
+    return page, problems
+
+
+def series_count(page: Any, key: str) -> int:
+    selector = f'.tm-chart[data-key="{key}"]'
+    page.wait_for_selector(selector + " canvas")
+    return int(page.eval_on_selector_all(selector + " .u-legend .u-series", "e => e.length")) - 1
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    make_run(tmp_path, "kl0.01", 60, config={"lr": 1e-3, "kl_coef": 0.01}, scale=1.0)
+    make_run(tmp_path, "kl0.1", 60, config={"lr": 1e-3, "kl_coef": 0.1}, scale=0.5)
+    make_run(tmp_path, "kl0.3", 60, config={"lr": 2e-3, "kl_coef": 0.3}, scale=0.2)
+    return tmp_path
+
+
+def test_list_and_a_chart_of_two_runs(browser: Any, server_for: Any, sweep: Path) -> None:
+    server = server_for(sweep)
+    page, problems = open_ui(browser, server)
+    names = page.eval_on_selector_all("#runs tbody tr td:nth-child(2)",
+                                      "els => els.map(e => e.textContent.trim())")
+    assert sorted(names) == ["kl0.01", "kl0.1", "kl0.3"]
+    assert page.locator("#runs .badge.ok", has_text="finished").count() == 3
+    page.wait_for_function("document.querySelectorAll('#runs tbody tr td.num')[0]"
+                           ".textContent === '59'")  # last step, once warm
+    assert series_count(page, "reward/mean") == 2  # the first two runs are selected
+    # hovering shows the values of both runs at that step
+    canvas = page.locator('.tm-chart[data-key="reward/mean"] .u-over')
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5)
+    values = page.eval_on_selector_all('.tm-chart[data-key="reward/mean"] .u-legend .u-value',
+                                       "els => els.map(e => e.textContent)")
+    assert all(v != "" for v in values[1:]), values
+    # grouped by prefix like the report; system metrics have their own tab
+    groups = page.eval_on_selector_all("h3.group", "els => els.map(e => e.textContent)")
+    assert "reward" in groups and "kl" in groups and "system" not in groups
+    page.click("button[data-tab=system]")
+    assert series_count(page, "system/cpu") == 2
+    assert problems == []
+
+
+def test_zoom_fetches_exact_values(browser: Any, server_for: Any, tmp_path: Path) -> None:
+    make_run(tmp_path, "long", 3000)
+    server = server_for(tmp_path)
+    page, problems = open_ui(browser, server)
+    series_count(page, "reward/mean")
+    points = page.evaluate("() => window.trackmuxUI.state.charts.find(c => c.key === "
+                           "'reward/mean').handle.plot.data[0].length")
+    assert points < 3000  # downsampled on the server
+    over = page.locator('.tm-chart[data-key="reward/mean"] .u-over').bounding_box()
+    page.mouse.move(over["x"] + 5, over["y"] + 20)
+    page.mouse.down()
+    page.mouse.move(over["x"] + 40, over["y"] + 20, steps=5)
+    page.mouse.up()
+    page.wait_for_function("() => { const c = window.trackmuxUI.state.charts.find(c => c.key "
+                           "=== 'reward/mean'); return c.lo !== null && c.payload.x_mode && "
+                           "c.handle.plot.data[0].every(Number.isInteger); }")
+    assert problems == []
+
+
+def test_live_update_without_reload(browser: Any, server_for: Any, tmp_path: Path) -> None:
+    run = trackmux.init(project="live", name="live-run", backends=[], dir=tmp_path)
+    assert isinstance(run, trackmux.Run)
+    run.log({"reward/mean": 0.0}, step=0)
+    run._spool.flush(5)
+    server = server_for(tmp_path)
+    page, problems = open_ui(browser, server)
+    assert series_count(page, "reward/mean") == 1
+    assert page.locator("#runs .badge.live", has_text="running").count() == 1
+    stop = threading.Event()
+
+    def train() -> None:
+        step = 1
+        while not stop.is_set() and step < 200:
+            run.log({"reward/mean": step / 100}, step=step)
+            step += 1
+            time.sleep(0.1)
+
+    trainer = threading.Thread(target=train)
+    trainer.start()
+    try:
+        page.wait_for_function("() => window.trackmuxUI.state.charts[0].handle.plot.data[0]"
+                               ".length >= 10", timeout=10_000)
+        # a step logged now is on the page within 2 s (no reload)
+        logged = time.monotonic()
+        run.log({"reward/mean": 9.5}, step=5000)
+        page.wait_for_function("() => window.trackmuxUI.state.charts[0].handle.plot.data[0]"
+                               ".includes(5000)", timeout=2_000)
+        assert time.monotonic() - logged < 2.0
+    finally:
+        stop.set()
+        trainer.join()
+        run.finish()
+    assert problems == []
+
+
+def test_compare_view(browser: Any, server_for: Any, sweep: Path) -> None:
+    server = server_for(sweep)
+    page, problems = open_ui(browser, server)
+    page.locator("#runs tbody tr input").nth(2).check()  # all three runs
+    page.click("button[data-tab=compare]")
+    page.wait_for_selector("#config-diff tr.diff")
+    keys = page.eval_on_selector_all("#config-diff tr.diff td:first-child",
+                                     "els => els.map(e => e.textContent)")
+    assert sorted(keys) == ["kl_coef", "lr"]
+    page.wait_for_selector("#importance tr[data-key=kl_coef]")
+    assert "bootstrap" in page.locator(".method").text_content()
+    page.wait_for_selector(".tm-path canvas")
+    assert page.locator(".tm-path").get_attribute("data-x") == "kl/divergence"
+    assert problems == []
+
+
+def test_sample_browser_and_findings(browser: Any, server_for: Any, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch)
+    run_dir = make_run(tmp_path, "bad-run", 40)
+    write_findings(run_dir, [
+        {"rule": "kl_blowup", "severity": "critical", "step": 30, "keys": ["kl/divergence"],
+         "message": "KL rose 3.4x above its level"},
+        {"rule": "nonfinite", "severity": "warning", "step": 12, "keys": ["reward/mean"],
+         "message": "NaN in reward/mean"}])
+    write_samples(run_dir, {"rollouts": {
+        str(s): {"step": s, "rows": [[f"prompt {s}", f"response {s}", s / 10]]}
+        for s in (0, 10, 20)}})
+    server = server_for(tmp_path)
+    page, problems = open_ui(browser, server)
+    assert page.locator("#runs tbody td.num.bad").text_content() == "2"
+    page.click("button[data-tab=findings]")
+    page.wait_for_selector(".tm-mark.critical")
+    assert page.locator(".tm-mark").count() == 2
+    assert "KL rose 3.4x" in page.locator(".tm-finding-list").text_content()
+    page.click("button[data-tab=charts]")
+    series_count(page, "kl/divergence")
+    marks = page.evaluate("() => window.trackmuxUI.state.charts[0].handle !== null && "
+                          "window.trackmuxUI.state.findings")
+    assert len(next(iter(marks.values()))) == 2  # the chart draws them as dashed lines
+    page.click("button[data-tab=samples]")
+    page.wait_for_selector("table.fake-samples[data-step='20']")
+    page.locator(".step-slider").fill("0")
+    page.wait_for_selector("table.fake-samples[data-step='0']")
+    assert "prompt 0" in page.locator(".sample-browser").text_content()
+    page.click("button[data-tab=media]")
+    page.wait_for_selector(".media[data-key='rollouts'] table td")
+    page.wait_for_function("document.querySelector(\".media[data-key='kl/heatmap'] img\")"
+                           ".naturalWidth > 0")
+    assert problems == []
