@@ -335,7 +335,13 @@
   document.getElementById("smoothing").addEventListener("input", function () {
     S.charts.forEach(function (c) { if (c.handle) c.handle.setSmoothing(smoothing()); });
   });
-  loadRuns().then(function () { show("charts"); });
+  // #runs=all&filter=reward/mean opens with every run selected and one key (links, benchmark)
+  var hash = new URLSearchParams(location.hash.slice(1));
+  if (hash.get("filter")) document.getElementById("filter").value = hash.get("filter");
+  loadRuns().then(function () {
+    if (hash.get("runs") === "all") { S.selected = S.runs.map(function (r) { return r.id; }); renderRuns(); }
+    show(hash.get("tab") || "charts");
+  });
   setInterval(live, 1000);
   setInterval(function () { loadRuns().catch(function (e) { status("server unreachable: " + e.message); }); }, 2000);
   window.trackmuxUI = {state: S, show: show};

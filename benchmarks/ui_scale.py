@@ -1,0 +1,156 @@
+"""The UI at scale: 100 runs x 20 metrics x 10,000 steps under one folder.
+
+    python -m benchmarks.ui_scale [--root DIR] [--out ui_scale.json]
+
+Makes the folder (benchmarks/ui_spools.py) unless it is there, starts ``trackmux ui`` in
+its own process, waits until it is warm (every run read once), then measures:
+
+- first paint in Chromium, from navigation start: the run list with its 100 rows, and a
+  chart of one metric over all 100 runs (uPlot drawn with 101 series); 5 page loads each;
+- the API's time for the run list and for that chart's data (no browser);
+- log() -> page latency: a live run logs a step under the same folder while a page shows
+  it; the time from before ``run.log`` to the page holding that step (20 samples);
+- the server's resident memory (VmRSS) and its peak (VmHWM) after warm-up and at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.ui_spools import generate
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+KEY = "reward/mean"
+
+
+def memory(pid: int) -> dict[str, float]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            out[name] = int(value.split()[0]) / 1024.0
+    return out
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def timed(fn: Any, repeat: int = 5) -> dict[str, float]:
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - began)
+    return {"median_s": statistics.median(times), "max_s": max(times), "n": repeat}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root", type=Path, default=Path("/tmp/trackmux-ui-scale"))
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=10_000)
+    parser.add_argument("--out", type=Path, default=Path("ui_scale.json"))
+    parser.add_argument("--latency-samples", type=int, default=20)
+    args = parser.parse_args()
+    result: dict[str, Any] = {"runs": args.runs, "metrics": 20, "steps": args.steps}
+    result["generate_s"] = generate(args.root, args.runs, 20, args.steps)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "trackmux", "ui", str(args.root),
+                               "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        began = time.monotonic()
+        while True:
+            try:
+                rows = httpx.get(base + "/api/runs", timeout=30).json()["runs"]
+                if len(rows) >= args.runs and all(r["last_step"] is not None for r in rows):
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        result["warm_s"] = time.monotonic() - began
+        result["memory_after_warm_mb"] = memory(server.pid)
+        ids = ",".join(r["id"] for r in rows)
+        result["api_runs"] = timed(lambda: httpx.get(base + "/api/runs", timeout=30))
+        result["api_chart_100_runs"] = timed(lambda: httpx.get(
+            f"{base}/api/series?key={KEY}&runs={ids}&width=1000", timeout=30))
+        size = len(httpx.get(f"{base}/api/series?key={KEY}&runs={ids}&width=1000").content)
+        result["api_chart_bytes"] = size
+        result.update(browser(base, args))
+        result["memory_end_mb"] = memory(server.pid)
+    finally:
+        server.terminate()
+        server.wait(30)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+def browser(base: str, args: argparse.Namespace) -> dict[str, Any]:
+    import trackmux
+    from playwright.sync_api import sync_playwright
+
+    out: dict[str, Any] = {}
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        lists, charts = [], []
+        for _ in range(5):
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(f"{base}/#runs=all&filter={KEY}")
+            page.wait_for_function(f"document.querySelectorAll('#runs tbody tr').length >= "
+                                   f"{args.runs}", polling="raf", timeout=60_000)
+            lists.append(page.evaluate("performance.now()") / 1000)
+            page.wait_for_function("(() => { const c = window.trackmuxUI && window.trackmuxUI"
+                                   ".state.charts[0]; return c && c.handle && c.handle.plot"
+                                   f".series.length > {args.runs}; }})()", polling="raf",
+                                   timeout=60_000)
+            charts.append(page.evaluate("performance.now()") / 1000)
+            page.close()
+        out["paint_run_list_s"] = {"median": statistics.median(lists), "all": lists}
+        out["paint_chart_100_runs_s"] = {"median": statistics.median(charts), "all": charts}
+        # log() -> page
+        run = trackmux.init(project="live", name="live-latency", backends=[], dir=args.root)
+        run.log({"live/marker": 0.0}, step=0)
+        time.sleep(2.5)  # the folder scan picks the new run up
+        page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{base}/#runs=all&filter=live/marker")
+        page.wait_for_function("(() => { const c = window.trackmuxUI.state.charts[0]; "
+                               "return c && c.handle; })()", timeout=60_000)
+        latencies = []
+        for i in range(1, args.latency_samples + 1):
+            time.sleep(random.uniform(0.2, 1.2))
+            before = time.time()
+            run.log({"live/marker": float(i)}, step=i)
+            seen = page.evaluate(
+                "(s) => new Promise(res => { const check = () => { const c = window.trackmuxUI"
+                ".state.charts[0]; if (c.handle.plot.data[0].includes(s)) res(Date.now()); "
+                "else requestAnimationFrame(check); }; check(); })", i)
+            latencies.append(seen / 1000 - before)
+        run.finish()
+        out["log_to_page_s"] = {"median": statistics.median(latencies), "max": max(latencies),
+                                "n": len(latencies)}
+        chromium.close()
+    os.environ.pop("TRACKMUX_DIR", None)
+    return out
+
+
+if __name__ == "__main__":
+    main()
