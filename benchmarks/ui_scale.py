@@ -105,15 +105,16 @@ def main() -> None:
 
 
 def browser(base: str, args: argparse.Namespace) -> dict[str, Any]:
-    import trackmux
     from playwright.sync_api import sync_playwright
+
+    import trackmux
 
     out: dict[str, Any] = {}
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         lists, charts = [], []
         for _ in range(5):
-            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
             page.goto(f"{base}/#runs=all&filter={KEY}")
             page.wait_for_function(f"document.querySelectorAll('#runs tbody tr').length >= "
                                    f"{args.runs}", polling="raf", timeout=60_000)
@@ -130,7 +131,7 @@ def browser(base: str, args: argparse.Namespace) -> dict[str, Any]:
         run = trackmux.init(project="live", name="live-latency", backends=[], dir=args.root)
         run.log({"live/marker": 0.0}, step=0)
         time.sleep(2.5)  # the folder scan picks the new run up
-        page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+        page = chromium.new_page(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
         page.goto(f"{base}/#runs=all&filter=live/marker")
         page.wait_for_function("(() => { const c = window.trackmuxUI.state.charts[0]; "
                                "return c && c.handle; })()", timeout=60_000)

@@ -12,14 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import make_run
-from fakes.doctor_and_samples import install, write_findings, write_samples
+from ui_fakes import install, write_findings, write_samples
+from ui_support import make_run
 
 import trackmux
 from trackmux.ui import sources
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "reliability"))
-from test_spool_damage import _damage  # noqa: E402  (the spool-damage helper of the reliability tests)
+from test_spool_damage import _damage
 
 
 def get(server: Any, path: str, **kwargs: Any) -> httpx.Response:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_run
-from fakes.doctor_and_samples import install, write_findings, write_samples
+from ui_fakes import install, write_findings, write_samples
+from ui_support import make_run
 
 import trackmux
 

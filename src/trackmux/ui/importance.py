@@ -116,14 +116,14 @@ def importances(configs: list[dict[str, Any]], targets: list[float | None]
             x = np.array(values, dtype=np.float64)
             if np.unique(x).size < 2:
                 continue
-            out.append(_bootstrap(key, "spearman", lambda i, x=x: spearman(x[i], y[i]),
+            out.append(_bootstrap(key, "spearman", lambda i, x=x, y=y: spearman(x[i], y[i]),
                                   y.size, rng))
         else:
             labels = [repr(v) for v in values]
             if len(set(labels)) < 2:
                 continue
             codes = np.unique(np.array(labels), return_inverse=True)[1].astype(np.int64)
-            out.append(_bootstrap(key, "eta", lambda i, c=codes: eta(c[i], y[i]), y.size,
+            out.append(_bootstrap(key, "eta", lambda i, c=codes, y=y: eta(c[i], y[i]), y.size,
                                   rng))
     out.sort(key=lambda imp: -imp.importance)
     return out

@@ -30,25 +30,40 @@ def _finite(values: Any) -> list[float | None]:
 
 def points(cache: RunCache, key: str, xmode: str, after: int = 0
            ) -> tuple[np.ndarray, np.ndarray, int]:
-    """x, y of ``key`` in one run (only points with seq > ``after``) and the last seq."""
+    """x, y of ``key`` in one run (only points with seq > ``after``) and the last seq.
+
+    The full arrays are kept on the cache until its next read brings new events, so a
+    chart of 100 runs asked again (zoom, another page) copies nothing."""
     with cache.lock:
         series = cache.keys.get(key)
         if series is None:
             return np.empty(0), np.empty(0), cache.cursor
-        rows = np.array(series.rows, dtype=np.int64)
-        y = np.array(series.values, dtype=np.float64)
         if after:
+            rows = np.array(series.rows, dtype=np.int64)
             seqs = np.array(cache.row_seq, dtype=np.int64)[rows]
             keep = seqs > after
-            rows, y = rows[keep], y[keep]
-        if xmode == "step":
-            x = np.array(cache.row_step, dtype=np.float64)[rows]
-        else:
-            times = np.array(cache.row_time, dtype=np.float64)
-            x = times[rows]
-            if xmode == "relative" and times.size:
-                x = x - times[0]
+            rows, y = rows[keep], np.array(series.values, dtype=np.float64)[keep]
+            return _x(cache, rows, xmode), y, cache.cursor
+        memo = cache.arrays.get((key, xmode))
+        if memo is not None and memo[0] == len(series.values):
+            return memo[1], memo[2], cache.cursor
+        rows = np.array(series.rows, dtype=np.int64)
+        x, y = _x(cache, rows, xmode), np.array(series.values, dtype=np.float64)
+        if len(cache.arrays) >= 8:  # a few keys per run at a time: memory stays bounded
+            cache.arrays.pop(next(iter(cache.arrays)))
+        cache.arrays[(key, xmode)] = (y.size, x, y)
         return x, y, cache.cursor
+
+
+def _x(cache: RunCache, rows: np.ndarray, xmode: str) -> np.ndarray:
+    if xmode == "step":
+        steps: np.ndarray = np.array(cache.row_step, dtype=np.float64)[rows]
+        return steps
+    times = np.array(cache.row_time, dtype=np.float64)
+    x: np.ndarray = times[rows]
+    if xmode == "relative" and times.size:
+        x = x - times[0]
+    return x
 
 
 def check_xmode(xmode: str) -> str:
@@ -81,9 +96,11 @@ def series(store: Store, key: str, rids: Sequence[str], xmode: str = "step",
         parts = [p if not p.exact or span is None else
                  downsample.minmax(p.x, p.y, span[0], span[1], buckets) for p in parts]
     xs, ys = downsample.align(parts)
-    return {"key": key, "x_mode": xmode, "x": xs.tolist(),
-            "exact": all(p.exact for p in parts),
-            "runs": [{"id": rid, "y": _finite(y), "cursor": cursor}
+    exact = all(p.exact for p in parts)
+    # NaN goes out as null (orjson); bucket extremes need no more than float32's digits
+    return {"key": key, "x_mode": xmode, "x": xs, "exact": exact,
+            "runs": [{"id": rid, "y": y if exact else y.astype(np.float32),
+                      "cursor": cursor}
                      for (rid, _, _, cursor), y in zip(loaded, ys, strict=True)]}
 
 

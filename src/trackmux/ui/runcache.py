@@ -13,6 +13,7 @@ the server.
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from array import array
@@ -31,6 +32,7 @@ from trackmux.core.events import (
     TextEvent,
 )
 from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.writer import SPOOL_FILE
 
 READ_PAGE = 5000
 #: histograms kept per key; beyond it every other one is dropped (evenly thinned)
@@ -81,6 +83,9 @@ class RunCache:
         """Forget everything read (after eviction, or when a rewind superseded events)."""
         self.cursor = 0
         self.superseded = -1
+        self.stamp: tuple[int, ...] = ()
+        #: numpy copies of the series a page asked for: (key, x mode) -> (length, x, y)
+        self.arrays: dict[tuple[str, str], tuple[int, Any, Any]] = {}
         self.row_seq: array[int] = array("q")
         self.row_step: array[int] = array("q")
         self.row_time: array[float] = array("d")
@@ -106,34 +111,64 @@ class RunCache:
                 self._reader.close()
                 self._reader = None
 
+    def changed(self) -> bool:
+        """Whether the spool (or its WAL) was written since the last refresh: two stat
+        calls, so polling 100 idle runs costs no SQL at all."""
+        stamp: list[int] = []
+        for name in (SPOOL_FILE, SPOOL_FILE + "-wal"):
+            try:
+                info = os.stat(self.run_dir / name)
+                stamp += [info.st_mtime_ns, info.st_size, info.st_ino]
+            except OSError:
+                stamp += [0, 0, 0]
+        if tuple(stamp) == self.stamp:
+            return False
+        self.stamp = tuple(stamp)
+        return True
+
     def refresh(self) -> int:
-        """Read the events committed since the last refresh; return how many were read."""
+        """Read the events committed since the last refresh; return how many were read.
+
+        The reader is closed again afterwards: an idle run holds no SQLite connection (and
+        no page cache), and a live writer never waits on this reader."""
         with self.lock:
             self.last_used = time.monotonic()
-            try:
-                reader = self._open()
-                superseded = reader.superseded_count()
-                if self.superseded not in (-1, superseded):
-                    self.reset()  # a resumed attempt rewound: the cached tail is stale
-                self.superseded = superseded
-                if reader.last_seq() <= self.cursor:
-                    return 0
-                read = 0
-                while True:
-                    batch = reader.read(self.cursor, READ_PAGE)
-                    for event in batch.events:
-                        self._take(event)
-                    read += len(batch.events)
-                    if batch.upto <= self.cursor:
-                        break
-                    self.cursor = batch.upto
-                self.damage = list(reader.damage.errors)
-                self.error = None
-                return read
-            except Exception as exc:  # damaged, half-written, or vanished: show, never raise
-                self.error = f"{type(exc).__name__}: {exc}"
-                self.close()
+            if not self.changed():
                 return 0
+            try:
+                return self._read()
+            finally:
+                self.close()
+
+    def _read(self) -> int:
+        try:
+            reader = self._open()
+            superseded = reader.superseded_count()
+            if self.superseded not in (-1, superseded):
+                stamp = self.stamp
+                self.reset()  # a resumed attempt rewound: the cached tail is stale
+                self.stamp = stamp
+            self.superseded = superseded
+            if reader.last_seq() <= self.cursor:
+                return 0
+            read = 0
+            while True:
+                batch = reader.read(self.cursor, READ_PAGE)
+                for event in batch.events:
+                    self._take(event)
+                read += len(batch.events)
+                if batch.upto <= self.cursor:
+                    break
+                self.cursor = batch.upto
+            self.damage = list(reader.damage.errors)
+            self.error = None
+            if read:
+                self.arrays.clear()
+            return read
+        except Exception as exc:  # damaged, half-written, or vanished: show, never raise
+            self.error = f"{type(exc).__name__}: {exc}"
+            self.stamp = ()  # try again at the next poll
+            return 0
 
     def _take(self, event: Event) -> None:
         if isinstance(event, MetricsEvent):
@@ -175,6 +210,8 @@ class RunCache:
             except Exception as exc:
                 self.error = f"{type(exc).__name__}: {exc}"
                 return None
+            finally:
+                self.close()
             found = [e for e in batch.events if e.seq == seq]
             return found[0] if found else None
 
@@ -184,7 +221,9 @@ class RunCache:
         """About what this cache holds in memory (for the server's budget)."""
         hist = sum(len(h.counts) * 16 + 200 for kept in self.histograms.values() for h in kept)
         media = 120 * (len(self.images) + len(self.tables) + len(self.texts))
-        return 12 * self.points + 24 * len(self.row_seq) + hist + media + 100 * len(self.keys)
+        arrays = sum(16 * n for n, _, _ in self.arrays.values())
+        return (12 * self.points + 24 * len(self.row_seq) + hist + media + arrays
+                + 100 * len(self.keys))
 
     # -- queries ---------------------------------------------------------------------
     @property

@@ -49,6 +49,7 @@ class Store:
         self.caches: dict[str, RunCache] = {}
         self.listed: dict[str, Listed] = {}
         self._scanned = 0.0
+        self._checked: dict[Path, Path | None] = {}  # run folder -> resolved, if served
 
     # -- discovery -------------------------------------------------------------------
     def scan(self, force: bool = False) -> dict[str, Path]:
@@ -63,8 +64,11 @@ class Store:
                 except OSError:
                     continue
                 for run_dir in dirs:
-                    if self._inside(run_dir, root):
-                        resolved = run_dir.resolve()
+                    if run_dir not in self._checked:  # resolve each folder once
+                        self._checked[run_dir] = (run_dir.resolve()
+                                                  if self._inside(run_dir, root) else None)
+                    resolved = self._checked[run_dir]
+                    if resolved is not None and not run_dir.is_symlink():
                         found[run_id_of(resolved)] = resolved
             self.paths = found
             self._scanned = time.monotonic()
@@ -93,15 +97,16 @@ class Store:
             cache = self.caches.get(rid)
             if cache is None:
                 cache = self.caches[rid] = RunCache(path)
-        if refresh:
-            cache.refresh()
+        if refresh and cache.refresh():
             self._evict(keep=rid)
         return cache
 
     def warm(self) -> None:
         """Read every run once (started in the background when the server starts)."""
+        self.rows()
         for rid in self.scan(force=True):
             self.cache(rid)
+        self.rows()
 
     def _evict(self, keep: str) -> None:
         """Drop the least recently used runs' caches while over the budget."""

@@ -5,7 +5,8 @@
   var C = window.trackmuxCharts, el = C.el;
   var data = JSON.parse(document.getElementById("trackmux-data").textContent);
   var main = document.getElementById("export");
-  var labels = {}, colours = {};
+  var labels = {}, colours = {}, handles = {};
+  window.trackmuxExport = {data: data, charts: handles};
   data.runs.forEach(function (r, i) { labels[r.id] = r.name; colours[r.id] = C.colour(i); });
 
   function section(id, title) {
@@ -32,7 +33,7 @@
     var grid = el("div", {"class": "grid"}); metrics.appendChild(grid);
     data.groups[prefix].forEach(function (key) {
       var s = data.series[key], cell = el("div", {"class": "panel"}); grid.appendChild(cell);
-      C.lineChart(cell, {key: key, x_mode: s.x_mode, runs: s.runs.map(function (r) { return {id: r.id, x: s.x, y: r.y}; })},
+      handles[key] = C.lineChart(cell, {key: key, x_mode: s.x_mode, runs: s.runs.map(function (r) { return {id: r.id, x: s.x, y: r.y}; })},
         {labels: labels, colours: colours, findings: findings, width: 560});
     });
   });

@@ -20,7 +20,7 @@ from trackmux.ui import sources
 
 FAKE_FINDINGS = "fake_findings.json"
 FAKE_SAMPLES = "fake_samples.json"
-FAKE_SAMPLES_JS = Path(__file__).with_name("fake_samples.js")
+FAKE_SAMPLES_JS = Path(__file__).with_name("ui_fake_samples.js")
 
 
 def fake_load_findings(run_dir: Path) -> list[dict[str, Any]]:
