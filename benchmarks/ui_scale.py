@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,6 +46,16 @@ def memory(pid: int) -> dict[str, float]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (independent of how loaded the machine is)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
 def free_port() -> int:
     import socket
 
@@ -54,13 +65,16 @@ def free_port() -> int:
         return port
 
 
-def timed(fn: Any, repeat: int = 5) -> dict[str, float]:
-    times = []
+def timed(fn: Any, pid: int, repeat: int = 5) -> dict[str, float]:
+    """Wall time of ``fn`` and the server's CPU time for it (medians)."""
+    times, cpu = [], []
     for _ in range(repeat):
-        began = time.perf_counter()
+        began, used = time.perf_counter(), cpu_seconds(pid)
         fn()
         times.append(time.perf_counter() - began)
-    return {"median_s": statistics.median(times), "max_s": max(times), "n": repeat}
+        cpu.append(cpu_seconds(pid) - used)
+    return {"median_s": statistics.median(times), "max_s": max(times),
+            "server_cpu_median_s": statistics.median(cpu), "n": repeat}
 
 
 def main() -> None:
@@ -73,6 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     result: dict[str, Any] = {"runs": args.runs, "metrics": 20, "steps": args.steps}
     result["generate_s"] = generate(args.root, args.runs, 20, args.steps)
+    shutil.rmtree(args.root / "live", ignore_errors=True)  # an earlier run's live run
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "trackmux", "ui", str(args.root),
                                "--port", str(port)], stdout=subprocess.PIPE, text=True)
@@ -90,12 +105,15 @@ def main() -> None:
         result["warm_s"] = time.monotonic() - began
         result["memory_after_warm_mb"] = memory(server.pid)
         ids = ",".join(r["id"] for r in rows)
-        result["api_runs"] = timed(lambda: httpx.get(base + "/api/runs", timeout=30))
+        result["api_runs"] = timed(lambda: httpx.get(base + "/api/runs", timeout=30),
+                                   server.pid)
         result["api_chart_100_runs"] = timed(lambda: httpx.get(
-            f"{base}/api/series?key={KEY}&runs={ids}&width=1000", timeout=30))
+            f"{base}/api/series?key={KEY}&runs={ids}&width=1000", timeout=30), server.pid)
         size = len(httpx.get(f"{base}/api/series?key={KEY}&runs={ids}&width=1000").content)
         result["api_chart_bytes"] = size
+        result["load_average_before_browser"] = load()
         result.update(browser(base, args))
+        result["load_average_after_browser"] = load()
         result["memory_end_mb"] = memory(server.pid)
     finally:
         server.terminate()
@@ -129,7 +147,7 @@ def browser(base: str, args: argparse.Namespace) -> dict[str, Any]:
         out["paint_chart_100_runs_s"] = {"median": statistics.median(charts), "all": charts}
         # log() -> page
         run = trackmux.init(project="live", name="live-latency", backends=[], dir=args.root)
-        run.log({"live/marker": 0.0}, step=0)
+        run.log({"live/marker": 0.0}, step=0)  # a key no other run of the folder has
         time.sleep(2.5)  # the folder scan picks the new run up
         page = chromium.new_page(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
         page.goto(f"{base}/#runs=all&filter=live/marker")

@@ -251,6 +251,7 @@ def test_demo_delivers_to_console_and_file_and_prints_where(demo_run: DemoRun) -
     assert report.is_file()
     assert f"report: {report}" in demo_run.output
     assert "step:0 - reward/mean:" in demo_run.output  # the console backend's lines
+    assert f"trackmux ui {demo_run.root}" in demo_run.output  # how to open the dashboard
     jsonl = demo_run.root / "trackmux-demo" / f"{meta['name']}.jsonl"
     lines = jsonl.read_bytes().splitlines()
     assert len(lines) == DEMO_STEPS

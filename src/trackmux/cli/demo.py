@@ -92,3 +92,5 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
         click.echo(f"open it in a browser: {path.as_uri()}  (rebuild with: {report_cmd})")
     else:
         click.echo(f"write its report with: {report_cmd}")
+    # the live dashboard over every run of this root (needs the extra 'ui')
+    click.echo(f"open the dashboard: trackmux ui {spool_root}  (pip install 'trackmux[ui]')")

@@ -41,6 +41,10 @@
 
   /* Runs' points (each {x: [...], y: [...]}) on one sorted x array, as uPlot wants. */
   function join(runs) {
+    // the server already put every run on one x array: use it as it is
+    if (runs.length && runs.every(function (r) { return r.x === runs[0].x; })) {
+      return [runs[0].x].concat(runs.map(function (r) { return r.y; }));
+    }
     var seen = new Map(), xs = [];
     runs.forEach(function (r) {
       for (var i = 0; i < r.x.length; i++) if (!seen.has(r.x[i])) { seen.set(r.x[i], 0); xs.push(r.x[i]); }
