@@ -130,7 +130,7 @@ def browser(base: str, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        lists, charts = [], []
+        lists, charts, arrivals = [], [], []
         for _ in range(5):
             page = chromium.new_page(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
             page.goto(f"{base}/#runs=all&filter={KEY}")
@@ -142,9 +142,15 @@ def browser(base: str, args: argparse.Namespace) -> dict[str, Any]:
                                    f".series.length > {args.runs}; }})()", polling="raf",
                                    timeout=60_000)
             charts.append(page.evaluate("performance.now()") / 1000)
+            # where the time went: each API answer's arrival, from navigation start
+            arrivals.append(page.evaluate(
+                "() => Object.fromEntries(performance.getEntriesByType('resource')"
+                ".filter(e => e.name.includes('/api/') || e.name.includes('.js'))"
+                ".map(e => [new URL(e.name).pathname, +(e.responseEnd / 1000).toFixed(3)]))"))
             page.close()
         out["paint_run_list_s"] = {"median": statistics.median(lists), "all": lists}
         out["paint_chart_100_runs_s"] = {"median": statistics.median(charts), "all": charts}
+        out["responses_arrived_s"] = arrivals
         # log() -> page
         run = trackmux.init(project="live", name="live-latency", backends=[], dir=args.root)
         run.log({"live/marker": 0.0}, step=0)  # a key no other run of the folder has

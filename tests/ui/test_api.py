@@ -249,6 +249,7 @@ def test_damaged_and_half_written_spools_show_as_damaged(tmp_path: Path,
         response = get(server, f"/api/series?key=reward/mean&runs={row['id']}")
         assert response.status_code in (200, 500), response.text
     assert any("damaged" in r["state"] for r in rows)
-    garbage = next(r for r in rows if r["dir"].endswith("garbage"))
-    assert "damaged" in garbage["state"] and garbage["damage"]
+    for name in ("garbage", "empty"):
+        row = next(r for r in rows if r["dir"].endswith(name))
+        assert "damaged" in row["state"] and row["damage"], row
     assert get(server, "/api/runs").status_code == 200  # still up

@@ -45,8 +45,6 @@ def listing(folder: Path) -> dict[str, Path]:
 
 def _file(files: dict[str, Path], name: str) -> Response:
     path = files.get(name)
-    if name == "samples.js" and path is None and sources.SAMPLES_SCRIPT.is_file():
-        path = sources.SAMPLES_SCRIPT  # tests point this at a fake until samples/ lands
     if path is None:
         return PlainTextResponse("not found", 404)
     return FileResponse(path, media_type=TYPES.get(path.suffix, "application/octet-stream"),
@@ -68,7 +66,7 @@ def build_app(roots: Sequence[Path], *, token: str | None = None, loopback: bool
 
     def asset_file(request: Request) -> Response:
         name = request.path_params["name"]
-        if name == "samples.js":
+        if name == "samples.js":  # the samples ledger's own script (its package may be absent)
             path = sources.SAMPLES_SCRIPT
             return (FileResponse(path, media_type="text/javascript") if path.is_file()
                     else PlainTextResponse("not found", 404))

@@ -168,6 +168,10 @@ class Store:
                    damage=summary.damage)
         if summary.damage:
             row["state"] = f"{summary.state}, damaged"
+        if not meta.get("run_id"):  # created but never written, or not a trackmux spool
+            row["state"] = "damaged"
+            row["damage"] = [*summary.damage, "no run metadata: half-written or not a "
+                             "trackmux spool"]
         for name in summary.backends:
             acked = summary.delivered.get(name, 0)
             row["backends"].append({"name": name, "acked": acked,
