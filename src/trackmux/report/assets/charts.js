@@ -102,14 +102,30 @@
                    value: function (u, v) { return fmt(v); }});
     });
     var zoomed = false;
+    // many runs: no 100-row legend; the values nearest the cursor go in one line instead
+    var many = payload.runs.length > 12;
+    var readout = el("div", {"class": "tm-tip tm-readout"});
+    function showNearest(u) {
+      var i = u.cursor.idx;
+      if (i === null || i === undefined || u.cursor.top < 0) { readout.textContent = ""; return; }
+      var cursorVal = u.posToVal(u.cursor.top, "y"), near = [];
+      for (var s = 1; s < u.series.length; s++) {
+        var v = u.data[s][i];
+        if (v !== null && v !== undefined) near.push([Math.abs(v - cursorVal), u.series[s].label, v]);
+      }
+      near.sort(function (a, b) { return a[0] - b[0]; });
+      readout.textContent = series[0].label + " " + series[0].value(u, u.data[0][i]) + " · " +
+        near.slice(0, 6).map(function (n) { return n[1] + " " + fmt(n[2]); }).join(" · ") +
+        (near.length > 6 ? " · " + (near.length - 6) + " more" : "");
+    }
     var uopts = {
       width: opts.width || 560, height: opts.height || 260, series: series,
       scales: {x: {time: timeAxis}},
       axes: [{}, {values: function (u, vals) { return vals.map(fmt); }, size: 60}],
       cursor: {drag: {x: true, y: false}},
-      legend: {live: true},
+      legend: {show: !many, live: true},
       plugins: [findingsPlugin(function () { return payload.x_mode === "step" ? state.findings : []; })],
-      hooks: {setSelect: [function (u) {
+      hooks: {setCursor: many ? [showNearest] : [], setSelect: [function (u) {
         if (u.select.width < 4) return;
         var lo = u.posToVal(u.select.left, "x"), hi = u.posToVal(u.select.left + u.select.width, "x");
         zoomed = true;
@@ -117,6 +133,7 @@
       }]}
     };
     var plot = new uPlot(uopts, data(), wrap);
+    if (many) wrap.appendChild(readout);
     wrap.addEventListener("dblclick", function () {
       if (zoomed && opts.onZoom) { zoomed = false; opts.onZoom(null, null); }
     });

@@ -85,7 +85,8 @@
     var runs = S.selected.slice(), mode = xmode(), width = Math.max(200, Math.floor(node.clientWidth || 560) - 20);
     var entry = {key: key, runs: runs, mode: mode, handle: null, cursors: {}, lo: null, hi: null, busy: false};
     function fetchRange(lo, hi) {
-      return api("/api/series?" + q({key: key, runs: runs.join(","), x: mode, lo: lo, hi: hi, width: width}))
+      // one bucket per 2 px: its min and max make one point per pixel
+      return api("/api/series?" + q({key: key, runs: runs.join(","), x: mode, lo: lo, hi: hi, width: Math.ceil(width / 2)}))
         .then(function (p) {
           p.runs.forEach(function (r) { entry.cursors[r.id] = r.cursor; });
           var payload = {key: key, x_mode: mode, runs: p.runs.map(function (r) { return {id: r.id, x: p.x, y: r.y}; })};
