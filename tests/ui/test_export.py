@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from click.testing import CliRunner
+from ui_fakes import install, write_findings, write_samples
 from ui_support import make_run
 
 from trackmux.cli.main import cli
@@ -47,3 +49,26 @@ def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
     assert page.locator("#config td", has_text="lr").count() == 1
     assert page.locator("#tables table").count() == 2 and page.locator("#images img").count() == 2
     assert problems == []
+
+
+def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch)
+    run_dir = make_run(tmp_path, "a", 30)
+    write_findings(run_dir, [{"rule": "kl_blowup", "severity": "critical", "step": 20,
+                              "keys": ["kl/divergence"], "message": "KL rose </script> 3x"}])
+    write_samples(run_dir, {"rollouts": {str(s): {"step": s, "rows": [[f"prompt {s}"]]}
+                                         for s in range(0, 30, 5)}})
+    out = tmp_path / "export.html"
+    result = CliRunner().invoke(cli, ["report", str(run_dir), "--interactive", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(out.as_uri())
+    page.wait_for_selector("#findings .tm-mark.critical")
+    assert "KL rose </script> 3x" in page.locator("#findings").text_content()
+    page.wait_for_selector("table.fake-samples[data-step='25']")
+    page.locator("#samples .step-slider").fill("0")
+    page.wait_for_selector("table.fake-samples[data-step='0']")
+    assert errors == []

@@ -27,6 +27,7 @@ from trackmux.ui.store import Store
 WIDTH = 1000
 TABLE_ROWS = 200
 IMAGES_PER_KEY = 12
+SAMPLE_STEPS = 20  # steps of each sample key in the export (the live UI has them all)
 
 
 def payload(run_dirs: Sequence[Path]) -> dict[str, Any]:
@@ -40,7 +41,8 @@ def payload(run_dirs: Sequence[Path]) -> dict[str, Any]:
               for keys in groups.values() for key in keys}
     data: dict[str, Any] = {"runs": rows, "groups": groups, "series": series,
                             "compare": queries.compare(store, rids, None) if rids else {},
-                            "histograms": {}, "tables": {}, "images": {}, "findings": {}}
+                            "histograms": {}, "tables": {}, "images": {}, "findings": {},
+                            "samples": {} if sources.samples_available() else None}
     for rid in rids:
         cache = store.cache(rid)
         if cache is None:
@@ -57,8 +59,23 @@ def payload(run_dirs: Sequence[Path]) -> dict[str, Any]:
             data["findings"][rid] = sources.load_findings(cache.run_dir)
         except sources.Unavailable:
             data["findings"] = None
+        if data["samples"] is not None:
+            data["samples"][rid] = _samples(cache.run_dir)
         cache.close()
     return data
+
+
+def _samples(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The ledger's payloads of at most ``SAMPLE_STEPS`` steps per key, evenly spread
+    (always the last), keyed by step."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, steps in sources.list_sample_keys(run_dir).items():
+        if len(steps) > SAMPLE_STEPS:
+            picks = {round(i * (len(steps) - 1) / (SAMPLE_STEPS - 1))
+                     for i in range(SAMPLE_STEPS)}
+            steps = [steps[i] for i in sorted(picks)]
+        out[key] = {str(step): sources.step_payload(run_dir, key, step) for step in steps}
+    return out
 
 
 def _table(event: Any) -> dict[str, Any] | None:
@@ -85,13 +102,18 @@ def render(data: dict[str, Any], title: str) -> str:
     csp = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
            "script-src 'unsafe-inline'")
     generated = dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    samples_script = ""
+    if data.get("samples") is not None:  # the ledger's own browser, as the UI loads it
+        script = sources.SAMPLES_SCRIPT.read_text(encoding="utf-8")
+        script = script.replace("</script", "<\\/script")
+        samples_script = f"<script>{script}</script>"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'
         f"<title>{escape(title)}</title>"
         f"<style>{asset('uplot/uPlot.min.css')}\n{(STATIC / 'ui.css').read_text()}</style>"
         f"<script>{asset('uplot/uPlot.iife.min.js')}</script>"
-        f"<script>{asset('charts.js')}</script></head><body>"
+        f"<script>{asset('charts.js')}</script>{samples_script}</head><body>"
         f"<header><h1>{escape(title)}</h1><span class=\"hint\">frozen export of trackmux ui, "
         f"generated {generated}; loads nothing from the network</span></header>"
         '<main id="export"></main>'

@@ -73,6 +73,27 @@
   });
   if (!any) is.remove();
 
+  if (data.samples && window.trackmuxSamples) {
+    var ss = section("samples", "Samples"); any = false;
+    Object.keys(data.samples).forEach(function (rid) {
+      Object.keys(data.samples[rid]).forEach(function (key) {
+        var byStep = data.samples[rid][key], steps = Object.keys(byStep).map(Number).sort(function (a, b) { return a - b; });
+        if (!steps.length) return; any = true;
+        var box = el("div", {"class": "panel samples", "data-key": key}); ss.appendChild(box);
+        box.appendChild(el("h3", {}, key + " · " + labels[rid]));
+        var input = el("input", {type: "range", min: 0, max: steps.length - 1, value: steps.length - 1, "class": "step-slider"});
+        var text = el("span", {"class": "hint"}), holder = el("div", {"class": "sample-browser"});
+        box.appendChild(input); box.appendChild(text); box.appendChild(holder);
+        function pick() {
+          var step = steps[+input.value]; text.textContent = " step " + step;
+          holder.textContent = ""; window.trackmuxSamples.mount(holder, byStep[String(step)]);
+        }
+        input.addEventListener("input", pick); pick();
+      });
+    });
+    if (!any) ss.remove();
+  }
+
   if (data.compare && data.compare.config && data.runs.length > 1) {
     var cs = section("config", "Config differences");
     var diff = data.compare.config.filter(function (r) { return r.differs; });
