@@ -176,8 +176,28 @@ def test_sample_browser_and_findings(browser: Any, server_for: Any, tmp_path: Pa
     page.locator(".step-slider").fill("0")
     page.wait_for_selector("table.fake-samples[data-step='0']")
     assert "prompt 0" in page.locator(".sample-browser").text_content()
+    page.click("button[data-tab=histograms]")
+    page.wait_for_selector(".tm-hist[data-key='critic/advantages'] canvas")
+    assert "4 steps" in page.locator(".tm-hist .tm-chart-title").text_content()
     page.click("button[data-tab=media]")
     page.wait_for_selector(".media[data-key='rollouts'] table td")
     page.wait_for_function("document.querySelector(\".media[data-key='kl/heatmap'] img\")"
                            ".naturalWidth > 0")
+    assert problems == []
+
+
+def test_many_runs_show_the_nearest_values_instead_of_a_legend(browser: Any, server_for: Any,
+                                                              tmp_path: Path) -> None:
+    for i in range(14):
+        make_run(tmp_path, f"r{i:02d}", 8, scale=1.0 + i / 10)
+    server = server_for(tmp_path)
+    page, problems = open_ui(browser, server)
+    page.goto(server.url + "#runs=all&filter=reward/mean")
+    page.reload()
+    page.wait_for_selector('.tm-chart[data-key="reward/mean"] canvas')
+    assert page.locator('.tm-chart[data-key="reward/mean"] .u-legend').count() == 0
+    over = page.locator('.tm-chart[data-key="reward/mean"] .u-over').bounding_box()
+    page.mouse.move(over["x"] + over["width"] * 0.9, over["y"] + over["height"] * 0.3)
+    text = page.locator(".tm-readout").text_content()
+    assert text.startswith("step ") and text.endswith("· 8 more"), text  # 6 of 14 named
     assert problems == []
