@@ -253,3 +253,17 @@ def test_damaged_and_half_written_spools_show_as_damaged(tmp_path: Path,
         row = next(r for r in rows if r["dir"].endswith(name))
         assert "damaged" in row["state"] and row["damage"], row
     assert get(server, "/api/runs").status_code == 200  # still up
+
+
+def test_caches_beyond_the_budget_are_dropped_and_read_again(tmp_path: Path,
+                                                            server_for: Any) -> None:
+    make_run(tmp_path, "a", 50)
+    make_run(tmp_path, "b", 50)
+    server = server_for(tmp_path, budget_mb=0, warm=False)  # room for one run at a time
+    run = ids(server)
+    first = get(server, f"/api/series?key=reward/mean&runs={run['a']}").json()
+    get(server, f"/api/series?key=reward/mean&runs={run['b']}")
+    assert list(server.store.caches) == [run["b"]]  # a was dropped
+    again = get(server, f"/api/series?key=reward/mean&runs={run['a']}").json()
+    assert again["runs"][0]["y"] == first["runs"][0]["y"]  # and read again, the same
+    assert list(server.store.caches) == [run["a"]]
