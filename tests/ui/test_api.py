@@ -267,3 +267,12 @@ def test_caches_beyond_the_budget_are_dropped_and_read_again(tmp_path: Path,
     again = get(server, f"/api/series?key=reward/mean&runs={run['a']}").json()
     assert again["runs"][0]["y"] == first["runs"][0]["y"]  # and read again, the same
     assert list(server.store.caches) == [run["a"]]
+
+
+def test_ui_command_names_a_missing_folder(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from trackmux.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["ui", str(tmp_path / "nope")])
+    assert result.exit_code == 2 and "no directory" in result.output and "DIR" in result.output
