@@ -148,6 +148,21 @@ class SpoolStatus:
     committed: int = 0
     dropped: int = 0
     full: str | None = None
+    #: of ``dropped``: events the codec could not store (named in the log), not a full spool
+    unstorable: int = 0
+    #: of ``dropped``: events attached workers dropped (their buffer was full)
+    attached: int = 0
+
+    def drop_causes(self) -> str:
+        """Why ``dropped`` events were dropped, in words (for the finish line)."""
+        full = self.dropped - self.unstorable - self.attached
+        parts = [f"{full} because the spool could not take them (full or unwritable)"
+                 if full > 0 else "",
+                 f"{self.unstorable} that could not be stored (named in the log above)"
+                 if self.unstorable else "",
+                 f"{self.attached} that attached workers could not send (their buffer was "
+                 "full)" if self.attached else ""]
+        return ", ".join(p for p in parts if p)
 
 
 class SpoolWriter:
@@ -156,7 +171,8 @@ class SpoolWriter:
     def __init__(self, run_dir: Path, *, durability: str = "default",
                  max_bytes: int | None = None, max_buffered: int = 1_000_000,
                  on_commit: Callable[[int], None] | None = None,
-                 max_buffered_bytes: int | None = None) -> None:
+                 max_buffered_bytes: int | None = None,
+                 meta_source: Callable[[], dict[str, Any] | None] | None = None) -> None:
         if durability not in ("default", "strict"):
             raise ValueError(f"durability must be 'default' or 'strict', got {durability!r}")
         self.run_dir = run_dir
@@ -170,6 +186,8 @@ class SpoolWriter:
         self._limit = max_buffered  # lowered from the bytes bound while the spool is unwritable
         self.status = SpoolStatus()
         self._on_commit = on_commit
+        # asked at each commit for meta that changed (the run's bad-input counts)
+        self._meta_source = meta_source
         make_private_dir(run_dir)
         touch_private(self.path)
         self._conn = connect(self.path)
@@ -308,6 +326,10 @@ class SpoolWriter:
     def _commit_pending(self) -> None:
         with self._lock:
             meta, self._meta_pending = self._meta_pending, {}
+        if self._meta_source is not None:
+            extra = self._meta_source()
+            if extra:
+                meta = {**meta, **extra}
         batch = self._take()
         if not batch and not meta and self.status.dropped == self._dropped_recorded:
             return
@@ -352,6 +374,7 @@ class SpoolWriter:
                 encoded.append((row, blob))
             except Exception as exc:
                 self.status.dropped += 1
+                self.status.unstorable += 1
                 if not self._unstorable_reported:
                     self._unstorable_reported = True
                     log.error("trackmux: a %s event could not be stored and is dropped "
