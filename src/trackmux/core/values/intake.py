@@ -33,6 +33,7 @@ log = logging.getLogger("trackmux")
 #: under one "other" entry, so keys that differ every call cannot grow memory.
 MAX_NAMED = 1000
 _WHOLE = "the call is dropped"
+_REPAIRED = "kept with '?' for the characters UTF-8 cannot encode"
 
 
 @dataclass
@@ -124,18 +125,23 @@ class Intake:
         and the others kept; bad columns drop the table."""
         try:
             return normalize.normalize_table(columns, rows,
-                                             lambda _, exc: self.drop(
-                "table row", key, exc, "the other rows are kept"))
+                                             lambda where, exc: self._bad_row(key, where, exc))
         except (TypeError, ValueError) as exc:
             self.drop("table", key, exc, _WHOLE)
             return None
+
+    def _bad_row(self, key: str, where: object, exc: Exception) -> None:
+        if str(where).count("[") == 2:  # rows[i][j]: a cell, kept repaired
+            self.drop("table cell", key, exc, _REPAIRED)
+        else:
+            self.drop("table row", key, exc, "the other rows are kept")
 
     def text(self, key: str, text: object, argument: str = "text") -> str | None:
         """Free text; text UTF-8 cannot encode is kept repaired (and named), not-text drops
         the call."""
         try:
-            return normalize.check_text(text, argument, lambda _, exc: self.drop(
-                argument, key, exc, "kept with '?' for the characters UTF-8 cannot encode"))
+            return normalize.check_text(text, argument,
+                                        lambda _, exc: self.drop(argument, key, exc, _REPAIRED))
         except (TypeError, ValueError) as exc:
             self.drop(argument, key, exc,
                       "the image is kept without it" if argument == "caption" else _WHOLE)
