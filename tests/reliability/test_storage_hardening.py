@@ -326,7 +326,8 @@ def test_a_fork_right_after_init_does_not_deadlock(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
-def test_log_image_of_a_fifo_returns_with_a_clear_error(tmp_path: Path) -> None:
+def test_log_image_of_a_fifo_returns_with_a_clear_error(tmp_path: Path,
+                                                        strict: None) -> None:
     fifo = tmp_path / "image.png"
     os.mkfifo(fifo)
     run = trackmux.init(project="p", backends=[], dir=tmp_path / "sp")

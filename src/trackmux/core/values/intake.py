@@ -97,9 +97,15 @@ class Intake:
 
     # -- the door of each call: checked values, or None when the whole call is dropped --
     def metrics(self, data: object) -> dict[str, Scalar]:
-        """``log()``'s payload; bad entries dropped (kind ``metric``; ``data`` if it is not
-        a mapping at all)."""
-        return normalize.normalize_metrics(data, self._metric)
+        """``log()``'s payload; bad entries dropped (kind ``metric``), the whole call if it
+        is not a mapping at all (kind ``log() data``, named by its type)."""
+        if type(data) is dict or isinstance(data, Mapping):
+            return normalize.normalize_metrics(data, self._metric)
+        try:
+            return normalize.normalize_metrics(data)
+        except TypeError as exc:
+            self.drop("log() data", type(data).__name__, exc, _WHOLE)
+            return {}
 
     def step(self, step: object, what: str = "step") -> int | None:
         """An explicit step, or None: a bad step drops the call (its data has no place)."""
@@ -203,3 +209,13 @@ def _label(name: object) -> str:
     except Exception:  # a key whose repr raises is still named
         text = "?"
     return f"{text} ({type(name).__name__})"
+
+
+def input_dropped(meta: Mapping[str, Any]) -> list[str]:
+    """A run's bad input as recorded in its spool (meta ``input_dropped``), one line per
+    kind and name, for ``trackmux show`` and the report."""
+    entries = meta.get("input_dropped")
+    if not isinstance(entries, list):
+        return []
+    return [f"{d.get('what')} {d.get('name')}: {d.get('count')}x ({d.get('reason')})"
+            for d in entries if isinstance(d, dict)]
