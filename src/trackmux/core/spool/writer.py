@@ -66,6 +66,13 @@ BACKPRESSURE_WAIT = 0.5
 DISK_RETRY_INTERVAL = 1.0
 BUSY_TIMEOUT = 30.0  # how long SQLite waits for another process's write lock
 DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
+# While the spool is unwritable, each retry first writes PROBE_BYTES to a file beside the
+# spool (and removes it): a disk still full is found without encoding a batch, whose bytes
+# would double what the trainer holds (the queue plus its encoded copy). Once the probe
+# passes, the first commit takes at most RECOVERY_BATCH events.
+PROBE_FILE = ".probe"
+PROBE_BYTES = 64 * 1024
+RECOVERY_BATCH = 16
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -319,9 +326,29 @@ class SpoolWriter:
     def _take(self) -> list[Event]:
         batch: list[Event] = []
         queue = self._queue
-        while queue and len(batch) < COMMIT_BATCH * 4:
+        limit = COMMIT_BATCH * 4 if self.status.full is None else RECOVERY_BATCH
+        while queue and len(batch) < limit:
             batch.append(queue.popleft())
         return batch
+
+    def _probe(self) -> str | None:
+        """Whether the spool's filesystem takes a small write again: None if it does, else
+        the reason. Costs one 64 KB write, not the encoding of a batch."""
+        path = self.run_dir / PROBE_FILE
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC
+                         | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            try:
+                os.write(fd, b"\0" * PROBE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            reason = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "cannot write"
+            return f"{reason} ({type(exc).__name__}: {exc})"
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        return None
 
     def _commit_pending(self) -> None:
         with self._lock:
@@ -341,6 +368,12 @@ class SpoolWriter:
         if over_cap:
             self._unwritable(batch, meta, f"size cap of {self.max_bytes} bytes reached")
             return
+        if self.status.full is not None and batch:
+            still = self._probe()
+            if still is not None:
+                self._unwritable(batch, meta, still)
+                return
+        failure = None
         try:
             self._write(batch, meta)
         except (sqlite3.Error, OSError) as exc:
@@ -349,7 +382,11 @@ class SpoolWriter:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
             reason = "disk full" if is_disk_full(exc) else "cannot write"
-            self._unwritable(batch, meta, f"{reason} ({type(exc).__name__}: {exc})")
+            failure = f"{reason} ({type(exc).__name__}: {exc})"
+        if failure is not None:
+            # Outside the except block: its traceback holds _write's frame, whose encoded
+            # rows (a copy of the batch) would otherwise stay alive through the retry wait.
+            self._unwritable(batch, meta, failure)
             return
         if self.status.full is not None:
             log.warning("trackmux: spool %s is writable again", self.path)
