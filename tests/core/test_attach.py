@@ -178,7 +178,7 @@ def test_attach_without_a_run_or_ray_says_what_to_do(tmp_path: Path) -> None:
             "except trackmux.NotAttachableError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
-    assert "trackmux.init()" in done.stdout and "trackmux[ray]" in done.stdout
+    assert "trackmux.init()" in done.stdout and "pip install -e '.[ray]'" in done.stdout
 
 
 def test_log_is_safe_from_many_threads(memory_backend: Any, tmp_path: Path) -> None:

@@ -107,7 +107,8 @@ def _new_handle(run_id: str | None, role: str | None, flush_interval: float,
         raise NotAttachableError(
             "trackmux.attach(): there is no trackmux run in this process and Ray is not "
             "initialised here, so there is no driver run to attach to. Inside a Ray job "
-            "(pip install 'trackmux[ray]'; the driver calls ray.init() then trackmux.init()) "
+            "(pip install -e '.[ray]' in the trackmux checkout; the driver calls ray.init() "
+            "then trackmux.init()) "
             "attach works in any worker. Without Ray, call trackmux.init() in this process "
             "for a run of its own, or send the values to the process that holds the run.")
     return AttachedRun(host.RayTransport(ray, run_id), run_id=run_id, role=role,

@@ -45,7 +45,7 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
         import numpy  # noqa: F401
     except ImportError as exc:
         raise click.ClickException("the demo needs numpy: pip install numpy "
-                                   "(trackmux's extra 'demo')"
+                                   "(or, in the trackmux checkout, pip install -e '.[demo]')"
                                    ) from exc
     import trackmux
     from trackmux.core import settings

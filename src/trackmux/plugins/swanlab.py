@@ -230,8 +230,8 @@ class SwanLabBackend(Backend):
         try:
             import swanlab
         except ImportError as exc:
-            raise ImportError("the swanlab backend needs swanlab: pip install "
-                              "'trackmux[swanlab]'") from exc
+            raise ImportError("the swanlab backend needs swanlab: pip install swanlab (or, "
+                              "in the trackmux checkout, pip install -e '.[swanlab]')") from exc
         self._swanlab = swanlab
         self._info = run
         if self.api_key and self.mode != "online":

@@ -76,7 +76,8 @@ class BackendSpec:
             target = f"{self.distribution}[{self.extra}]" if self.extra else self.distribution
             return f"pip install '{target}'"
         hint = f"pip install {' '.join(self.requires)}" if self.requires else "pip install"
-        return hint + (f" (or trackmux's extra '{self.extra}')" if self.extra else "")
+        return hint + (f" (or, in the trackmux checkout, pip install -e '.[{self.extra}]')"
+                       if self.extra else "")
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         """Build the backend once and drop it: constructors validate their options and do
