@@ -104,7 +104,11 @@ def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
             place = None
         if place:
             where[worker.name] = place
-    return SyncResult(run_dir, target, {w.name: w.acked for w in workers},
+    acked = {w.name: w.acked for w in workers}
+    # A sync of a live run (to a backend it does not use) delivers what was added while it
+    # ran too: the target is then the last event delivered, never below what was acked.
+    target = max([target, *acked.values()])
+    return SyncResult(run_dir, target, acked,
                       reporter.problems(), damage, before, where,
                       {w.name: w.error or "" for w in workers if w.failed},
                       reporter.notes(), {w.name: w.quarantined for w in workers if w.quarantined})

@@ -391,8 +391,10 @@ class Run:
         if pending:
             names = ",".join(pending)
             log.warning("trackmux: run %s finished with undelivered events %s; they are "
-                        "kept in the spool%s. Deliver them with: trackmux sync %s --to %s",
-                        self.id, pending, "".join(f"; {n}" for n in later), self.dir, names)
+                        "kept in the spool. Deliver them with: trackmux sync %s --to %s",
+                        self.id, pending, self.dir, names)
+            for note in later:  # one line: what goes on after exit, how long, how to watch
+                log.warning("trackmux: run %s: %s", self.id, note)
         if summary.dropped:
             log.error("trackmux: run %s dropped %d events: %s", self.id, summary.dropped,
                       self._spool.status.drop_causes())

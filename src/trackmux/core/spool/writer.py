@@ -199,6 +199,12 @@ class SpoolWriter:
         touch_private(self.path)
         self._conn = connect(self.path)
         self._conn.executescript(SCHEMA)
+        #: the largest value SQLite stores (SQLITE_LIMIT_LENGTH): a bigger event is dropped
+        #: alone before the transaction, not with its whole batch
+        limit = getattr(sqlite3, "SQLITE_LIMIT_LENGTH", None)  # Python >= 3.11
+        getlimit = getattr(self._conn, "getlimit", None)
+        self._max_value = (int(getlimit(limit)) if limit is not None and getlimit is not None
+                           else 1_000_000_000)
         self._last_seq = self._conn.execute("SELECT coalesce(max(seq), 0) FROM events"
                                             ).fetchone()[0]
         self._queue: deque[Event] = deque()
@@ -408,15 +414,21 @@ class SpoolWriter:
             try:             # the batch or the writer; it is dropped, counted and reported
                 row, blob = codec.encode(event)
                 codec.row_crc(0, *row)  # fails here, not mid-transaction, on a bad step
+                size = max(len(row[3]), len(blob[1]) if blob is not None else 0)
+                if size > self._max_value:  # SQLite would refuse the whole transaction
+                    raise ValueError(f"{size} bytes encoded, above SQLite's limit of "
+                                     f"{self._max_value} for one value")
                 encoded.append((row, blob))
             except Exception as exc:
                 self.status.dropped += 1
                 self.status.unstorable += 1
                 if not self._unstorable_reported:
                     self._unstorable_reported = True
-                    log.error("trackmux: a %s event could not be stored and is dropped "
-                              "(reported once, counted in dropped_events): %s: %s",
-                              event.kind, type(exc).__name__, exc)
+                    log.error("trackmux: a %s event%s at step %s could not be stored and is "
+                              "dropped alone, the rest of its batch is kept (reported once, "
+                              "counted in dropped_events): %s: %s", event.kind,
+                              f" {getattr(event, 'key', '')!r}" if hasattr(event, "key")
+                              else "", event.step, type(exc).__name__, exc)
         conn.execute("BEGIN")
         seq = self._last_seq
         rows = []
@@ -429,7 +441,9 @@ class SpoolWriter:
                          "VALUES (?, ?, ?, ?, ?, ?)", rows)
         dropped = self.status.dropped
         if dropped:
-            meta = {**meta, "dropped_events": dropped}
+            meta = {**meta, "dropped_events": dropped,
+                    "dropped_unstorable": self.status.unstorable,
+                    "dropped_attached": self.status.attached}
         for key, value in meta.items():
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                          (key, orjson.dumps(value)))
