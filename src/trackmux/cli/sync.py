@@ -122,6 +122,7 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
                            f"or pass -o {n}.{missing[0]}=...", err=True)
             merged[n] = {**kept, **cli_options.get(n, {})}
         check_options(names, merged)
+        cursors = {n: cursor_name(n, summary.meta, cli_options.get(n, {})) for n in names}
         bars: dict[str, Any] = {}
 
         def on_progress(p: Any, bars: dict[str, Any] = bars, total: int = summary.last_seq
@@ -136,8 +137,8 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             bar.set_postfix_str(p.state, refresh=True)
 
         try:
-            result = deliver_by_name(run_dir, names, merged, timeout=timeout,
-                                     on_progress=on_progress)
+            result = deliver_by_name(run_dir, names, merged, cursors=cursors,
+                                     timeout=timeout, on_progress=on_progress)
         except SpoolLockedError as exc:
             click.echo(f"trackmux sync: {exc}", err=True)
             sys.exit(2)
@@ -146,7 +147,13 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
         finally:
             for bar in bars.values():
                 bar.close()
-        for name in names:
+        for backend in names:
+            name = cursors[backend]
+            if name != backend:
+                click.echo(f"{run_dir.name} -> {backend}: a new destination "
+                           f"({name.partition('@')[2]}): delivered there from the first "
+                           "event, with acknowledgements of its own; the run's earlier "
+                           f"destination keeps its progress (sync without -o continues it)")
             if name in result.failed:
                 click.echo(f"{run_dir.name} -> {name}: FAILED, not retried: "
                            f"{result.failed[name]} (acknowledged "
@@ -167,6 +174,20 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             click.echo(f"  spool damage ({len(result.damage)}): "
                        + "; ".join(result.damage[:5]), err=True)
     sys.exit(1 if left or damaged or failed else 0)
+
+
+def cursor_name(name: str, meta: dict[str, Any], given: dict[str, Any]) -> str:
+    """The name ``name``'s acknowledgements are kept under: its own, unless ``-o`` moves a
+    destination option (``Backend.destination_options``: a folder, a server, a project)
+    away from what the run used; that new destination is ``name@option=value`` and gets
+    every event from the first (the backend's cursor says nothing about it)."""
+    factory = get_registry().backend(name).factory
+    kept, _ = stored_options(meta, name)
+    moved = {k: v for k, v in given.items()
+             if k in getattr(factory, "destination_options", ()) and kept.get(k) != v}
+    if not moved:
+        return name
+    return name + "@" + ",".join(f"{k}={v}" for k, v in sorted(moved.items()))
 
 
 def outcome(result: SyncResult, name: str) -> str:

@@ -116,12 +116,15 @@ def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
 
 def deliver_by_name(run_dir: Path, names: list[str],
                     options: Mapping[str, Mapping[str, Any]] | None = None,
+                    cursors: Mapping[str, str] | None = None,
                     **kwargs: Any) -> SyncResult:
-    """``deliver`` with backends looked up in the plugin registry."""
+    """``deliver`` with backends looked up in the plugin registry. ``cursors`` maps a
+    backend to the name its acknowledgements are kept under (default: its own name; a new
+    destination of the same backend gets one of its own, see cli/sync.py)."""
     registry = get_registry()
     factories: dict[str, Callable[[], Backend]] = {}
     for name in names:
         spec = registry.backend(name)
         opts = dict((options or {}).get(name, {}))
-        factories[name] = functools.partial(spec.factory, opts)
+        factories[(cursors or {}).get(name, name)] = functools.partial(spec.factory, opts)
     return deliver(run_dir, factories, **kwargs)
