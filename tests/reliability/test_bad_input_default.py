@@ -154,6 +154,8 @@ def test_show_and_the_report_list_the_bad_input(tmp_path: Path) -> None:
     assert shown.exit_code == 0, shown.output
     assert "bad input dropped at the door" in shown.output
     assert "metric 'val/acc': 3x" in shown.output
+    listed = CliRunner().invoke(cli, ["runs", str(tmp_path)])
+    assert "3 bad values dropped at the door" in listed.output, listed.output
     out = tmp_path / "r.html"
     made = CliRunner().invoke(cli, ["report", str(run.dir), "-o", str(out)])
     assert made.exit_code == 0, made.output

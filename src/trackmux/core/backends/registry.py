@@ -114,8 +114,8 @@ class Registry:
         if spec is None:
             installed = ", ".join(sorted(self.backends)) or "none"
             hint = KNOWN_EXTRAS.get(name)
-            advice = (f"; install its library with pip install {hint} (trackmux's extra "
-                      f"'{hint}')" if hint else "")
+            advice = (f"; install its library with pip install {hint} (or, in the trackmux "
+                      f"checkout, pip install -e '.[{hint}]')" if hint else "")
             raise UnknownBackendError(
                 f"unknown backend {name!r}{advice}. Installed backends: {installed}"
             )
