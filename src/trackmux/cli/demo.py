@@ -1,5 +1,6 @@
 """``trackmux demo``: train a small policy with GRPO on CPU, log it through trackmux, and
-write its HTML report. Needs numpy (``pip install numpy``, or ``pip install -e '.[demo]'`` in the checkout)."""
+write its HTML report. Needs numpy (``pip install numpy``, or ``pip install -e '.[demo]'``
+in the checkout)."""
 
 from __future__ import annotations
 
