@@ -76,3 +76,10 @@ def fill_disk() -> Callable[[Path], None]:
             pass
 
     return fill
+
+
+@pytest.fixture
+def strict(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bad input raises in this test (``TRACKMUX_STRICT=1``), as in development: for tests
+    that check the error's words. The default (drop, name once, count) has its own tests."""
+    monkeypatch.setenv("TRACKMUX_STRICT", "1")

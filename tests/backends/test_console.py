@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import trackmux
+from trackmux.core.spool.reader import SpoolReader
 from trackmux.plugins.console import ConsoleBackend, format_step
 
 
@@ -73,3 +74,28 @@ def test_resume_with_rewind_prints_the_redone_steps_again(tmp_path: Path,
     again.finish()
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("step:")]
     assert lines == [f"step:{s} - x:{s + 0.5}" for s in range(5, 10)]
+
+
+def test_a_huge_table_and_text_print_a_few_rows_and_a_count(tmp_path: Path,
+                                                             capsys: Any) -> None:
+    """Issue 27: a 100k-row table (or a long text) never floods the terminal: the first rows,
+    how many more there are, and where they are kept."""
+    run = trackmux.init(project="c", backends=["console"], dir=tmp_path)
+    rows = [[i, "answer " * 100, i / 7] for i in range(100_000)]
+    run.log_table("rollouts", ["id", "text", "reward"], rows, step=1)
+    run.log_text("sample", "\n".join(f"line {i}" for i in range(5000)), step=1)
+    run.log_table("small", ["a"], [[1], [2]], step=1, max_rows=1)
+    assert run.finish(timeout=30).complete
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 50 and len(out) < 10_000
+    assert "[rollouts @ step 1] table: 100000 rows x 3 columns" in out
+    assert "| 4 |" in out and "| 5 |" not in out
+    assert "... 99995 more rows not printed" in out
+    assert "line 19" in out and "line 20\n" not in out and "4980 more lines" in out
+    assert "[small @ step 1] table: 1 rows x 1 columns" in out  # max_rows: core chose
+    with pytest.raises(ValueError, match="rows"):
+        ConsoleBackend({"rows": -1})
+    reader = SpoolReader(run.dir)
+    table = next(e for e in reader.iter_events() if e.kind == "table")
+    reader.close()
+    assert len(table.rows) == 100_000  # the spool keeps every row

@@ -142,13 +142,33 @@ def test_bad_arguments_name_themselves(memory_backend: Any, tmp_path: Path) -> N
         trackmux.attach(flush_interval=0)
     with pytest.raises(ValueError, match="max_buffered"):
         trackmux.attach(max_buffered=0)
-    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
-    handle = trackmux.attach(role="bad")
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path, strict=True)
+    handle = trackmux.attach(role="bad")  # the run's own policy: strict
     with pytest.raises(TypeError, match="'x'"):
         handle.log({"x": "text"})
     with pytest.raises(TypeError, match="text"):
         handle.log_text("k", 3)  # type: ignore[arg-type]
     run.finish()
+
+
+def test_bad_input_of_an_attached_worker_is_dropped_named_and_counted(
+        memory_backend: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """By default an attached worker drops a bad value as the driver does: the rest of the
+    call arrives, the key is named once in the worker's log and counted."""
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    handle = trackmux.attach(role="w")
+    with caplog.at_level("WARNING", logger="trackmux"):
+        for step in range(3):
+            handle.log({"x": "text", "ok": float(step)}, step=step)
+        handle.log_text("k", 3)  # type: ignore[arg-type]
+        handle.log_table("t", ["a"], [[1], [1, 2], [3]], step=1)
+    run.finish()
+    metrics = memory_backend[run.id].metrics()
+    assert metrics["w/ok"] == [(0, 0.0), (1, 1.0), (2, 2.0)] and "w/x" not in metrics
+    assert memory_backend[run.id].of_kind("table")[0].rows == ((1,), (3,))
+    assert {(p.kind, p.count) for p in handle.problems()} == {
+        ("metric 'x'", 3), ("text 'k'", 1), ("table row 't'", 1)}
+    assert sum("bad metric 'x'" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_attach_without_a_run_or_ray_says_what_to_do(tmp_path: Path) -> None:
@@ -158,7 +178,7 @@ def test_attach_without_a_run_or_ray_says_what_to_do(tmp_path: Path) -> None:
             "except trackmux.NotAttachableError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
-    assert "trackmux.init()" in done.stdout and "trackmux[ray]" in done.stdout
+    assert "trackmux.init()" in done.stdout and "pip install -e '.[ray]'" in done.stdout
 
 
 def test_log_is_safe_from_many_threads(memory_backend: Any, tmp_path: Path) -> None:

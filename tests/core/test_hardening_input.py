@@ -66,14 +66,21 @@ def test_str_subclass_keys_land_as_plain_str(tmp_path: Path) -> None:
     {"a": {"b": {"c": 1}}, "a/b": {"c": 2}},
 ])
 def test_nested_and_flat_keys_that_collide_are_refused(tmp_path: Path, data: Any) -> None:
-    run = trackmux.init(project="p", backends=[], dir=tmp_path)
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, strict=True)
     with pytest.raises(ValueError, match=r"two values for key 'a/b"):
         run.log(data)
     run.finish()
+    run = trackmux.init(project="p", backends=[], dir=tmp_path)  # default: the first is kept
+    run.log(data, step=0)
+    summary = run.finish()
+    [problem] = summary.problems
+    assert problem.kind.startswith("metric 'a/b") and "two values" in problem.message
+    [event] = [e for e in _events(run) if e.kind == "metrics"]
+    assert len(event.data) == 1 and next(iter(event.data)).startswith("a/b")
 
 
 def test_an_int_beyond_float_range_names_the_key(tmp_path: Path) -> None:
-    run = trackmux.init(project="p", backends=[], dir=tmp_path)
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, strict=True)
     run.log({"big": 1.0})
     with pytest.raises(ValueError, match=r"'big'.*beyond float range"):
         run.log({"big": 10**400})          # a known key: the fast path
@@ -127,7 +134,7 @@ def test_finish_refuses_a_non_int_exit_code_before_changing_anything(tmp_path: P
     assert run.finish().events == 2
 
 
-def test_a_cyclic_config_names_the_path(tmp_path: Path) -> None:
+def test_a_cyclic_config_names_the_path(tmp_path: Path, strict: None) -> None:
     config: dict[str, Any] = {"a": {"b": []}}
     config["a"]["b"].append(config)
     with pytest.raises(ValueError, match=r"config\.a\.b\[0\] contains itself"):
@@ -147,7 +154,8 @@ def test_a_cyclic_config_names_the_path(tmp_path: Path) -> None:
     assert run.finish().dropped == 0
 
 
-def test_text_and_captions_that_utf8_cannot_encode_are_refused(tmp_path: Path) -> None:
+def test_text_and_captions_that_utf8_cannot_encode_are_refused(tmp_path: Path,
+                                                               strict: None) -> None:
     run = trackmux.init(project="p", backends=[], dir=tmp_path)
     with pytest.raises(ValueError, match="text"):
         run.log_text("k", "bad \ud800")
@@ -156,6 +164,22 @@ def test_text_and_captions_that_utf8_cannot_encode_are_refused(tmp_path: Path) -
     with pytest.raises(ValueError, match="caption"):
         run.log_image("img", np.zeros((4, 4), dtype=np.uint8), caption="\ud800")
     assert run.finish().dropped == 0
+
+
+def test_text_utf8_cannot_encode_is_kept_repaired_by_default(tmp_path: Path) -> None:
+    """Default mode: the text, the cell and the caption arrive with '?' in place of what
+    UTF-8 cannot encode, and each is named once in the run's problems."""
+    run = trackmux.init(project="p", backends=[], dir=tmp_path)
+    run.log_text("k", "bad \ud800")
+    run.log_table("t", ["a", "b"], [["ok", "bad \udc00"]])
+    run.log_image("img", np.zeros((4, 4), dtype=np.uint8), caption="\ud800")
+    summary = run.finish()
+    assert {p.kind for p in summary.problems} == {"text 'k'", "table cell 't'",
+                                                   "caption 'img'"}
+    by_kind = {e.kind: e for e in _events(run)}
+    assert by_kind["text"].text == "bad ?"
+    assert by_kind["table"].rows == (("ok", "bad ?"),)
+    assert by_kind["image"].caption == "?"
 
 
 def test_a_step_whose_item_fails_names_step() -> None:
@@ -216,8 +240,9 @@ def _outcome(call: Any) -> str:
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    run = trackmux.init(project="p", backends=[], dir=tmp_path_factory.mktemp("pair"))
-    yield run, DisabledRun("p", None, "test")
+    run = trackmux.init(project="p", backends=[], dir=tmp_path_factory.mktemp("pair"),
+                        strict=True)
+    yield run, DisabledRun("p", None, "test", strict=True)
     run.finish()
 
 
@@ -248,7 +273,7 @@ def test_disabled_run_accepts_and_refuses_what_run_does(pair: Any, data: Any, ke
 
 
 def test_disabled_run_refuses_bad_images_like_run(tmp_path: Path) -> None:
-    disabled = DisabledRun("p", None, "test")
+    disabled = DisabledRun("p", None, "test", strict=True)
     with pytest.raises(TypeError, match="image"):
         disabled.log_image("k", object())
     with pytest.raises(ValueError, match="image"):

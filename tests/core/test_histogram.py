@@ -161,11 +161,16 @@ def test_nonfinite_values_are_reported_in_the_log(tmp_path: Path,
 
 def test_disabled_run_checks_input(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANK", "1")
-    run = trackmux.init(project="h")
+    run = trackmux.init(project="h", strict=True)
     with pytest.raises(ValueError, match="bins"):
         run.log_histogram("x", [1.0], bins=0)
     with pytest.raises(TypeError, match="key"):
         run.log_histogram(3, [1.0])  # type: ignore[arg-type]
+    lenient = trackmux.init(project="h")  # by default: dropped and counted, as on rank 0
+    lenient.log_histogram("x", [1.0], bins=0)
+    lenient.log_histogram(3, [1.0])  # type: ignore[arg-type]
+    assert {(p.kind, p.count) for p in lenient.problems()} == {
+        ("histogram 'x'", 1), ("histogram 3 (int)", 1)}
 
 
 def test_file_and_console_backends_show_histograms(tmp_path: Path,

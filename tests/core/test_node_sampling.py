@@ -175,7 +175,7 @@ def test_no_plan_no_sampler_and_a_broken_psutil_never_reaches_the_worker(
     quiet.close(2)
 
     def no_psutil() -> Any:
-        raise ValueError("system_metrics needs psutil: pip install 'trackmux[system]'")
+        raise ValueError("system_metrics needs psutil: pip install psutil")
 
     monkeypatch.setattr(system_metrics, "load_psutil", no_psutil)
     monkeypatch.setattr(nodes, "_warned", set())

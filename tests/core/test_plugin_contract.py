@@ -179,7 +179,8 @@ def test_install_hint_names_the_third_party_distribution() -> None:
     ours = BackendSpec("wandb", factory, "wandb", "trackmux", "0.1", ("wandb",), "wandb")
     theirs = BackendSpec("trackio", factory, "p", "trackmux-trackio", "1.0", ("trackio",))
     extra = BackendSpec("dv", factory, "p", "trackmux-dv", "1.0", ("dvclive",), "live")
-    assert ours.install_hint() == "pip install wandb (or trackmux's extra 'wandb')"
+    assert ours.install_hint() == ("pip install wandb (or, in the trackmux checkout, "
+                                   "pip install -e '.[wandb]')")
     assert theirs.install_hint() == "pip install 'trackmux-trackio'"
     assert extra.install_hint() == "pip install 'trackmux-dv[live]'"
 

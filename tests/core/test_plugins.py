@@ -106,8 +106,8 @@ def test_backend_with_missing_library_names_the_extra() -> None:
 
     registry.register_plugin(Plugin(), "needs-lib-plugin")
     with pytest.raises(trackmux.UnknownBackendError,
-                       match=r"registered, but .*pip install no_such_module_xyz .*extra "
-                             r"'needslib'.*ready to use: (?!.*needs-lib)"):
+                       match=r"registered, but .*pip install no_such_module_xyz .*pip "
+                             r"install -e '\.\[needslib\]'.*ready to use: (?!.*needs-lib)"):
         registry.backend("needs-lib")
     with pytest.raises(trackmux.UnknownBackendError, match=r"Installed backends: .*needs-lib"):
         registry.backend("wandbx")

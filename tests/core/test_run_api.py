@@ -33,7 +33,7 @@ def test_events_keep_step_and_time_and_step_none_continues(memory_backend: Any,
 
 
 def test_values_are_converted_at_the_door(memory_backend: Any, tmp_path: Path) -> None:
-    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path, strict=True)
     run.log({"np32": np.float32(0.5), "np_int": np.int64(7), "flag": True, "zero_d":
              np.array(2.5), "nan": math.nan, "inf": -math.inf, "big": 2**70,
              "nested": {"inner": 1}}, step=3)
@@ -98,12 +98,16 @@ def test_spool_is_private(tmp_path: Path) -> None:
 def test_other_ranks_get_a_disabled_run(tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RANK", "3")
-    run = trackmux.init(project="p", backends=["console"], dir=tmp_path)
+    run = trackmux.init(project="p", backends=["console"], dir=tmp_path, strict=True)
     assert isinstance(run, trackmux.DisabledRun)
     run.log({"a": 1.0}, step=1)
     with pytest.raises(TypeError):
         run.log({"a": "x"})
     run.finish()
+    lenient = trackmux.init(project="p", backends=["console"], dir=tmp_path)
+    lenient.log({"a": "x", "b": 1.0})  # by default dropped, named and counted on every rank
+    summary = lenient.finish()
+    assert summary.input_dropped == 1 and summary.problems[0].kind == "metric 'a'"
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
     ranked = trackmux.init(project="p", name="exp", backends=[], dir=tmp_path, all_ranks=True)
     assert isinstance(ranked, trackmux.Run) and ranked.name == "exp"

@@ -71,9 +71,13 @@ def test_a_later_sync_shows_the_same_rows(tmp_path: Path) -> None:
                                             (2.5, TypeError), (True, TypeError),
                                             ("10", TypeError)])
 def test_bad_caps_name_max_rows(tmp_path: Path, cap: Any, error: type[Exception]) -> None:
-    run = trackmux.init(project="t", backends=[], dir=tmp_path)
+    run = trackmux.init(project="t", backends=[], dir=tmp_path, strict=True)
     with pytest.raises(error, match="max_rows"):
         run.log_table("k", ["a"], [[1]], max_rows=cap)
     run.finish()
+    run = trackmux.init(project="t", backends=[], dir=tmp_path)  # default: dropped, named
+    run.log_table("k", ["a"], [[1]], max_rows=cap)
+    [problem] = run.finish().problems
+    assert problem.kind == "table 'k'" and "max_rows" in problem.message
     with pytest.raises(error, match="max_rows"):
         FileBackend({"max_rows": cap})

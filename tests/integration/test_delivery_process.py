@@ -206,7 +206,9 @@ def test_trainer_output_pipes_are_not_held_by_the_delivery_process(tmp_path: Pat
     try:
         assert _alive(pid), "the delivery process should still be retrying mlflow"
         assert elapsed < 30
-        assert "goes on delivering them" in err
+        [line] = [x for x in err.splitlines() if "goes on delivering them" in x]
+        assert "after this script exits, for up to 60 s" in line  # one line: for how long
+        assert f"tail -f {run_dir / 'delivery.log'}" in line      # and how to watch it
         assert (run_dir / "delivery.log").exists()
         assert "mlflow" in (run_dir / "delivery.log").read_text()
     finally:

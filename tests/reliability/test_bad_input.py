@@ -1,7 +1,9 @@
-"""Bad input at the door: a corpus and hypothesis properties over log, log_table, log_image
-and init(config=...). Every call either works as docs/values.md says or raises TypeError /
-ValueError naming the argument or key; none corrupts the spool or stops delivery (good
-calls made after the bad ones still arrive in the memory backend)."""
+"""Bad input at the door, in strict mode (``strict=True``): a corpus and hypothesis
+properties over log, log_table, log_image and init(config=...). Every call either works as
+docs/values.md says or raises TypeError / ValueError naming the argument or key; none
+corrupts the spool or stops delivery (good calls made after the bad ones still arrive in
+the memory backend). The default mode (dropped, named once, counted) over the same corpus:
+test_bad_input_default.py."""
 
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[trackmux.Run]:
         registry.register_plugin(memory, "trackmux.testing.memory", "trackmux", "")
     root = tmp_path_factory.mktemp("bad")
     store = memory.MemoryStore()  # its own store: the memory_backend fixture clears the shared one
-    run = trackmux.init(project="bad", backends=["memory"], dir=root,
+    run = trackmux.init(project="bad", backends=["memory"], dir=root, strict=True,
                         backend_options={"memory": {"store": store}})
     assert isinstance(run, trackmux.Run)
     yield run
@@ -297,7 +299,7 @@ def test_unstorable_values_never_poison_the_spool(tmp_path: Path, memory_backend
     """Values JSON cannot hold (ints beyond 64 bits, lone surrogates) are converted or
     rejected at the door; anything that still cannot be stored is dropped and counted,
     and the spool writer goes on (it used to lose every later batch)."""
-    run = trackmux.init(project="poison", backends=["memory"], dir=tmp_path,
+    run = trackmux.init(project="poison", backends=["memory"], dir=tmp_path, strict=True,
                         config={"huge": 2**100, "nested": [2**64, -(2**70)]})
     assert isinstance(run, trackmux.Run)
     run.log_table("cells", ["n", "s"], [[2**80, "ok"], [1, "fine"]])

@@ -87,7 +87,7 @@ def test_forked_child_is_ignored_with_one_warning_and_parent_unaffected(
 @pytest.mark.parametrize("variable", ["RANK", "LOCAL_RANK"])
 def test_only_rank_zero_creates_a_run_by_default(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str,
-        memory_backend: Any) -> None:
+        memory_backend: Any, strict: None) -> None:
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.setenv(variable, "3")

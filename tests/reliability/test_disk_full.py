@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,3 +96,47 @@ def test_full_disk_keeps_training_going_and_counts_drops(
     _fill(run, 250)  # ~4.5 MB of text on a 2 MB filesystem
     summary = run.finish(timeout=5)
     _check(run, summary, caplog, memory_backend, tiny_disk, exact_meta=False)
+
+
+def test_a_full_disk_holds_the_buffer_bound_not_twice(
+        tmpfs: Callable[[str], Path], fill_disk: Callable[[Path], None], memory_backend: Any,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27: each retry on a full disk used to encode a whole batch before finding the
+    disk still full, so the trainer held the queue plus its encoded copy (about twice
+    ``max_buffered_bytes``). A 64 KB probe write now finds it full: the peak stays near the
+    bound (measured: 4.3-5.0 MB against a 4 MB bound; 13.2-13.7 MB without the probe and
+    with the failed batch kept alive by the traceback through the retry wait). Memory is
+    traced in this process (the writer thread is in it), from the first failed commit on."""
+    disk = tmpfs("8m")  # room for the 4 MB queue once the filler is gone
+    caplog.set_level(logging.WARNING, logger="trackmux")
+    bound = 4 * 2**20
+    monkeypatch.setenv("TRACKMUX_MAX_BUFFERED_BYTES", str(bound))
+    monkeypatch.setattr("trackmux.core.spool.writer.DISK_RETRY_INTERVAL", 0.02)
+    run = trackmux.init(project="full", backends=["memory"], dir=disk)
+    run.log({"before": 1.0}, step=0)
+    run._spool.flush(5)
+    fill_disk(disk / "filler")
+    text = "x" * 50_000  # ~50 KB an event: the bound holds about 80 of them
+    tracemalloc.start()
+    try:
+        for step in range(400):
+            if step == 20:  # the first commit on the full disk has failed: from here on,
+                deadline = time.monotonic() + 5  # retries only
+                while run._spool.status.full is None and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                tracemalloc.reset_peak()
+            run.log_text("t", f"{step} {text}", step=step)
+            if step % 20 == 19:
+                time.sleep(0.1)  # several retries while the queue sits at its bound
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert run._spool.status.full is not None and run._spool.status.dropped > 0
+    assert peak < 1.4 * bound, f"peak {peak / 2**20:.1f} MB against a {bound / 2**20:.0f} MB bound"
+    (disk / "filler").unlink()  # space again: what waited in memory is written
+    summary = run.finish(timeout=10)
+    assert summary.dropped > 0 and summary.events > 1
+    [said] = [r.getMessage() for r in caplog.records if f"run {run.id} dropped" in
+              r.getMessage()]
+    assert "because the spool could not take them" in said  # the cause, in words
+    assert len(memory_backend[run.id].of_kind("text")) == summary.events - 1

@@ -83,7 +83,7 @@ def test_every_pil_mode_is_encoded_or_refused_with_a_value_error(mode: str) -> N
         assert encoded.png.startswith(b"\x89PNG")
 
 
-def test_a_meta_tensor_step_names_step(tmp_path: Path) -> None:
+def test_a_meta_tensor_step_names_step(tmp_path: Path, strict: None) -> None:
     run = trackmux.init(project="p", backends=[], dir=tmp_path)
     with pytest.raises(TypeError, match="step"):
         run.log({"x": 1.0}, step=torch.empty((), device="meta"))
@@ -94,7 +94,7 @@ def test_a_meta_tensor_step_names_step(tmp_path: Path) -> None:
     assert run.finish().dropped == 0
 
 
-def test_a_meta_tensor_metric_names_the_key(tmp_path: Path) -> None:
+def test_a_meta_tensor_metric_names_the_key(tmp_path: Path, strict: None) -> None:
     run = trackmux.init(project="p", backends=[], dir=tmp_path)
     with pytest.raises(TypeError, match="'m'"):
         run.log({"m": torch.empty((), device="meta")})

@@ -326,7 +326,8 @@ def test_a_fork_right_after_init_does_not_deadlock(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
-def test_log_image_of_a_fifo_returns_with_a_clear_error(tmp_path: Path) -> None:
+def test_log_image_of_a_fifo_returns_with_a_clear_error(tmp_path: Path,
+                                                        strict: None) -> None:
     fifo = tmp_path / "image.png"
     os.mkfifo(fifo)
     run = trackmux.init(project="p", backends=[], dir=tmp_path / "sp")
@@ -351,3 +352,25 @@ def test_events_of_every_kind_are_sized_for_the_bound() -> None:
     small = spool_module.event_bytes(MetricsEvent({"a": 1.0}, 0, 0.0))
     big = spool_module.event_bytes(MetricsEvent({str(i): 1.0 for i in range(100)}, 0, 0.0))
     assert big > 25 * small
+
+
+def test_an_oversized_event_is_dropped_alone_named_and_counted(
+        tmp_path: Path, memory_backend: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27: an event above SQLite's value limit used to fail its whole transaction, so
+    its batch was retried and then dropped with it. Now it alone is dropped, named (kind,
+    key, step) and counted as 'could not be stored', not as a full spool."""
+    caplog.set_level(logging.ERROR, logger="trackmux")
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path)
+    run._spool._max_value = 100_000  # as if SQLite's limit were 100 KB
+    for step in range(20):
+        run.log({"x": float(step)}, step=step)
+        if step == 10:
+            run.log_text("huge", "y" * 200_000, step=step)
+    summary = run.finish(timeout=30)
+    assert summary.dropped == 1 and run._spool.status.unstorable == 1
+    assert len(memory_backend[run.id].metrics()["x"]) == 20
+    [said] = [r.getMessage() for r in caplog.records if "dropped alone" in r.getMessage()]
+    assert "text event 'huge' at step 10" in said and "dropped alone" in said
+    listed = trackmux_cli("runs", str(tmp_path))
+    assert "1 events dropped (could not be stored)" in listed.stdout
+    assert "spool full" not in listed.stdout

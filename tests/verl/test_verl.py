@@ -215,8 +215,11 @@ def test_a_bad_metric_value_is_dropped_not_fatal_to_the_trainer(
     tracking.finish()
     assert file_metrics(tracker_env["file_root"] / "bad" / "e1.jsonl") == {
         "train/loss": {1: 1.0, 2: 0.5}}
-    dropped = [r.getMessage() for r in caplog.records if "verl metric dropped" in r.getMessage()]
+    dropped = [r.getMessage() for r in caplog.records if "bad metric" in r.getMessage()]
     assert len(dropped) == 2 and any("'note'" in m for m in dropped)
+    summary = tracking.run.finish()
+    assert {(p.kind, p.count) for p in summary.problems} == {
+        ("metric 'note'", 2), ("metric 'none'", 2)}
 
 
 def test_unknown_backend_is_trackmuxs_error(tracker_env: dict[str, Path]) -> None:

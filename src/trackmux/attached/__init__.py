@@ -14,6 +14,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from trackmux.attached.handle import DEFAULT_MAX_BUFFERED, FLUSH_INTERVAL, AttachedRun
+from trackmux.core import settings
 from trackmux.core.errors import TrackmuxError
 from trackmux.core.lifecycle.run import on_run_start
 from trackmux.core.values import normalize
@@ -45,7 +46,8 @@ _cache_lock = threading.Lock()
 
 def attach(run_id: str | None = None, role: str | None = None, *,
            flush_interval: float = FLUSH_INTERVAL,
-           max_buffered: int = DEFAULT_MAX_BUFFERED) -> AttachedRun:
+           max_buffered: int = DEFAULT_MAX_BUFFERED, strict: bool | None = None
+           ) -> AttachedRun:
     """A handle on the driver's run (``run_id=None``) or on run ``run_id``, from any process
     of the Ray cluster, or from the run's own process.
 
@@ -54,8 +56,11 @@ def attach(run_id: str | None = None, role: str | None = None, *,
     ``max_buffered`` bounds the buffer (beyond it events are dropped and counted). The same
     (run_id, role) in one process returns the same handle.
 
+    ``strict``: bad input raises instead of being dropped, named once and counted (None:
+    the run's own setting in the run's process, else ``TRACKMUX_STRICT``).
+
     Raises :class:`NotAttachableError` in a process with no run and no Ray, saying what
-    to do; once attached, nothing raises except bad input."""
+    to do; once attached, nothing raises (but bad input when strict)."""
     if run_id is not None and (not isinstance(run_id, str) or not run_id):
         raise TypeError(f"run_id must be a non-empty str or None, got {run_id!r:.80}")
     if role is not None:
@@ -68,25 +73,27 @@ def attach(run_id: str | None = None, role: str | None = None, *,
                          f"{flush_interval!r}")
     if isinstance(max_buffered, bool) or not isinstance(max_buffered, int) or max_buffered < 1:
         raise ValueError(f"max_buffered must be a positive int, got {max_buffered!r}")
+    strict = None if strict is None else settings.strict(strict)
     key = (run_id, role, os.getpid())
     with _cache_lock:
         handle = _cache.get(key)
         if handle is not None and handle.usable:
             return handle
-        handle = _new_handle(run_id, role, float(flush_interval), max_buffered)
+        handle = _new_handle(run_id, role, float(flush_interval), max_buffered, strict)
         _cache[key] = handle
         return handle
 
 
 def _new_handle(run_id: str | None, role: str | None, flush_interval: float,
-                max_buffered: int) -> AttachedRun:
+                max_buffered: int, strict: bool | None) -> AttachedRun:
     from trackmux.attached import host
 
     run = _local_run(run_id)
     if run is not None:
         transport = host.LocalTransport(run)
         handle = AttachedRun(transport, run_id=run.id, role=role,
-                             flush_interval=flush_interval, max_buffered=max_buffered)
+                             flush_interval=flush_interval, max_buffered=max_buffered,
+                             strict=run._intake.strict if strict is None else strict)
         local = next((h for h in run._sinks if isinstance(h, host.LocalHost)), None)
         if local is None:
             local = host.LocalHost()
@@ -100,11 +107,13 @@ def _new_handle(run_id: str | None, role: str | None, flush_interval: float,
         raise NotAttachableError(
             "trackmux.attach(): there is no trackmux run in this process and Ray is not "
             "initialised here, so there is no driver run to attach to. Inside a Ray job "
-            "(pip install 'trackmux[ray]'; the driver calls ray.init() then trackmux.init()) "
+            "(pip install -e '.[ray]' in the trackmux checkout; the driver calls ray.init() "
+            "then trackmux.init()) "
             "attach works in any worker. Without Ray, call trackmux.init() in this process "
             "for a run of its own, or send the values to the process that holds the run.")
     return AttachedRun(host.RayTransport(ray, run_id), run_id=run_id, role=role,
-                       flush_interval=flush_interval, max_buffered=max_buffered)
+                       flush_interval=flush_interval, max_buffered=max_buffered,
+                       strict=settings.strict(strict))
 
 
 def _try_ray() -> object | None:

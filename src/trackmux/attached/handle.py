@@ -8,7 +8,8 @@ wait in it, and past ``max_buffered`` new events are dropped, counted, reported 
 and the count reaches the run (``dropped_events``).
 
 A sink that is gone (the driver finished, or died) turns every call into a no-op after
-one warning; nothing here raises into the worker's code except bad input.
+one warning; nothing here raises into the worker's code (bad input is dropped, named once
+and counted, as on the driver: core/values/intake.py; ``strict`` raises it instead).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from trackmux.core.delivery.reporting import Problem
 from trackmux.core.events import (
     Event,
     ImageEvent,
@@ -29,7 +31,9 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
+from trackmux.core.lifecycle.run import input_problems
 from trackmux.core.values import normalize
+from trackmux.core.values.intake import Intake
 
 log = logging.getLogger("trackmux")
 
@@ -67,7 +71,7 @@ class AttachedRun:
 
     def __init__(self, transport: Transport, *, run_id: str | None, role: str | None,
                  flush_interval: float = FLUSH_INTERVAL,
-                 max_buffered: int = DEFAULT_MAX_BUFFERED) -> None:
+                 max_buffered: int = DEFAULT_MAX_BUFFERED, strict: bool = False) -> None:
         self.run_id = run_id
         self.role = role
         self.flush_interval = flush_interval
@@ -87,6 +91,8 @@ class AttachedRun:
         self._connected = False
         self._warned: set[str] = set()
         self._nonfinite: set[str] = set()  # histogram keys warned about NaN/inf
+        # bad input: dropped, named once (in this worker's log) and counted; raised if strict
+        self._intake = Intake(strict, where=f"attached worker{f' {role}' if role else ''}")
         self._send_lock = threading.Lock()
         self._before_flush: list[Callable[[], None]] = []
         self._nodes: Any = None  # NodeSampling once the sink said this node is sampled
@@ -101,11 +107,13 @@ class AttachedRun:
     # -- the worker's API ------------------------------------------------------------
     def log(self, data: Mapping[str, Any], step: int | None = None) -> None:
         """Log scalar metrics at ``step`` (default: one past this handle's last step)."""
-        metrics = normalize.normalize_metrics(data)
+        metrics = self._intake.metrics(data)
         if step is None:
             step = self._step + 1
         elif type(step) is not int or step < 0 or step > normalize.MAX_INT:
-            step = normalize.normalize_step(step)
+            step = self._intake.step(step)
+            if step is None:
+                return
         self._step = step
         if not metrics or self._gone:
             return
@@ -120,44 +128,48 @@ class AttachedRun:
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                   step: int | None = None) -> None:
         """Log rows of samples under ``role/key`` at ``step`` (default: last)."""
-        key = normalize.check_key(key)
-        cols, cells = normalize.normalize_table(columns, rows)
-        if not self._gone:
-            self._put(TableEvent(self._key(key), cols, cells, self._attach_step(step),
-                                 time.time()))
+        name = self._intake.key(key, "table")
+        table = None if name is None else self._intake.table(name, columns, rows)
+        at = None if table is None else self._attach_step(step)
+        if name is not None and table is not None and at is not None and not self._gone:
+            self._put(TableEvent(self._key(name), table[0], table[1], at, time.time()))
 
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
         """Log an image; encoded as PNG here, in the worker, not in the driver."""
-        from trackmux.core.values.media import encode_image
-
-        key = normalize.check_key(key)
-        if caption is not None and not isinstance(caption, str):
-            raise TypeError(f"caption must be str or None, got {type(caption).__name__}")
-        encoded = encode_image(image)
-        if not self._gone:
-            self._put(ImageEvent(self._key(key), encoded.png, encoded.width, encoded.height,
-                                 encoded.mode, self._attach_step(step), time.time(), caption))
+        name = self._intake.key(key, "image")
+        if name is None:
+            return
+        if caption is not None:
+            caption = self._intake.text(name, caption, "caption")
+        encoded = self._intake.image(name, image)
+        at = None if encoded is None else self._attach_step(step)
+        if encoded is not None and at is not None and not self._gone:
+            self._put(ImageEvent(self._key(name), encoded.png, encoded.width, encoded.height,
+                                 encoded.mode, at, time.time(), caption))
 
     def log_text(self, key: str, text: str, step: int | None = None) -> None:
         """Log free text (markdown) under ``role/key`` at ``step`` (default: last)."""
-        key = normalize.check_key(key)
-        if not isinstance(text, str):
-            raise TypeError(f"text must be str, got {type(text).__name__}")
-        if not self._gone:
-            self._put(TextEvent(self._key(key), text, self._attach_step(step), time.time()))
+        name = self._intake.key(key, "text")
+        checked = None if name is None else self._intake.text(name, text)
+        at = None if checked is None else self._attach_step(step)
+        if name is not None and checked is not None and at is not None and not self._gone:
+            self._put(TextEvent(self._key(name), checked, at, time.time()))
 
     def log_histogram(self, key: str, values: Any, step: int | None = None,
                       bins: int = 64) -> None:
         """Log a distribution under ``role/key``, binned here in the worker (as
         ``Run.log_histogram``): only counts, edges and moments travel to the sink."""
-        from trackmux.core.values.histogram import histogram, warn_nonfinite
+        from trackmux.core.values.histogram import warn_nonfinite
 
-        key = normalize.check_key(key)
-        binned = histogram(values, bins)
-        warn_nonfinite(key, binned, self._nonfinite)
+        name = self._intake.key(key, "histogram")
+        binned = None if name is None else self._intake.histogram(name, values, bins)
+        at = None if binned is None else self._attach_step(step)
+        if name is None or binned is None or at is None:
+            return
+        warn_nonfinite(name, binned, self._nonfinite)
         if not self._gone:
-            self._put(binned.event(self._key(key), self._attach_step(step), time.time()))
+            self._put(binned.event(self._key(name), at, time.time()))
 
     def log_artifact(self, path: Any, name: str | None = None, type: str | None = None,
                      step: int | None = None, copy_max_bytes: int | None = None) -> None:
@@ -177,6 +189,10 @@ class AttachedRun:
     def step(self) -> int:
         """The last step this handle used (-1 before the first log)."""
         return self._step
+
+    def problems(self) -> list[Problem]:
+        """Bad input this worker dropped (named once in its own log), with counts."""
+        return input_problems(self._intake)
 
     @property
     def gone(self) -> bool:
@@ -246,8 +262,8 @@ class AttachedRun:
                 self._prefixed[key] = full
         return full
 
-    def _attach_step(self, step: object) -> int:
-        return max(self._step, 0) if step is None else normalize.normalize_step(step)
+    def _attach_step(self, step: object) -> int | None:
+        return max(self._step, 0) if step is None else self._intake.step(step)
 
     def _put(self, event: Event) -> None:
         queue = self._queue

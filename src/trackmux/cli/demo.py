@@ -1,5 +1,6 @@
 """``trackmux demo``: train a small policy with GRPO on CPU, log it through trackmux, and
-write its HTML report. Needs numpy (``pip install numpy``, or trackmux's extra ``demo``)."""
+write its HTML report. Needs numpy (``pip install numpy``, or ``pip install -e '.[demo]'``
+in the checkout)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
         import numpy  # noqa: F401
     except ImportError as exc:
         raise click.ClickException("the demo needs numpy: pip install numpy "
-                                   "(trackmux's extra 'demo')"
+                                   "(or, in the trackmux checkout, pip install -e '.[demo]')"
                                    ) from exc
     import trackmux
     from trackmux.core import settings

@@ -28,8 +28,10 @@ def runs(directory: Path | None) -> None:
             click.echo(f"{run_dir}: unreadable spool: {type(exc).__name__}: {exc}")
             continue
         meta = summary.meta
-        dropped = meta.get("dropped_events")
-        extra = f", {dropped} events dropped (spool full)" if dropped else ""
+        extra = dropped_words(meta)
+        bad = sum(d.get("count", 0) for d in meta.get("input_dropped") or []
+                  if isinstance(d, dict))
+        extra += f", {bad} bad values dropped at the door (trackmux show)" if bad else ""
         click.echo(f"{meta.get('project', run_dir.parent.name)}/{run_dir.name}  "
                    f"{summary.state}  {summary.events} events{extra}  name={meta.get('name')}")
         for name in summary.backends:
@@ -45,3 +47,19 @@ def runs(directory: Path | None) -> None:
         if summary.damage:
             click.echo(f"    damage: {len(summary.damage)} problem(s): {summary.damage[0]}")
         click.echo(f"    {run_dir}")
+
+
+def dropped_words(meta: dict[str, object]) -> str:
+    """The run's dropped events by cause: a full spool, events that could not be stored
+    (an oversized one, named in the trainer's log), attached workers' full buffers."""
+    def count(key: str) -> int:
+        value = meta.get(key)
+        return value if isinstance(value, int) else 0
+
+    dropped, unstorable, attached = (count("dropped_events"), count("dropped_unstorable"),
+                                     count("dropped_attached"))
+    full = dropped - unstorable - attached
+    parts = ([f"{full} events dropped (spool full)"] if full > 0 else []) + (
+        [f"{unstorable} events dropped (could not be stored)"] if unstorable else []) + (
+        [f"{attached} events dropped (attached workers' buffers full)"] if attached else [])
+    return "".join(f", {p}" for p in parts)

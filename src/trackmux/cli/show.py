@@ -21,6 +21,7 @@ from trackmux.core.events import (
 )
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.spool.runs import describe_attempt, resolve_run, summarize
+from trackmux.core.values.intake import input_dropped
 
 
 @dataclass
@@ -114,6 +115,12 @@ def show(run_arg: str, root: str | None) -> None:
             what = f"keys {list(entry.keys)} of " if entry.keys else ""
             click.echo(f"  {entry.backend}: {what}event {entry.seq} ({entry.kind}): "
                        f"{entry.reason}")
+    bad_input = input_dropped(meta)
+    if bad_input:
+        click.echo(f"bad input dropped at the door ({len(bad_input)} kinds; named once in the "
+                   "trainer's log, counted):")
+        for line in bad_input[:20]:
+            click.echo(f"  {line}")
     if damage:
         click.echo(f"damage ({len(damage)}):")
         for line in damage[:20]:

@@ -10,8 +10,10 @@ or a sync of the same run and backend already in progress.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -20,7 +22,7 @@ import orjson
 from trackmux.core.backends.registry import get_registry
 from trackmux.core.delivery.sync import SyncResult, deliver_by_name
 from trackmux.core.errors import SpoolLockedError, SpoolUnsafeError, UnknownBackendError
-from trackmux.core.spool.runs import resolve_run, summarize
+from trackmux.core.spool.runs import RunSummary, resolve_run, summarize
 from trackmux.core.values.redact import REDACTED
 
 
@@ -122,6 +124,9 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
                            f"or pass -o {n}.{missing[0]}=...", err=True)
             merged[n] = {**kept, **cli_options.get(n, {})}
         check_options(names, merged)
+        places = Destinations(run_dir)
+        cursors = {n: places.cursor(n, summary, cli_options.get(n, {})) for n in names}
+        places.save()
         bars: dict[str, Any] = {}
 
         def on_progress(p: Any, bars: dict[str, Any] = bars, total: int = summary.last_seq
@@ -136,8 +141,8 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             bar.set_postfix_str(p.state, refresh=True)
 
         try:
-            result = deliver_by_name(run_dir, names, merged, timeout=timeout,
-                                     on_progress=on_progress)
+            result = deliver_by_name(run_dir, names, merged, cursors=cursors,
+                                     timeout=timeout, on_progress=on_progress)
         except SpoolLockedError as exc:
             click.echo(f"trackmux sync: {exc}", err=True)
             sys.exit(2)
@@ -146,7 +151,13 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
         finally:
             for bar in bars.values():
                 bar.close()
-        for name in names:
+        for backend in names:
+            name = cursors[backend]
+            if name != backend:
+                click.echo(f"{run_dir.name} -> {backend}: a new destination "
+                           f"({name.partition('@')[2]}): delivered there from the first "
+                           "event, with acknowledgements of its own; the run's earlier "
+                           f"destination keeps its progress (sync without -o continues it)")
             if name in result.failed:
                 click.echo(f"{run_dir.name} -> {name}: FAILED, not retried: "
                            f"{result.failed[name]} (acknowledged "
@@ -167,6 +178,57 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             click.echo(f"  spool damage ({len(result.damage)}): "
                        + "; ".join(result.damage[:5]), err=True)
     sys.exit(1 if left or damaged or failed else 0)
+
+
+class Destinations:
+    """Where each cursor of a run delivered: ``<run dir>/sync-destinations.json`` maps a
+    cursor name to the destination options (``Backend.destination_options``: a folder, a
+    server, a project) it was first synced with. A backend's own cursor otherwise has the
+    destination the live run used (its stored options; the defaults when none)."""
+
+    FILE = "sync-destinations.json"
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / self.FILE
+        try:
+            loaded = orjson.loads(self.path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            loaded = {}
+        self.known: dict[str, dict[str, Any]] = loaded if isinstance(loaded, dict) else {}
+        self._changed = False
+
+    def cursor(self, name: str, summary: RunSummary, given: dict[str, Any]) -> str:
+        """The cursor ``name``'s acknowledgements are kept under: its own, unless ``-o``
+        moves a destination option away from where that cursor delivered; the new
+        destination is ``name@option=value`` and gets every event from the first."""
+        factory = get_registry().backend(name).factory
+        wanted = {k: v for k, v in given.items()
+                  if k in getattr(factory, "destination_options", ())}
+        if not wanted:
+            return name
+        own = self.known.get(name)
+        if own is None and name in summary.backends:
+            own = stored_options(summary.meta, name)[0]  # the live run's (defaults if none)
+        if own is None and not summary.delivered.get(name):
+            own = self._record(name, wanted)  # a backend's first sync: its own cursor
+        if own is not None and all(own.get(k) == v for k, v in wanted.items()):
+            return name
+        moved = name + "@" + ",".join(f"{k}={v}" for k, v in sorted(wanted.items()))
+        if moved not in self.known:
+            self._record(moved, wanted)
+        return moved
+
+    def _record(self, cursor: str, wanted: dict[str, Any]) -> dict[str, Any]:
+        self.known[cursor] = dict(wanted)
+        self._changed = True
+        return self.known[cursor]
+
+    def save(self) -> None:
+        if self._changed:
+            fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC
+                         | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(orjson.dumps(self.known))
 
 
 def outcome(result: SyncResult, name: str) -> str:

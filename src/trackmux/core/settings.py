@@ -109,3 +109,23 @@ def orphan_timeout(value: float | None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise ValueError(f"orphan_timeout must be a number >= 0, got {value!r}")
     return float(value)
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def strict(value: bool | None) -> bool:
+    """``strict`` argument, then ``TRACKMUX_STRICT`` (1/true/yes/on), then False: whether bad
+    input raises (True) or is dropped, named once and counted (core/values/intake.py)."""
+    if value is not None:
+        if not isinstance(value, bool):
+            raise TypeError(f"strict must be True, False or None, got {value!r}")
+        return value
+    raw = os.environ.get("TRACKMUX_STRICT", "").strip().lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ValueError(f"TRACKMUX_STRICT must be 1 or 0 (true/false), got "
+                     f"{os.environ['TRACKMUX_STRICT']!r}")

@@ -189,12 +189,9 @@ class Tracking:
         """Log ``data`` at ``step``. ``backend`` (verl's filter) selects the run if it names
         any of its backends; trackmux cannot send one call to only some of them."""
         if backend is None or any(name in backend for name in self.backends):
-            try:
-                self.run.log(data, step=step)
-            except (TypeError, ValueError):
-                # verl's trainer must never die of a metric; keep the good ones, say which
-                # keys were dropped (once each).
-                self.run.log(_loggable(data), step=step)
+            # verl's trainer must never die of a metric: the run drops a bad value, names
+            # it once and counts it (core/values/intake.py), and keeps the good ones.
+            self.run.log(data, step=step)
             if self._histograms:
                 from trackmux.integrations.verl_histograms import take_pending
 
@@ -296,21 +293,6 @@ class ValidationGenerationsLogger:
     def __repr__(self) -> str:
         return (f"ValidationGenerationsLogger(project_name={self.project_name!r}, "
                 f"experiment_name={self.experiment_name!r})")
-
-
-def _loggable(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries of ``data`` trackmux accepts; each rejected key is reported once."""
-    from trackmux.core.values.normalize import normalize_metrics
-
-    kept: dict[str, Any] = {}
-    for key, value in data.items():
-        try:
-            kept.update(normalize_metrics({key: value}))
-        except (TypeError, ValueError) as exc:
-            if f"key:{key!r}" not in _warned:
-                _warned.add(f"key:{key!r}")
-                log.warning("trackmux: verl metric dropped: %s", exc)
-    return kept
 
 
 def _sample(sample: Sequence[Any]) -> list[Any]:

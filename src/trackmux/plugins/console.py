@@ -2,12 +2,15 @@
 
 ``step:10 - reward/mean:0.41 - kl/divergence:0.013``. Lines are rate-limited (at most
 one per ``interval`` seconds, default 1.0; the last step is always printed at close) so a
-fast loop does not flood the terminal; tables arrive as markdown text through core's
-fallback and are printed as such. A histogram is one summary line
+fast loop does not flood the terminal. A table prints its first ``rows`` rows (default
+``CONSOLE_ROWS``) as markdown and a count of the rest, and a text its first
+``CONSOLE_TEXT_LINES`` lines: a terminal is no place for 100k rows, and the spool keeps
+them all (``trackmux show``, the report, every other backend). A histogram is one summary line
 ``[reward/dist @ step 3] n=512 mean=0.41 std=0.2 min=-0.9 p50=0.4 max=1.0`` (with
 ``nan=``/``inf=`` counts when any values were not finite).
 
-Options: ``interval`` (seconds), ``stream`` ("stdout" or "stderr").
+Options: ``interval`` (seconds), ``stream`` ("stdout" or "stderr"), ``rows`` (table rows
+shown, >= 0).
 
 Not run through the conformance kit: a terminal cannot take back a printed line, so a
 redelivered batch is printed again (its own tests are in tests/backends/test_console.py).
@@ -15,6 +18,7 @@ redelivered batch is printed again (its own tests are in tests/backends/test_con
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -22,7 +26,8 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
-from trackmux.core.events import Event, HistogramEvent, MetricsEvent, TextEvent
+from trackmux.core.delivery.fallbacks import table_to_markdown
+from trackmux.core.events import Event, HistogramEvent, MetricsEvent, TableEvent, TextEvent
 from trackmux.core.values.histogram import quantile
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
@@ -43,19 +48,61 @@ def format_histogram(event: HistogramEvent) -> str:
     return f"[{event.key} @ step {event.step}] " + " ".join(parts)
 
 
+#: table rows the console prints by default (the option ``rows`` changes it)
+CONSOLE_ROWS = 5
+#: characters of one table cell the console prints
+CONSOLE_CELL = 200
+#: lines and characters of a text event the console prints
+CONSOLE_TEXT_LINES = 20
+CONSOLE_TEXT_CHARS = 4000
+
+
+def format_table(event: TableEvent, rows: int = CONSOLE_ROWS) -> str:
+    """A header line, the first ``rows`` rows as markdown, and how many are not shown."""
+    shown = min(rows, len(event.rows), event.max_rows or len(event.rows))
+    head = (f"[{event.key} @ step {event.step}] table: {len(event.rows)} rows x "
+            f"{len(event.columns)} columns")
+    cut = tuple(tuple(c[:CONSOLE_CELL] + "…" if isinstance(c, str) and len(c) > CONSOLE_CELL
+                      else c for c in row) for row in event.rows[:shown])
+    body = table_to_markdown(dataclasses.replace(event, rows=cut))
+    rest = len(event.rows) - shown
+    tail = (f"\n... {rest} more rows not printed (all are in the spool: trackmux show, "
+            "trackmux report)" if rest else "")
+    return f"{head}\n{body}{tail}"
+
+
+def format_text(event: TextEvent) -> str:
+    """The text's first lines (and characters), and how much is not shown."""
+    text = event.text
+    lines = text.splitlines()
+    cut = "\n".join(lines[:CONSOLE_TEXT_LINES])
+    if len(cut) > CONSOLE_TEXT_CHARS:
+        cut = cut[:CONSOLE_TEXT_CHARS]
+    more = ""
+    if len(cut) < len(text.rstrip("\n")):
+        more = (f"\n... {max(0, len(lines) - CONSOLE_TEXT_LINES)} more lines, {len(text)} "
+                "characters in all (the spool keeps it whole)")
+    return f"[{event.key} @ step {event.step}]\n{cut}{more}"
+
+
 def format_step(step: int, data: dict[str, Any]) -> str:
     return " - ".join([f"step:{step}", *(f"{k}:{format_value(v)}" for k, v in data.items())])
 
 
 class ConsoleBackend(Backend):
     name = "console"
-    capabilities = frozenset({"metrics", "text", "histogram"})
+    capabilities = frozenset({"metrics", "text", "histogram", "table"})
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        unknown = sorted(set(self.options) - {"interval", "stream"})
+        unknown = sorted(set(self.options) - {"interval", "stream", "rows"})
         if unknown:
-            raise ValueError(f"unknown console option(s) {unknown}; known: interval, stream")
+            raise ValueError(f"unknown console option(s) {unknown}; known: interval, stream, "
+                             "rows")
+        rows = self.options.get("rows", CONSOLE_ROWS)
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise ValueError(f"console option rows must be an int >= 0, got {rows!r}")
+        self.rows = rows
         interval = self.options.get("interval", 1.0)
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
             raise ValueError(f"console option interval must be seconds >= 0, got {interval!r}")
@@ -85,7 +132,10 @@ class ConsoleBackend(Backend):
                 self._pending = (event.step, dict(event.data))
             elif isinstance(event, TextEvent):
                 self._emit_pending(force=True)
-                print(f"[{event.key} @ step {event.step}]\n{event.text}", file=self.stream)
+                print(format_text(event), file=self.stream)
+            elif isinstance(event, TableEvent):
+                self._emit_pending(force=True)
+                print(format_table(event, self.rows), file=self.stream)
             elif isinstance(event, HistogramEvent):
                 self._emit_pending(force=True)
                 print(format_histogram(event), file=self.stream)

@@ -173,6 +173,7 @@ class MlflowBackend(Backend):
 
     name = "mlflow"
     capabilities = frozenset({"metrics", "config", "table", "image", "text", "artifact"})
+    destination_options = ("tracking_uri", "experiment_name")
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

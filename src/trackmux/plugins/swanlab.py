@@ -195,6 +195,7 @@ def drain(run: Any, timeout: float) -> bool:
 class SwanLabBackend(Backend):
     name = "swanlab"
     capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+    destination_options = ("log_dir", "workspace")
     #: swanlab allows one run per process; deliveries to it take turns.
     _process_lock = threading.Lock()
 
@@ -230,8 +231,8 @@ class SwanLabBackend(Backend):
         try:
             import swanlab
         except ImportError as exc:
-            raise ImportError("the swanlab backend needs swanlab: pip install "
-                              "'trackmux[swanlab]'") from exc
+            raise ImportError("the swanlab backend needs swanlab: pip install swanlab (or, "
+                              "in the trackmux checkout, pip install -e '.[swanlab]')") from exc
         self._swanlab = swanlab
         self._info = run
         if self.api_key and self.mode != "online":

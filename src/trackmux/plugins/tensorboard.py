@@ -160,6 +160,7 @@ class Framer:
 class TensorBoardBackend(Backend):
     name = "tensorboard"
     capabilities = frozenset({"metrics", "config", "text", "image", "histogram"})
+    destination_options = ("log_dir", "root")
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)

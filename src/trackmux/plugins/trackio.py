@@ -105,6 +105,7 @@ def _check_options(options: Mapping[str, Any]) -> None:
 class TrackioBackend(Backend):
     name = "trackio"
     capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+    destination_options = ("dir", "project")
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

@@ -291,6 +291,7 @@ class WandbBackend(Backend):
     name = "wandb"
     capabilities = frozenset({"metrics", "config", "table", "image", "text", "histogram",
                               "artifact"})
+    destination_options = ("dir", "entity", "project")
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

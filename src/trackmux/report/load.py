@@ -57,6 +57,8 @@ class RunData:
     last_seq: int = 0
     damage: list[str] = field(default_factory=list)
     label: str = ""
+    #: wall time of the last event in the spool (the end of a run that never finished)
+    last_time: float | None = None
 
     @property
     def run_id(self) -> str:
@@ -106,6 +108,8 @@ def load_run(run_dir: Path) -> RunData:
     try:
         data = RunData(run_dir=run_dir, meta=reader.meta())
         for event in reader.iter_events():
+            if data.last_time is None or event.time > data.last_time:
+                data.last_time = event.time
             if isinstance(event, MetricsEvent):
                 for key, value in event.data.items():
                     data.metrics.setdefault(key, []).append((event.step, float(value)))

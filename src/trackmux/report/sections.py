@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from trackmux.core.events import ImageEvent, TableEvent
+from trackmux.core.values.intake import input_dropped
 from trackmux.core.values.normalize import flatten
 from trackmux.report.charts import PALETTE, Series, fmt, line_chart
 from trackmux.report.load import RunData
@@ -40,6 +41,18 @@ def duration(seconds: float) -> str:
     return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {sec:02d}s"
 
 
+def wall_time(started: Any, finished: Any, last_event: float | None, state: str) -> str:
+    """The run's wall time: start to finish; for a run that never finished (running,
+    crashed) start to its last event, said so."""
+    if not isinstance(started, (int, float)):
+        return ""
+    if isinstance(finished, (int, float)):
+        return duration(finished - started)
+    if last_event is not None:
+        return f"{duration(last_event - started)} ({state or 'unfinished'}: to its last event)"
+    return ""
+
+
 def cell(value: Any) -> str:
     """A ``<td>``: numbers right-aligned and shortened, None empty, the rest escaped."""
     if value is None:
@@ -62,10 +75,9 @@ def runs_section(runs: Sequence[RunData]) -> str:
     rows = []
     for i, run in enumerate(runs):
         meta = run.meta
-        started, finished = meta.get("started_at"), meta.get("finished_at")
-        took = (duration(finished - started)
-                if isinstance(started, (int, float)) and isinstance(finished, (int, float))
-                else "")
+        started = meta.get("started_at")
+        took = wall_time(started, meta.get("finished_at"), run.last_time,
+                         str(meta.get("state", "")))
         state = str(meta.get("state", "unknown"))
         badge = {"finished": "ok", "running": "warn"}.get(state, "bad")
         rows.append(
@@ -81,6 +93,9 @@ def runs_section(runs: Sequence[RunData]) -> str:
         for problem in run.damage:
             rows.append(f'<tr><td colspan="9" class="warning">damaged spool: '
                         f"{escape(problem)}</td></tr>")
+        for bad in input_dropped(meta):
+            rows.append(f'<tr><td colspan="9" class="warning">bad input dropped at the door: '
+                        f"{escape(bad)}</td></tr>")
     return ('<section id="runs"><h2>Runs</h2><div class="panel"><table><thead><tr>'
             "<th>name</th><th>run id</th><th>project</th><th>state</th><th>started</th>"
             "<th>duration</th><th>last step</th><th>events</th><th>directory</th></tr>"

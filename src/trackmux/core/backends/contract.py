@@ -95,6 +95,10 @@ class Backend(abc.ABC):
     #: the most rows of one table this backend is given (None: all); the option
     #: ``max_rows`` overrides it. Core samples deterministically (see fallbacks.cap_rows).
     max_table_rows: ClassVar[int | None] = None
+    #: options that choose where the output goes (a folder, a server, a project):
+    #: ``trackmux sync RUN -o NAME.OPTION=NEW`` with a value other than the run's delivers
+    #: to that new destination from the first event, with acknowledgements of its own.
+    destination_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})

@@ -76,7 +76,8 @@ class BackendSpec:
             target = f"{self.distribution}[{self.extra}]" if self.extra else self.distribution
             return f"pip install '{target}'"
         hint = f"pip install {' '.join(self.requires)}" if self.requires else "pip install"
-        return hint + (f" (or trackmux's extra '{self.extra}')" if self.extra else "")
+        return hint + (f" (or, in the trackmux checkout, pip install -e '.[{self.extra}]')"
+                       if self.extra else "")
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         """Build the backend once and drop it: constructors validate their options and do
@@ -113,8 +114,8 @@ class Registry:
         if spec is None:
             installed = ", ".join(sorted(self.backends)) or "none"
             hint = KNOWN_EXTRAS.get(name)
-            advice = (f"; install its library with pip install {hint} (trackmux's extra "
-                      f"'{hint}')" if hint else "")
+            advice = (f"; install its library with pip install {hint} (or, in the trackmux "
+                      f"checkout, pip install -e '.[{hint}]')" if hint else "")
             raise UnknownBackendError(
                 f"unknown backend {name!r}{advice}. Installed backends: {installed}"
             )

@@ -183,9 +183,11 @@ class ProcessDelivery:
         with self._cond:
             still_running = not self._gone and not self._done
         if still_running:
-            return (f"the delivery process (pid {self.proc.pid}) goes on delivering them for "
-                    f"up to {self._config['orphan_timeout']:.0f} s; log: "
-                    f"{self.run_dir / DELIVERY_LOG}")
+            return (f"the delivery process (pid {self.proc.pid}) goes on delivering them in "
+                    f"the background after this script exits, for up to "
+                    f"{self._config['orphan_timeout']:.0f} s (TRACKMUX_ORPHAN_TIMEOUT); watch "
+                    f"it: tail -f {self.run_dir / DELIVERY_LOG}, or trackmux runs "
+                    f"{self.run_dir.parent.parent}")
         return ""
 
     def _send(self, message: dict[str, Any], deadline: float | None = None) -> bool:

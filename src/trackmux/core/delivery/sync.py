@@ -104,7 +104,11 @@ def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
             place = None
         if place:
             where[worker.name] = place
-    return SyncResult(run_dir, target, {w.name: w.acked for w in workers},
+    acked = {w.name: w.acked for w in workers}
+    # A sync of a live run (to a backend it does not use) delivers what was added while it
+    # ran too: the target is then the last event delivered, never below what was acked.
+    target = max([target, *acked.values()])
+    return SyncResult(run_dir, target, acked,
                       reporter.problems(), damage, before, where,
                       {w.name: w.error or "" for w in workers if w.failed},
                       reporter.notes(), {w.name: w.quarantined for w in workers if w.quarantined})
@@ -112,12 +116,15 @@ def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
 
 def deliver_by_name(run_dir: Path, names: list[str],
                     options: Mapping[str, Mapping[str, Any]] | None = None,
+                    cursors: Mapping[str, str] | None = None,
                     **kwargs: Any) -> SyncResult:
-    """``deliver`` with backends looked up in the plugin registry."""
+    """``deliver`` with backends looked up in the plugin registry. ``cursors`` maps a
+    backend to the name its acknowledgements are kept under (default: its own name; a new
+    destination of the same backend gets one of its own, see cli/sync.py)."""
     registry = get_registry()
     factories: dict[str, Callable[[], Backend]] = {}
     for name in names:
         spec = registry.backend(name)
         opts = dict((options or {}).get(name, {}))
-        factories[name] = functools.partial(spec.factory, opts)
+        factories[(cursors or {}).get(name, name)] = functools.partial(spec.factory, opts)
     return deliver(run_dir, factories, **kwargs)

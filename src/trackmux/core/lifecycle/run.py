@@ -44,6 +44,7 @@ from trackmux.core.lifecycle import signals
 from trackmux.core.spool import attempts
 from trackmux.core.spool.writer import RUN_LOCK, SpoolWriter
 from trackmux.core.values import normalize, redact
+from trackmux.core.values.intake import Intake
 
 log = logging.getLogger("trackmux")
 
@@ -89,10 +90,19 @@ class FinishSummary:
     notes: list[Problem] = field(default_factory=list)
     #: events (or keys of events) each backend quarantined
     quarantined: dict[str, int] = field(default_factory=dict)
+    #: bad input dropped at the door (also in ``problems``, backend "input")
+    input_dropped: int = 0
 
     @property
     def complete(self) -> bool:
         return not self.pending and not self.dropped
+
+
+def input_problems(intake: Intake) -> list[Problem]:
+    """Bad input dropped at the door, as problems of the pseudo-backend ``input``: kind
+    names what and which key (``metric 'val/acc'``), count says how often."""
+    return [Problem("input", f"{d.what} {d.name}", d.reason, d.count)
+            for d in intake.dropped()]
 
 
 def new_run_id() -> str:
@@ -111,7 +121,7 @@ class Run:
                  run_id: str | None = None,
                  resume_plan: attempts.ResumePlan | None = None, delivery: str = "process",
                  orphan_timeout: float = settings.DEFAULT_ORPHAN_TIMEOUT,
-                 system_metrics: float | None = None) -> None:
+                 system_metrics: float | None = None, strict: bool = False) -> None:
         registry = get_registry()
         specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
         options = dict(backend_options or {})
@@ -141,11 +151,15 @@ class Run:
         self._finishing_thread: int | None = None
         self._pid = os.getpid()
         self._reporter = Reporter()
+        #: bad input: dropped, named once and counted (raised when strict)
+        self._intake = Intake(strict)
+        self._went_back = False
         self._deliveries: list[ThreadDelivery | ProcessDelivery] = []
         self._sinks: list[Any] = []  # what serves attached workers (trackmux.attach)
         self._spool = SpoolWriter(self.dir, durability=durability, max_bytes=max_spool_bytes,
                                   max_buffered=max_buffered,
-                                  on_commit=self._committed)
+                                  on_commit=self._committed,
+                                  meta_source=self._input_meta)
         self._run_lock = filelock.FileLock(str(self.dir / RUN_LOCK), thread_local=False,
                                            mode=0o600)
         try:
@@ -189,11 +203,15 @@ class Run:
         """Log scalar metrics at ``step`` (default: one past the last step). Microseconds."""
         if self._finished:
             raise RunFinishedError(f"run {self.id} is finished; log() is not accepted")
-        metrics = normalize.normalize_metrics(data)
+        metrics = self._intake.metrics(data)
         if step is None:
             step = self._step + 1
         elif type(step) is not int or step < 0 or step > normalize.MAX_INT:
-            step = normalize.normalize_step(step)
+            step = self._intake.step(step)
+            if step is None:
+                return
+        if step < self._step and not self._went_back:
+            self._step_went_back(step)
         self._step = step
         if metrics and self._pid == os.getpid():
             self._spool.append(MetricsEvent(metrics, step, time.time()))
@@ -205,41 +223,61 @@ class Run:
         """Log rows of samples (e.g. prompt, response, reward) at ``step`` (default: last).
         ``max_rows``: each backend shows at most this many, chosen evenly over the rows;
         the spool keeps them all."""
-        key = normalize.check_key(key)
-        cap = None if max_rows is None else check_max_rows(max_rows)
-        cols, cells = normalize.normalize_table(columns, rows)
-        self._append(TableEvent(key, cols, cells, self._attach_step(step), time.time(),
-                                max_rows=cap))
+        self._check_open()
+        intake = self._intake
+        name = intake.key(key, "table")
+        if name is None:
+            return
+        try:
+            cap = None if max_rows is None else check_max_rows(max_rows)
+        except (TypeError, ValueError) as exc:
+            intake.drop("table", name, exc)
+            return
+        table = intake.table(name, columns, rows)
+        at = None if table is None else self._attach_step(step)
+        if table is not None and at is not None:
+            self._append(TableEvent(name, table[0], table[1], at, time.time(), max_rows=cap))
 
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
         """Log an image (numpy HW/HWC/CHW, torch, PIL, or a path), encoded once as PNG."""
-        from trackmux.core.values.media import encode_image
-
-        key = normalize.check_key(key)
+        self._check_open()
+        intake = self._intake
+        name = intake.key(key, "image")
+        if name is None:
+            return
         if caption is not None:
-            caption = normalize.check_text(caption, "caption")
-        encoded = encode_image(image)
-        self._append(ImageEvent(key, encoded.png, encoded.width, encoded.height, encoded.mode,
-                                self._attach_step(step), time.time(), caption))
+            caption = intake.text(name, caption, "caption")  # a bad caption alone is dropped
+        encoded = intake.image(name, image)
+        at = None if encoded is None else self._attach_step(step)
+        if encoded is not None and at is not None:
+            self._append(ImageEvent(name, encoded.png, encoded.width, encoded.height,
+                                    encoded.mode, at, time.time(), caption))
 
     def log_text(self, key: str, text: str, step: int | None = None) -> None:
         """Log free text (markdown) at ``step`` (default: last)."""
-        key = normalize.check_key(key)
-        text = normalize.check_text(text, "text")
-        self._append(TextEvent(key, text, self._attach_step(step), time.time()))
+        self._check_open()
+        name = self._intake.key(key, "text")
+        checked = None if name is None else self._intake.text(name, text)
+        at = None if checked is None else self._attach_step(step)
+        if name is not None and checked is not None and at is not None:
+            self._append(TextEvent(name, checked, at, time.time()))
 
     def log_histogram(self, key: str, values: Any, step: int | None = None,
                       bins: int = 64) -> None:
         """Log a distribution (list, numpy, torch on any device/dtype, or ``(counts, edges)``)
         at ``step`` (default: last). Binned here, in the caller's thread: the spool keeps
         counts, edges and moments, never the values. NaN/inf are counted apart."""
-        from trackmux.core.values.histogram import histogram, warn_nonfinite
+        from trackmux.core.values.histogram import warn_nonfinite
 
-        key = normalize.check_key(key)
-        binned = histogram(values, bins)
-        warn_nonfinite(key, binned, self._nonfinite_keys)
-        self._append(binned.event(key, self._attach_step(step), time.time()))
+        self._check_open()
+        name = self._intake.key(key, "histogram")
+        binned = None if name is None else self._intake.histogram(name, values, bins)
+        at = None if binned is None else self._attach_step(step)
+        if name is None or binned is None or at is None:
+            return
+        warn_nonfinite(name, binned, self._nonfinite_keys)
+        self._append(binned.event(name, at, time.time()))
 
     def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
                      type: str | None = None, step: int | None = None,
@@ -255,16 +293,18 @@ class Run:
             raise RunFinishedError(f"run {self.id} is finished; no more events are accepted")
         limit = artifacts.copy_limit(copy_max_bytes)
         at = self._attach_step(step)
+        if at is None:  # a bad step: dropped and named like any bad input
+            return
         art_name, art_type, source, files = artifacts.collect(
             path, name, "artifact" if type is None else type, self.dir, limit)
         self._append(ArtifactEvent(art_name, art_type, source, files, at, time.time()))
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         """Record hyperparameters (nested allowed; secrets redacted before anything is kept)."""
-        if not isinstance(config, Mapping):
-            raise TypeError(f"config must be a mapping, got {type(config).__name__}")
-        clean = redact.redact(normalize.to_json_value(config))
-        self._append(ConfigEvent(clean, max(self._step, 0), time.time()))
+        self._check_open()
+        checked = self._intake.config(config)
+        if checked is not None:
+            self._append(ConfigEvent(redact.redact(checked), max(self._step, 0), time.time()))
 
     @property
     def step(self) -> int:
@@ -272,9 +312,10 @@ class Run:
         return self._step
 
     def problems(self) -> list[Problem]:
-        """Backend problems seen so far (each reported once in the log); an empty list
-        means healthy (expected limits are in :meth:`notes`)."""
-        return self._reporter.problems()
+        """Problems seen so far: backends' (each reported once in the log), then bad input
+        dropped at the door (backend ``input``, with counts); an empty list means healthy
+        (expected limits are in :meth:`notes`)."""
+        return self._reporter.problems() + input_problems(self._intake)
 
     def notes(self) -> list[Problem]:
         """Expected limits seen so far, e.g. an event kind a backend cannot show."""
@@ -344,16 +385,23 @@ class Run:
         pending = {name: total - n for name, n in acked.items() if n < total}
         self._run_lock.release()
         _live_runs.discard(self)
-        summary = FinishSummary(status, total, acked, pending, self._reporter.problems(),
-                                self._spool.status.dropped, *self._outcomes())
+        summary = FinishSummary(status, total, acked, pending, self.problems(),
+                                self._spool.status.dropped, *self._outcomes(),
+                                input_dropped=self._intake.total)
         if pending:
             names = ",".join(pending)
             log.warning("trackmux: run %s finished with undelivered events %s; they are "
-                        "kept in the spool%s. Deliver them with: trackmux sync %s --to %s",
-                        self.id, pending, "".join(f"; {n}" for n in later), self.dir, names)
+                        "kept in the spool. Deliver them with: trackmux sync %s --to %s",
+                        self.id, pending, self.dir, names)
+            for note in later:  # one line: what goes on after exit, how long, how to watch
+                log.warning("trackmux: run %s: %s", self.id, note)
         if summary.dropped:
-            log.error("trackmux: run %s dropped %d events because the spool was full",
-                      self.id, summary.dropped)
+            log.error("trackmux: run %s dropped %d events: %s", self.id, summary.dropped,
+                      self._spool.status.drop_causes())
+        if summary.input_dropped:
+            log.warning("trackmux: run %s dropped bad input at the door: %s", self.id,
+                        "; ".join(f"{d.what} {d.name} x{d.count}"
+                                  for d in self._intake.dropped()[:10]))
         return summary
 
     def _terminated(self) -> None:
@@ -379,8 +427,8 @@ class Run:
         acked = self._acked()
         return FinishSummary(status, total, acked,
                              {name: total - n for name, n in acked.items() if n < total},
-                             self._reporter.problems(), self._spool.status.dropped,
-                             *self._outcomes())
+                             self.problems(), self._spool.status.dropped,
+                             *self._outcomes(), input_dropped=self._intake.total)
 
     def _outcomes(self) -> tuple[dict[str, str], list[Problem], dict[str, int]]:
         """Backends that failed for good (with the cause), notes, quarantined counts."""
@@ -402,8 +450,28 @@ class Run:
         return f"<trackmux.Run {self.project}/{self.id} backends={self.backends}>"
 
     # -- internals -------------------------------------------------------------------
-    def _attach_step(self, step: object) -> int:
-        return max(self._step, 0) if step is None else normalize.normalize_step(step)
+    def _attach_step(self, step: object) -> int | None:
+        """The step of a table, image, text ...: the last one by default; None (the call
+        is dropped) for a bad one."""
+        return max(self._step, 0) if step is None else self._intake.step(step)
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise RunFinishedError(f"run {self.id} is finished; no more events are accepted")
+
+    def _step_went_back(self, step: int) -> None:
+        """Said once per run: the data is kept (a rewind, an eval loop with its own steps),
+        but some backends show only the latest value of a step or refuse earlier ones."""
+        self._went_back = True
+        log.warning("trackmux: run %s: log() went back from step %d to step %d; the data is "
+                    "kept (said once per run). wandb ignores steps below its last one; "
+                    "after restoring a checkpoint use init(run_id=..., resume='allow', "
+                    "rewind_to=N)", self.id, self._step, step)
+
+    def _input_meta(self) -> dict[str, Any] | None:
+        """For the spool writer, at each commit: the bad-input counts when they changed."""
+        changed = self._intake.changed()
+        return None if changed is None else {"input_dropped": changed}
 
     def _append(self, event: Event) -> None:
         if self._finished:
@@ -422,6 +490,7 @@ class Run:
         """Count events attached workers had to drop, in the run's ``dropped_events``."""
         with self._spool._lock:
             self._spool.status.dropped += count
+            self._spool.status.attached += count
         self._spool._wake.set()
 
     def _system_sample(self, data: dict[str, float]) -> None:
@@ -477,9 +546,11 @@ class Run:
 
 
 class DisabledRun:
-    """What non-zero ranks get by default: the same API, checking input, keeping nothing."""
+    """What non-zero ranks get by default: the same API, checking input with the same
+    policy as Run (drop, name once, count; raise when strict), keeping nothing."""
 
-    def __init__(self, project: str, name: str | None, reason: str) -> None:
+    def __init__(self, project: str, name: str | None, reason: str,
+                 strict: bool = False) -> None:
         self.id = ""
         self.project = project
         self.name = name or ""
@@ -487,41 +558,58 @@ class DisabledRun:
         self.dir: Path | None = None
         self.reason = reason
         self._step = -1
+        self._intake = Intake(strict, where=reason.split(":")[0])
 
     def log(self, data: Mapping[str, Any], step: int | None = None) -> None:
-        normalize.normalize_metrics(data)
-        self._step = self._step + 1 if step is None else normalize.normalize_step(step)
+        self._intake.metrics(data)
+        if step is None:
+            self._step += 1
+        else:
+            checked = self._intake.step(step)
+            if checked is not None:
+                self._step = checked
 
     # The same checks as Run (rank 0), so a bug shows on every rank, not only on rank 0.
     def log_table(self, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
                   step: int | None = None, max_rows: int | None = None) -> None:
-        normalize.check_key(key)
+        name = self._intake.key(key, "table")
+        if name is None:
+            return
         if max_rows is not None:
-            check_max_rows(max_rows)
-        normalize.normalize_table(columns, rows)
-        self._check_step(step)
+            try:
+                check_max_rows(max_rows)
+            except (TypeError, ValueError) as exc:
+                self._intake.drop("table", name, exc)
+                return
+        if self._intake.table(name, columns, rows) is not None:
+            self._check_step(step)
 
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
-        from trackmux.core.values.media import encode_image
-
-        normalize.check_key(key)
+        name = self._intake.key(key, "image")
+        if name is None:
+            return
         if caption is not None:
-            normalize.check_text(caption, "caption")
-        encode_image(image)
-        self._check_step(step)
+            self._intake.text(name, caption, "caption")
+        if self._intake.image(name, image) is not None:
+            self._check_step(step)
 
     def log_text(self, key: str, text: str, step: int | None = None) -> None:
-        normalize.check_key(key)
-        normalize.check_text(text, "text")
-        self._check_step(step)
+        name = self._intake.key(key, "text")
+        if name is not None and self._intake.text(name, text) is not None:
+            self._check_step(step)
 
     def log_histogram(self, key: str, values: Any, step: int | None = None,
                       bins: int = 64) -> None:
         from trackmux.core.values.histogram import check_bins
 
-        normalize.check_key(key)
-        check_bins(bins)
+        name = self._intake.key(key, "histogram")
+        if name is None:
+            return
+        try:  # the values are not binned: nothing would keep them
+            check_bins(bins)
+        except (TypeError, ValueError) as exc:
+            self._intake.drop("histogram", name, exc)
 
     def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
                      type: str | None = None, step: int | None = None,
@@ -535,27 +623,26 @@ class DisabledRun:
             artifacts.check_name(type, "type")
 
     def log_config(self, config: Mapping[str, Any]) -> None:
-        if not isinstance(config, Mapping):
-            raise TypeError(f"config must be a mapping, got {type(config).__name__}")
-        normalize.to_json_value(config)
+        self._intake.config(config)
 
-    @staticmethod
-    def _check_step(step: object) -> None:
+    def _check_step(self, step: object) -> None:
         if step is not None:
-            normalize.normalize_step(step)
+            self._intake.step(step)
 
     @property
     def step(self) -> int:
         return self._step
 
     def problems(self) -> list[Problem]:
-        return []
+        """Bad input this rank dropped (nothing else happens here)."""
+        return input_problems(self._intake)
 
     def finish(self, timeout: float | None = None, exit_code: int = 0) -> FinishSummary:
         normalize.exit_code(exit_code)
         if timeout is not None:
             settings.finish_timeout(timeout)
-        return FinishSummary("disabled", 0)
+        return FinishSummary("disabled", 0, problems=self.problems(),
+                             input_dropped=self._intake.total)
 
     def __enter__(self) -> DisabledRun:
         return self
@@ -572,8 +659,8 @@ def init(project: str | None = None, name: str | None = None,
          max_spool_bytes: int | None = None, max_buffered: int | None = None,
          all_ranks: bool = False, run_id: str | None = None, resume: str = "never",
          rewind_to: int | None = None, delivery: str | None = None,
-         orphan_timeout: float | None = None, system_metrics: bool | float | None = None
-         ) -> Run | DisabledRun:
+         orphan_timeout: float | None = None, system_metrics: bool | float | None = None,
+         strict: bool | None = None) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
     ``backends``: names (or a comma string); None reads ``TRACKMUX_BACKENDS``, then uses
@@ -597,6 +684,11 @@ def init(project: str | None = None, name: str | None = None,
     ``system_metrics``: True (every 10 s) or seconds samples CPU, memory, disk, network
     and GPUs under ``system/...`` (needs ``trackmux[system]``; None reads
     ``TRACKMUX_SYSTEM_METRICS``).
+
+    ``strict``: bad input (a ``None`` metric, a str, a bad key, table row, image ...) raises
+    ``TypeError``/``ValueError`` into the caller. By default (False; None reads
+    ``TRACKMUX_STRICT``) it is dropped, named once in a warning, counted in the run's
+    problems, and the rest of the call is kept: a tracker never kills training.
     """
     project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
                                    "project", MAX_NAME_LENGTH)
@@ -619,9 +711,10 @@ def init(project: str | None = None, name: str | None = None,
                     else system.interval_of(system_metrics))
     if sample_every is not None:
         system.load_psutil()  # a missing extra fails here, before any I/O
+    strict = settings.strict(strict)
     rank = settings.rank()
     if rank != 0 and not all_ranks:
-        return DisabledRun(project, name, f"rank {rank}: only rank 0 creates a run")
+        return DisabledRun(project, name, f"rank {rank}: only rank 0 creates a run", strict)
     max_bytes = max_spool_bytes
     env_cap = os.environ.get("TRACKMUX_MAX_SPOOL_BYTES")
     if max_bytes is None and env_cap:
@@ -635,7 +728,8 @@ def init(project: str | None = None, name: str | None = None,
                max_spool_bytes=max_bytes,
                max_buffered=settings.positive_int("max_buffered", max_buffered,
                                                   "TRACKMUX_MAX_BUFFERED", 1_000_000),
-               delivery=mode, orphan_timeout=orphan, system_metrics=sample_every)
+               delivery=mode, orphan_timeout=orphan, system_metrics=sample_every,
+               strict=strict)
 
 
 

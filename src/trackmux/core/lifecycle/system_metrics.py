@@ -73,7 +73,8 @@ def load_psutil() -> Any:
     try:
         import psutil
     except ImportError:
-        raise ValueError("system_metrics needs psutil: pip install 'trackmux[system]'") from None
+        raise ValueError("system_metrics needs psutil: pip install psutil (or, in the "
+                         "trackmux checkout, pip install -e '.[system]')") from None
     return psutil
 
 

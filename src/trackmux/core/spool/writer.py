@@ -66,6 +66,13 @@ BACKPRESSURE_WAIT = 0.5
 DISK_RETRY_INTERVAL = 1.0
 BUSY_TIMEOUT = 30.0  # how long SQLite waits for another process's write lock
 DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
+# While the spool is unwritable, each retry first writes PROBE_BYTES to a file beside the
+# spool (and removes it): a disk still full is found without encoding a batch, whose bytes
+# would double what the trainer holds (the queue plus its encoded copy). Once the probe
+# passes, the first commit takes at most RECOVERY_BATCH events.
+PROBE_FILE = ".probe"
+PROBE_BYTES = 64 * 1024
+RECOVERY_BATCH = 16
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -148,6 +155,21 @@ class SpoolStatus:
     committed: int = 0
     dropped: int = 0
     full: str | None = None
+    #: of ``dropped``: events the codec could not store (named in the log), not a full spool
+    unstorable: int = 0
+    #: of ``dropped``: events attached workers dropped (their buffer was full)
+    attached: int = 0
+
+    def drop_causes(self) -> str:
+        """Why ``dropped`` events were dropped, in words (for the finish line)."""
+        full = self.dropped - self.unstorable - self.attached
+        parts = [f"{full} because the spool could not take them (full or unwritable)"
+                 if full > 0 else "",
+                 f"{self.unstorable} that could not be stored (named in the log above)"
+                 if self.unstorable else "",
+                 f"{self.attached} that attached workers could not send (their buffer was "
+                 "full)" if self.attached else ""]
+        return ", ".join(p for p in parts if p)
 
 
 class SpoolWriter:
@@ -156,7 +178,8 @@ class SpoolWriter:
     def __init__(self, run_dir: Path, *, durability: str = "default",
                  max_bytes: int | None = None, max_buffered: int = 1_000_000,
                  on_commit: Callable[[int], None] | None = None,
-                 max_buffered_bytes: int | None = None) -> None:
+                 max_buffered_bytes: int | None = None,
+                 meta_source: Callable[[], dict[str, Any] | None] | None = None) -> None:
         if durability not in ("default", "strict"):
             raise ValueError(f"durability must be 'default' or 'strict', got {durability!r}")
         self.run_dir = run_dir
@@ -170,10 +193,18 @@ class SpoolWriter:
         self._limit = max_buffered  # lowered from the bytes bound while the spool is unwritable
         self.status = SpoolStatus()
         self._on_commit = on_commit
+        # asked at each commit for meta that changed (the run's bad-input counts)
+        self._meta_source = meta_source
         make_private_dir(run_dir)
         touch_private(self.path)
         self._conn = connect(self.path)
         self._conn.executescript(SCHEMA)
+        #: the largest value SQLite stores (SQLITE_LIMIT_LENGTH): a bigger event is dropped
+        #: alone before the transaction, not with its whole batch
+        limit = getattr(sqlite3, "SQLITE_LIMIT_LENGTH", None)  # Python >= 3.11
+        getlimit = getattr(self._conn, "getlimit", None)
+        self._max_value = (int(getlimit(limit)) if limit is not None and getlimit is not None
+                           else 1_000_000_000)
         self._last_seq = self._conn.execute("SELECT coalesce(max(seq), 0) FROM events"
                                             ).fetchone()[0]
         self._queue: deque[Event] = deque()
@@ -301,13 +332,37 @@ class SpoolWriter:
     def _take(self) -> list[Event]:
         batch: list[Event] = []
         queue = self._queue
-        while queue and len(batch) < COMMIT_BATCH * 4:
+        limit = COMMIT_BATCH * 4 if self.status.full is None else RECOVERY_BATCH
+        while queue and len(batch) < limit:
             batch.append(queue.popleft())
         return batch
+
+    def _probe(self) -> str | None:
+        """Whether the spool's filesystem takes a small write again: None if it does, else
+        the reason. Costs one 64 KB write, not the encoding of a batch."""
+        path = self.run_dir / PROBE_FILE
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC
+                         | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            try:
+                os.write(fd, b"\0" * PROBE_BYTES)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            reason = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "cannot write"
+            return f"{reason} ({type(exc).__name__}: {exc})"
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        return None
 
     def _commit_pending(self) -> None:
         with self._lock:
             meta, self._meta_pending = self._meta_pending, {}
+        if self._meta_source is not None:
+            extra = self._meta_source()
+            if extra:
+                meta = {**meta, **extra}
         batch = self._take()
         if not batch and not meta and self.status.dropped == self._dropped_recorded:
             return
@@ -319,6 +374,12 @@ class SpoolWriter:
         if over_cap:
             self._unwritable(batch, meta, f"size cap of {self.max_bytes} bytes reached")
             return
+        if self.status.full is not None and batch:
+            still = self._probe()
+            if still is not None:
+                self._unwritable(batch, meta, still)
+                return
+        failure = None
         try:
             self._write(batch, meta)
         except (sqlite3.Error, OSError) as exc:
@@ -327,7 +388,11 @@ class SpoolWriter:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
             reason = "disk full" if is_disk_full(exc) else "cannot write"
-            self._unwritable(batch, meta, f"{reason} ({type(exc).__name__}: {exc})")
+            failure = f"{reason} ({type(exc).__name__}: {exc})"
+        if failure is not None:
+            # Outside the except block: its traceback holds _write's frame, whose encoded
+            # rows (a copy of the batch) would otherwise stay alive through the retry wait.
+            self._unwritable(batch, meta, failure)
             return
         if self.status.full is not None:
             log.warning("trackmux: spool %s is writable again", self.path)
@@ -349,14 +414,21 @@ class SpoolWriter:
             try:             # the batch or the writer; it is dropped, counted and reported
                 row, blob = codec.encode(event)
                 codec.row_crc(0, *row)  # fails here, not mid-transaction, on a bad step
+                size = max(len(row[3]), len(blob[1]) if blob is not None else 0)
+                if size > self._max_value:  # SQLite would refuse the whole transaction
+                    raise ValueError(f"{size} bytes encoded, above SQLite's limit of "
+                                     f"{self._max_value} for one value")
                 encoded.append((row, blob))
             except Exception as exc:
                 self.status.dropped += 1
+                self.status.unstorable += 1
                 if not self._unstorable_reported:
                     self._unstorable_reported = True
-                    log.error("trackmux: a %s event could not be stored and is dropped "
-                              "(reported once, counted in dropped_events): %s: %s",
-                              event.kind, type(exc).__name__, exc)
+                    log.error("trackmux: a %s event%s at step %s could not be stored and is "
+                              "dropped alone, the rest of its batch is kept (reported once, "
+                              "counted in dropped_events): %s: %s", event.kind,
+                              f" {getattr(event, 'key', '')!r}" if hasattr(event, "key")
+                              else "", event.step, type(exc).__name__, exc)
         conn.execute("BEGIN")
         seq = self._last_seq
         rows = []
@@ -369,7 +441,9 @@ class SpoolWriter:
                          "VALUES (?, ?, ?, ?, ?, ?)", rows)
         dropped = self.status.dropped
         if dropped:
-            meta = {**meta, "dropped_events": dropped}
+            meta = {**meta, "dropped_events": dropped,
+                    "dropped_unstorable": self.status.unstorable,
+                    "dropped_attached": self.status.attached}
         for key, value in meta.items():
             conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                          (key, orjson.dumps(value)))

@@ -16,6 +16,9 @@ The rules (documented in docs/values.md):
   names the key and the type.
 - Steps are ints ``>= 0`` (numpy ints and integral floats accepted); bools, other floats,
   negatives are errors naming ``step``.
+
+These functions raise; given an ``on_bad`` callback (core/values/intake.py: drop, name
+once, count; or raise in strict mode) they hand each bad entry to it and keep the rest.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trackmux.core.events import Cell, Scalar
@@ -82,14 +85,21 @@ def check_name(value: object, argument: str, max_length: int = MAX_KEY_LENGTH) -
     return value
 
 
-def check_text(value: object, argument: str) -> str:
-    """Free text (``log_text``, a caption): a plain ``str`` that UTF-8 can encode."""
+def check_text(value: object, argument: str, on_bad: OnBad | None = None) -> str:
+    """Free text (``log_text``, a caption): a plain ``str`` that UTF-8 can encode.
+
+    With ``on_bad``, text UTF-8 cannot encode (lone surrogates) is handed to it and kept
+    with those characters replaced by ``?``; the rest of the text arrives."""
     value = plain_str(value, argument)
     if not value.isascii():
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError(f"{argument} is not valid unicode (lone surrogates)") from None
+            exc = ValueError(f"{argument} is not valid unicode (lone surrogates)")
+            if on_bad is None:
+                raise exc from None
+            on_bad(argument, exc)
+            return value.encode("utf-8", "replace").decode("utf-8")
     return value
 
 
@@ -168,40 +178,69 @@ def _ints_fit(data: dict[str, object]) -> bool:
                if type(v) is int)
 
 
-def normalize_metrics(data: object) -> dict[str, Scalar]:
-    """Check and convert one ``log()`` payload. Fast when keys repeat and values are floats."""
+#: ``on_bad(name, exc)``: called instead of raising for one bad entry (see core/values/intake.py);
+#: it may raise ``exc`` itself (strict mode). None raises.
+OnBad = Callable[[object, Exception], None]
+
+
+def normalize_metrics(data: object, on_bad: OnBad | None = None) -> dict[str, Scalar]:
+    """Check and convert one ``log()`` payload. Fast when keys repeat and values are floats.
+
+    With ``on_bad``, a bad entry (key or value) is handed to it and left out, and the rest
+    is kept; a payload that is not a mapping is handed over as a whole (name ``data``)."""
     if type(data) is dict and _known_keys.issuperset(data):
         kinds = set(map(type, data.values()))
         if kinds <= _FLOAT_ONLY or (kinds <= _FAST_SET and _ints_fit(data)):
             return dict(data)
     if not isinstance(data, Mapping):
-        raise TypeError(f"data must be a mapping of str to number, got {type(data).__name__}")
-    known = _known_keys
-    out: dict[str, Scalar] = {}
-    for key, value in data.items():
-        if type(value) in _FAST_TYPES and type(key) is str and key in known:
-            if type(value) is int and not -MAX_INT - 1 <= value <= MAX_INT:
-                value = _to_float(value, key)
-            name = key
-        elif isinstance(value, Mapping):
-            prefix = check_key(key)
-            for sub_key, sub_value in normalize_metrics(
-                {prefix + "/" + str.__str__(k) if isinstance(k, str) else k: v
-                 for k, v in value.items()}
-            ).items():
-                if sub_key in out:
-                    raise ValueError(f"data has two values for key {sub_key!r} (a nested "
-                                     "dict and a flat key flatten to the same name)")
-                out[sub_key] = sub_value
-            continue
-        else:
-            name = check_key(key)
-            value = to_scalar(value, name)
-        if name in out:
-            raise ValueError(f"data has two values for key {name!r} (a nested dict and a "
-                             "flat key flatten to the same name)")
-        out[name] = value
+        exc = TypeError(f"data must be a mapping of str to number, got {type(data).__name__}")
+        if on_bad is None:
+            raise exc
+        on_bad("data", exc)
+        return {}
+    if type(data) is dict and on_bad is not None:
+        # A call with a bad entry among known floats (an eval metric that is None this
+        # step): one scan picks the entries that are not (known key, float); only those go
+        # through the checks below (benchmarks/bad_input.py).
+        known = _known_keys
+        odd = [k for k, v in data.items() if type(v) is not float or k not in known]
+        out: dict[str, Scalar] = dict(data)
+        for key in odd:
+            del out[key]
+        _collect({key: data[key] for key in odd}, "", out, on_bad)
+        return out
+    out = {}
+    _collect(data, "", out, on_bad)
     return out
+
+
+def _collect(data: Mapping[Any, Any], prefix: str, out: dict[str, Scalar],
+             on_bad: OnBad | None) -> None:
+    """Flatten ``data`` into ``out``: nested dicts become ``a/b``, the rest is converted."""
+    known = _known_keys
+    for key, value in data.items():
+        try:
+            if not prefix and type(value) in _FAST_TYPES and type(key) is str and key in known:
+                if type(value) is int and not -MAX_INT - 1 <= value <= MAX_INT:
+                    value = _to_float(value, key)
+                name = key
+            else:
+                if prefix:
+                    key = prefix + "/" + str.__str__(key) if isinstance(key, str) else key
+                name = check_key(key)
+                if isinstance(value, Mapping):
+                    _collect(value, name, out, on_bad)
+                    continue
+                value = to_scalar(value, name)
+            if name in out:
+                raise ValueError(f"data has two values for key {name!r} (a nested dict and "
+                                 "a flat key flatten to the same name)")
+        except (TypeError, ValueError) as exc:
+            if on_bad is None:
+                raise
+            on_bad(key, exc)
+            continue
+        out[name] = value
 
 
 def normalize_step(step: object) -> int:
@@ -253,10 +292,14 @@ def to_cell(value: object) -> Cell:
 
 
 def normalize_table(
-    columns: object, rows: object
+    columns: object, rows: object, on_bad: OnBad | None = None
 ) -> tuple[tuple[str, ...], tuple[tuple[Cell, ...], ...]]:
     """Check a table. Rows must have one cell per column; a column mixing text and
-    numbers becomes all text (wandb and others reject mixed columns)."""
+    numbers becomes all text (wandb and others reject mixed columns).
+
+    With ``on_bad``, a bad row is handed to it (named ``rows[i]``) and left out, and a
+    cell UTF-8 cannot encode is handed over and kept repaired; the other rows arrive.
+    Bad ``columns`` or ``rows`` that is not a list always raise (no row can be kept)."""
     if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
         raise TypeError(f"columns must be a list of str, got {type(columns).__name__}")
     cols = tuple(check_key(c, f"columns[{i}]") for i, c in enumerate(columns))
@@ -268,19 +311,12 @@ def normalize_table(
         raise TypeError(f"rows must be a list of rows, got {type(rows).__name__}")
     out: list[list[Cell]] = []
     for i, row in enumerate(rows):
-        if isinstance(row, Mapping):
-            row = [row.get(c) for c in cols]
-        if isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
-            raise TypeError(f"rows[{i}] must be a list of cells, got {type(row).__name__}")
-        if len(row) != len(cols):
-            raise ValueError(f"rows[{i}] has {len(row)} cells; the table has {len(cols)} columns")
-        cells = [to_cell(v) for v in row]
-        for j, cell in enumerate(cells):
-            if type(cell) is str and not cell.isascii():
-                check_text(cell, f"rows[{i}][{j}]")
-            elif isinstance(cell, str):
-                cells[j] = str.__str__(cell)
-        out.append(cells)
+        try:
+            out.append(_row(cols, row, i, on_bad))
+        except (TypeError, ValueError) as exc:
+            if on_bad is None:
+                raise
+            on_bad(f"rows[{i}]", exc)
     for j in range(len(cols)):
         kinds = {type(r[j]) for r in out if r[j] is not None}
         if str in kinds and len(kinds) > 1:
@@ -288,6 +324,22 @@ def normalize_table(
                 if r[j] is not None and type(r[j]) is not str:
                     r[j] = str(r[j])
     return cols, tuple(tuple(r) for r in out)
+
+
+def _row(cols: tuple[str, ...], row: object, i: int, on_bad: OnBad | None) -> list[Cell]:
+    if isinstance(row, Mapping):
+        row = [row.get(c) for c in cols]
+    if isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
+        raise TypeError(f"rows[{i}] must be a list of cells, got {type(row).__name__}")
+    if len(row) != len(cols):
+        raise ValueError(f"rows[{i}] has {len(row)} cells; the table has {len(cols)} columns")
+    cells = [to_cell(v) for v in row]
+    for j, cell in enumerate(cells):
+        if type(cell) is str and not cell.isascii():
+            cells[j] = check_text(cell, f"rows[{i}][{j}]", on_bad)
+        elif isinstance(cell, str):
+            cells[j] = str.__str__(cell)
+    return cells
 
 
 MAX_CONFIG_DEPTH = 100
