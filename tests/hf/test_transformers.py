@@ -33,8 +33,7 @@ BACKENDS = ["file", "tensorboard", "mlflow"]
 
 def grpo_trainer(output_dir: Path, max_steps: int, reward_funcs: list[Any] | None = None,
                  **config: Any) -> Any:
-    from tiny_hf import (build_dataset, build_model, build_tokenizer, reward_colour,
-                         reward_length)
+    from tiny_hf import build_dataset, build_model, build_tokenizer, reward_colour, reward_length
     from trl import GRPOConfig, GRPOTrainer
 
     tok = build_tokenizer()
@@ -172,7 +171,7 @@ def test_samples_follow_log_completions_and_an_error_finishes_the_run(
 
 # -- kill and resume_from_checkpoint ---------------------------------------------------------
 def _env(paths: dict[str, Path]) -> dict[str, str]:
-    return dict(os.environ)
+    return dict(os.environ, OMP_NUM_THREADS="1")
 
 
 @pytest.mark.slow
@@ -235,8 +234,9 @@ def test_killed_and_resumed_from_checkpoint_is_one_run_with_each_step_once(
     artifacts = {a.path for a in client.list_artifacts(ml_run.info.run_id,
                                                        "tables/completions")}
     assert len(artifacts) == 6  # step 3's table was replaced, not added
-    # the file backend: each step once
+    # the file backend appends (docs/backends/file.md): the last line of each step is live
     lines = [orjson.loads(line) for line in
              (tracker_env["file_root"] / "hf-resume" / "grpo-resume.jsonl").read_bytes()
              .splitlines()]
-    assert [r["step"] for r in lines if "train/loss" in r["data"]] == [1, 2, 3, 4, 5, 6]
+    last = {r["step"]: r["data"]["train/loss"] for r in lines if "train/loss" in r["data"]}
+    assert last == pytest.approx(spooled)

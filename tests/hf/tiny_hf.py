@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-WORDS = ("one two three four five six seven eight nine ten red blue green cat dog sun moon "
-         "is the a what colour number count say yes no").split()
+WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "red",
+         "blue", "green", "cat", "dog", "sun", "moon", "is", "the", "a", "what", "colour",
+         "number", "count", "say", "yes", "no"]
 SPECIAL = ["<pad>", "<eos>", "<unk>"]
 PROMPTS = ["count one two", "say red blue", "what colour is the sun", "a cat is a",
            "number five six", "the dog is", "say yes no", "what is the moon"]

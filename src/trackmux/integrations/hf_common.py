@@ -88,7 +88,7 @@ def log_samples_or_table(run: Any, key: str, samples: Mapping[str, list[Any]],
             run.log_samples(key, dict(samples), step=step)
         else:
             columns = ["step", *samples]
-            rows = [[step, *row] for row in zip(*samples.values())]
+            rows = [[step, *row] for row in zip(*samples.values(), strict=True)]
             run.log_table(key, columns, rows, step=step)
     except (TypeError, ValueError) as exc:
         warn_once(f"samples:{key}", "trackmux: samples %r at step %s not logged: %s",

@@ -35,6 +35,7 @@ other names, side by side) with this callback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import weakref
@@ -97,10 +98,8 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
         self._trainer = weakref.ref(trainer)
         model = getattr(trainer, "model", None)
         if model is not None:
-            try:
+            with contextlib.suppress(TypeError):  # a model that cannot be weakly referenced
                 _trainer_of_model[model] = self._trainer
-            except TypeError:  # a model that cannot be weakly referenced
-                pass
         train = trainer.train
         if not getattr(train, "_trackmux_wrapped", False):
             trainer.train = _finishing_on_error(train, trainer)
@@ -250,10 +249,8 @@ def trainer_config(args: Any, model: Any) -> dict[str, Any]:
         config.update(model_config if isinstance(model_config, dict)
                       else model_config.to_dict())
     config.update(args.to_dict())
-    try:
+    with contextlib.suppress(AttributeError, TypeError):
         config["model/num_parameters"] = int(model.num_parameters())
-    except (AttributeError, TypeError):
-        pass
     return config
 
 

@@ -57,10 +57,11 @@ def _number(value: Any) -> float | None:
 
 
 def _weights(trainer: Any, names: Sequence[str]) -> list[float]:
-    weights = getattr(trainer, "reward_weights", None)
+    weights: Any = getattr(trainer, "reward_weights", None)
+    if hasattr(weights, "tolist"):
+        weights = weights.tolist()
     try:
-        listed = [float(w) for w in (weights.tolist() if hasattr(weights, "tolist")
-                                     else weights)]  # type: ignore[union-attr]
+        listed = [float(w) for w in weights]
     except (TypeError, ValueError):
         listed = []
     return listed if len(listed) == len(names) else [1.0] * len(names)
@@ -92,7 +93,7 @@ def grpo_samples(trainer: Any) -> dict[str, list[Any]] | None:
         weights = _weights(trainer, names)
         totals: list[float | None] = []
         for i in range(n):
-            cells = [(w, components[name][i]) for w, name in zip(weights, names)]
+            cells = [(w, components[name][i]) for w, name in zip(weights, names, strict=True)]
             kept = [w * v for w, v in cells if v is not None and not math.isnan(v)]
             totals.append(sum(kept) if kept else None)
         out["reward"] = totals
