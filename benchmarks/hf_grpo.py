@@ -24,6 +24,7 @@ same kind of wandb run. Needs ``trl``, ``transformers``, ``accelerate``, ``wandb
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -46,8 +47,7 @@ def _median(values: list[float]) -> float:
 def one(mode: str, steps: int, work: Path) -> dict[str, Any]:
     """Run GRPO once in this process in ``mode``; per-step timings in seconds."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "hf"))
-    from tiny_hf import (build_dataset, build_model, build_tokenizer, reward_colour,
-                         reward_length)
+    from tiny_hf import build_dataset, build_model, build_tokenizer, reward_colour, reward_length
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -96,7 +96,7 @@ def one(mode: str, steps: int, work: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     trainer.train()
     total = time.perf_counter() - t0
-    step_times = [b - a for a, b in zip(starts, starts[1:], strict=False)][WARMUP:]
+    step_times = [b - a for a, b in itertools.pairwise(starts)][WARMUP:]
     # the last log() is the end-of-training summary, not a step's
     per_step_log = log_times[WARMUP:steps]
     per_step_on_log = on_log_times[WARMUP:steps]
