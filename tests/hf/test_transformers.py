@@ -240,3 +240,23 @@ def test_killed_and_resumed_from_checkpoint_is_one_run_with_each_step_once(
              .splitlines()]
     last = {r["step"]: r["data"]["train/loss"] for r in lines if "train/loss" in r["data"]}
     assert last == pytest.approx(spooled)
+
+
+def test_samples_go_to_log_samples_when_the_run_has_it(tracker_env: dict[str, Path]) -> None:
+    """The switch to issue 23's ``Run.log_samples``: used when present, a table per step
+    otherwise (a real run without it here; a subclass adds it)."""
+    run = trackmux.init(project="hf-switch", backends=["file"], delivery="thread")
+    samples = {"prompt": ["p", "p"], "response": ["a", "b"], "reward": [1.0, 0.0]}
+    hf_common.log_samples_or_table(run, "completions", samples, step=3)
+    got: list[tuple[str, dict[str, Any], int]] = []
+
+    class WithSamples:
+        def log_samples(self, key: str, batch: dict[str, Any], step: int) -> None:
+            got.append((key, batch, step))
+
+    hf_common.log_samples_or_table(WithSamples(), "completions", samples, step=4)
+    run.finish()
+    (table,) = [e for e in spool_events(run.dir) if isinstance(e, trackmux.TableEvent)]
+    assert (table.step, list(table.columns)) == (3, ["step", "prompt", "response", "reward"])
+    assert [list(r) for r in table.rows] == [[3, "p", "a", 1.0], [3, "p", "b", 0.0]]
+    assert got == [("completions", samples, 4)]

@@ -99,7 +99,7 @@ class TrackmuxTracker(GeneralTracker):  # type: ignore[misc]
         for key, text in texts.items():
             try:
                 run.log_text(key, text, step=at)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, RuntimeError) as exc:  # RunFinishedError too
                 hf_common.warn_once(f"accelerate:{key!r}", "trackmux: text %r dropped: %s",
                                     key, exc)
 

@@ -54,11 +54,16 @@ def trainer_keys(logs: Mapping[str, Any]) -> dict[str, Any]:
 def log_metrics(run: Any, data: Mapping[str, Any], step: int, source: str) -> None:
     """``run.log(data, step)``; a value trackmux refuses is dropped and named once, the
     rest of the call arrives. ``source`` names the integration in the message."""
+    from trackmux.core.errors import RunFinishedError
+
     clean = {k: v for k, v in data.items() if v is not None}
     if not clean:
         return
     try:
         run.log(clean, step=step)
+        return
+    except RunFinishedError as exc:  # e.g. finished by SIGTERM's handler; training goes on
+        warn_once(f"{source}:finished", "trackmux: %s metrics not logged: %s", source, exc)
         return
     except (TypeError, ValueError):
         pass
@@ -90,7 +95,7 @@ def log_samples_or_table(run: Any, key: str, samples: Mapping[str, list[Any]],
             columns = ["step", *samples]
             rows = [[step, *row] for row in zip(*samples.values(), strict=True)]
             run.log_table(key, columns, rows, step=step)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RuntimeError) as exc:  # RuntimeError: RunFinishedError
         warn_once(f"samples:{key}", "trackmux: samples %r at step %s not logged: %s",
                   key, step, exc)
 
