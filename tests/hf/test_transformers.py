@@ -132,6 +132,21 @@ def test_grpo_run_reaches_every_backend_with_samples_per_step(
     assert artifacts == {f"tables/completions/step_{s}.json" for s in (1, 2, 3, 4)}
     assert ml_run.data.params["num_generations"] == "4"
 
+    # an evaluation after train() continues the same run (one attempt more, no rewind)
+    trainer.evaluate()
+    assert callback.run is not None and callback.run.id == run_dir.name
+    callback.finish()
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(run_dir)
+    try:
+        assert [(a.number, a.rewind_to) for a in reader.attempts()] == [(1, None), (2, None)]
+        evals = [e.step for e in reader.iter_events()
+                 if isinstance(e, trackmux.MetricsEvent) and "eval/loss" in e.data]
+    finally:
+        reader.close()
+    assert evals == [2, 4, 4]
+
 
 def test_samples_follow_log_completions_and_an_error_finishes_the_run(
         tmp_path: Path, tracker_env: dict[str, Path]) -> None:

@@ -135,8 +135,9 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
         self._open(args, state, model, record)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None,
-               **kwargs: Any) -> None:
-        if self.run is None or not state.is_world_process_zero or not logs:
+               model: Any = None, **kwargs: Any) -> None:
+        if not state.is_world_process_zero or not logs or not self._ensure_run(args, state,
+                                                                                 model):
             return
         step = int(state.global_step)
         hf_common.log_metrics(self.run, hf_common.trainer_keys(logs), step, "Trainer")
@@ -146,8 +147,10 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
                               else self.samples_key)
 
     def on_predict(self, args: Any, state: Any, control: Any,
-                   metrics: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        if self.run is None or not state.is_world_process_zero or not metrics:
+                   metrics: Mapping[str, Any] | None = None, model: Any = None,
+                   **kwargs: Any) -> None:
+        if not state.is_world_process_zero or not metrics or not self._ensure_run(args, state,
+                                                                                    model):
             return
         hf_common.log_metrics(self.run, hf_common.trainer_keys(metrics),
                               int(state.global_step), "Trainer")
@@ -163,6 +166,29 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
         return run.finish(exit_code=exit_code) if run is not None else None
 
     # -- internals -------------------------------------------------------------------
+    def _ensure_run(self, args: Any, state: Any, model: Any) -> bool:
+        """The run for a log outside ``train()`` (``trainer.evaluate()`` before or after
+        it, ``predict``): after training, the finished run continues (one attempt more, no
+        rewind); before any training, a run opens as at train begin."""
+        if self.run is not None:
+            return True
+        try:
+            if self.trackmux_run is not None:
+                import trackmux
+
+                record = self.trackmux_run
+                self.run = trackmux.init(
+                    project=record["project"], backends=self.backends, all_ranks=True,
+                    **{**self.init_kwargs, "run_id": record["run_id"], "resume": "allow",
+                       "dir": record["root"]})
+            else:
+                self._open(args, state, model, None)
+        except Exception as exc:  # logging outside train() must not break evaluate()
+            hf_common.warn_once("reopen", "trackmux: cannot open the run to log outside "
+                                "train(): %s", exc)
+            return False
+        return True
+
     def _open(self, args: Any, state: Any, model: Any, record: Mapping[str, Any] | None
               ) -> None:
         import trackmux
