@@ -44,8 +44,7 @@ def main() -> None:
                       per_device_train_batch_size=4, num_generations=4,
                       max_completion_length=6, logging_steps=1, save_steps=2,
                       report_to="none", use_cpu=True, learning_rate=1e-3, disable_tqdm=True,
-                      run_name="grpo-resume", seed=0, log_completions=True,
-                      num_completions_to_print=0)
+                      run_name="grpo-resume", seed=0)
     trainer = GRPOTrainer(model=build_model(len(tok)), args=args, processing_class=tok,
                           reward_funcs=[reward_length, reward_colour],
                           train_dataset=build_dataset())

@@ -71,7 +71,7 @@ def test_grpo_run_reaches_every_backend_with_samples_per_step(
 
     trainer = grpo_trainer(tmp_path / "out", 4, eval_strategy="steps", eval_steps=2,
                            per_device_eval_batch_size=4, run_name="tiny-grpo")
-    callback = TrackmuxCallback(trainer, project="hf-grpo", backends=BACKENDS, samples=True)
+    callback = TrackmuxCallback(trainer, project="hf-grpo", backends=BACKENDS)  # samples on
     trainer.add_callback(callback)
     trainer.train()
     assert callback.run is None  # finished at train end
@@ -150,8 +150,8 @@ def test_grpo_run_reaches_every_backend_with_samples_per_step(
 
 def test_samples_follow_log_completions_and_an_error_finishes_the_run(
         tmp_path: Path, tracker_env: dict[str, Path]) -> None:
-    """samples=None follows GRPOConfig.log_completions (False here: no table); a reward
-    function that raises ends train() and the bound callback finishes the run as failed."""
+    """samples=False logs no completions; a reward function that raises ends train() and
+    the bound callback finishes the run as failed."""
     from tiny_hf import reward_length
 
     from trackmux.integrations.transformers import track
@@ -165,7 +165,7 @@ def test_samples_follow_log_completions_and_an_error_finishes_the_run(
         return [0.0] * len(completions)
 
     trainer = grpo_trainer(tmp_path / "out", 3, reward_funcs=[reward_length, flaky])
-    callback = track(trainer, project="hf-fail", backends=["file"])
+    callback = track(trainer, project="hf-fail", backends=["file"], samples=False)
     assert track(trainer) is callback  # idempotent
     with pytest.raises(RuntimeError, match="reward server down"):
         trainer.train()

@@ -62,8 +62,9 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
     ``trainer``: the Trainer, for TRL's completions and to finish the run when ``train()``
     raises (optional). ``project``/``name``/``backends``: as :func:`trackmux.init` (None
     takes ``TRACKMUX_PROJECT``/``args.project``, ``args.run_name``, ``TRACKMUX_BACKENDS``).
-    ``samples``: log GRPO completions (None: when ``args.log_completions`` is set, which
-    TRL's GRPOConfig defaults to False; True: always). ``init_kwargs``: more
+    ``samples``: log the completions of GRPO-like TRL trainers at each logging step
+    (None, the default: when the bound trainer keeps them; True: also warn when it cannot;
+    False: never). ``init_kwargs``: more
     :func:`trackmux.init` arguments (``dir``, ``backend_options``, ``tags``, ``timeout``,
     ``delivery``, ``system_metrics``, ...).
     """
@@ -144,7 +145,7 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
         if self._samples_on(args):
             evaluating = any(key.startswith("eval_") for key in logs)
             self._log_samples(step, "eval/" + self.samples_key if evaluating
-                              else self.samples_key)
+                              else self.samples_key, args)
 
     def on_predict(self, args: Any, state: Any, control: Any,
                    metrics: Mapping[str, Any] | None = None, model: Any = None,
@@ -220,20 +221,20 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
             state.stateful_callbacks[type(self).__name__] = self.state()
 
     def _samples_on(self, args: Any) -> bool:
-        if self.samples is not None:
-            return self.samples
-        return bool(getattr(args, "log_completions", False))
+        return self.samples is not False
 
-    def _log_samples(self, step: int, key: str) -> None:
+    def _log_samples(self, step: int, key: str, args: Any) -> None:
         trainer = self.trainer
         if trainer is None:
-            hf_common.warn_once("unbound", "trackmux: completions are not logged: the "
-                                "callback has no trainer (TrackmuxCallback(trainer) or "
-                                "callback.bind(trainer))")
+            # Only a TRL config with completions (GRPOConfig, RLOOConfig) makes this a loss.
+            if self.samples or hasattr(args, "log_completions"):
+                hf_common.warn_once("unbound", "trackmux: completions are not logged: the "
+                                    "callback has no trainer (TrackmuxCallback(trainer), "
+                                    "callback.bind(trainer) or track(trainer))")
             return
         samples = trl_samples.grpo_samples(trainer)
         if samples is None:
-            if getattr(trainer, "_logs", None) is None:
+            if self.samples and getattr(trainer, "_logs", None) is None:
                 hf_common.warn_once("no-samples", "trackmux: %s keeps no completions "
                                     "TRL-style; none are logged", type(trainer).__name__)
             return
