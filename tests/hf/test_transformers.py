@@ -1,0 +1,277 @@
+"""TrackmuxCallback with real transformers/TRL: a GRPO run on CPU, read back from each
+backend's own storage, and a SIGKILL + ``resume_from_checkpoint`` that leaves one run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import trackmux
+from conftest import (
+    HERE,
+    mlflow_history,
+    mlflow_run,
+    spool_events,
+    spool_runs,
+    tensorboard_scalars,
+    tensorboard_text_steps,
+)
+from trackmux.integrations import hf_common, trl_samples
+
+pytest.importorskip("trl")
+BACKENDS = ["file", "tensorboard", "mlflow"]
+
+
+def grpo_trainer(output_dir: Path, max_steps: int, reward_funcs: list[Any] | None = None,
+                 **config: Any) -> Any:
+    from tiny_hf import build_dataset, build_model, build_tokenizer, reward_colour, reward_length
+    from trl import GRPOConfig, GRPOTrainer
+
+    tok = build_tokenizer()
+    args = GRPOConfig(output_dir=str(output_dir), max_steps=max_steps,
+                      per_device_train_batch_size=4, num_generations=4,
+                      max_completion_length=6, logging_steps=1, report_to="none",
+                      use_cpu=True, learning_rate=1e-3, disable_tqdm=True, seed=0,
+                      save_strategy="no", **config)
+    return GRPOTrainer(model=build_model(len(tok)), args=args, processing_class=tok,
+                       reward_funcs=reward_funcs or [reward_length, reward_colour],
+                       train_dataset=build_dataset(), eval_dataset=build_dataset(4))
+
+
+# -- pure helpers ----------------------------------------------------------------------------
+def test_trainer_keys_match_transformers_rewrite_logs() -> None:
+    from transformers.integrations.integration_utils import rewrite_logs
+
+    logs = {"loss": 1.0, "eval_loss": 2.0, "test_acc": 0.5, "rewards/f/mean": 0.1,
+            "eval_rewards/f/mean": 0.2, "learning_rate": 1e-3}
+    assert hf_common.trainer_keys(logs) == rewrite_logs(logs)
+
+
+def test_conversations_become_text() -> None:
+    prompt = [{"role": "user", "content": "hi"},
+              {"role": "assistant", "content": [{"type": "text", "text": "a "},
+                                                {"type": "image"}]}]
+    assert trl_samples.as_text(prompt) == "user: hi\nassistant: a <image>"
+    assert trl_samples.as_text("plain") == "plain"
+
+
+# -- a real GRPO run -------------------------------------------------------------------------
+def test_grpo_run_reaches_every_backend_with_samples_per_step(
+        tmp_path: Path, tracker_env: dict[str, Path]) -> None:
+    from trackmux.integrations.transformers import TrackmuxCallback
+
+    trainer = grpo_trainer(tmp_path / "out", 4, eval_strategy="steps", eval_steps=2,
+                           per_device_eval_batch_size=4, run_name="tiny-grpo")
+    callback = TrackmuxCallback(trainer, project="hf-grpo", backends=BACKENDS)  # samples on
+    trainer.add_callback(callback)
+    trainer.train()
+    assert callback.run is None  # finished at train end
+    (run_dir,) = spool_runs(tracker_env["spool"], "hf-grpo")
+    events = spool_events(run_dir)
+
+    metrics: dict[str, dict[int, float]] = {}
+    for event in events:
+        if isinstance(event, trackmux.MetricsEvent):
+            for key, value in event.data.items():
+                metrics.setdefault(key, {})[event.step] = value
+    # the Trainer's keys, at global_step, as transformers' own wandb callback names them
+    assert sorted(metrics["train/loss"]) == [1, 2, 3, 4]
+    assert sorted(metrics["train/reward"]) == [1, 2, 3, 4]
+    assert sorted(metrics["train/rewards/reward_colour/mean"]) == [1, 2, 3, 4]
+    assert sorted(metrics["eval/loss"]) == [2, 4]
+    assert "train/train_runtime" in metrics
+    history = trainer.state.log_history
+    assert metrics["train/loss"][2] == pytest.approx(
+        next(h["loss"] for h in history if h.get("step") == 2 and "loss" in h))
+
+    config = next(e for e in events if isinstance(e, trackmux.ConfigEvent)).config
+    assert config["learning_rate"] == pytest.approx(1e-3)  # TrainingArguments
+    assert config["num_generations"] == 4  # GRPOConfig
+    assert config["hidden_size"] == 32 and config["model_type"] == "llama"  # model config
+    assert config["model/num_parameters"] > 0
+
+    # completions: one batch per logging step (train) and per evaluation, with history
+    tables = [e for e in events if isinstance(e, trackmux.TableEvent)]
+    train_tables = {e.step: e for e in tables if e.key == "completions"}
+    assert sorted(train_tables) == [1, 2, 3, 4]
+    assert sorted(e.step for e in tables if e.key == "eval/completions") == [2, 4]
+    table = train_tables[3]
+    assert list(table.columns) == ["step", "prompt", "response", "reward",
+                                   "reward/reward_length", "reward/reward_colour",
+                                   "advantage", "group"]
+    assert len(table.rows) == 4 and {row[0] for row in table.rows} == {3}
+    for row in table.rows:  # the weighted sum TRL logs as `reward`
+        assert row[3] == pytest.approx(row[4] + row[5])
+    assert {row[7] for row in table.rows} == {0}  # one GRPO group of 4
+    mean_colour = sum(row[5] for row in table.rows) / 4
+    assert mean_colour == pytest.approx(metrics["train/rewards/reward_colour/mean"][3])
+
+    # tensorboard: the scalars per step, and each step's completions as text
+    board = tensorboard_scalars(tracker_env["tensorboard"])
+    assert board["train/loss"] == pytest.approx(metrics["train/loss"])
+    assert board["eval/loss"] == pytest.approx(metrics["eval/loss"])
+    text_steps = tensorboard_text_steps(tracker_env["tensorboard"], "completions")
+    assert sorted(text_steps[next(t for t in text_steps if not t.startswith("eval"))]) == [
+        1, 2, 3, 4]
+    # mlflow: the same series, and a table artifact per step
+    client, ml_run = mlflow_run(tracker_env["mlflow_db"], "hf-grpo")
+    assert ml_run.info.status == "FINISHED" and ml_run.info.run_name == "tiny-grpo"
+    assert {s: v[-1] for s, v in mlflow_history(client, ml_run, "train/loss").items()} \
+        == pytest.approx(metrics["train/loss"])
+    artifacts = {a.path for a in client.list_artifacts(ml_run.info.run_id,
+                                                       "tables/completions")}
+    assert artifacts == {f"tables/completions/step_{s}.json" for s in (1, 2, 3, 4)}
+    assert ml_run.data.params["num_generations"] == "4"
+
+    # an evaluation after train() continues the same run (one attempt more, no rewind)
+    trainer.evaluate()
+    assert callback.run is not None and callback.run.id == run_dir.name
+    callback.finish()
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(run_dir)
+    try:
+        assert [(a.number, a.rewind_to) for a in reader.attempts()] == [(1, None), (2, None)]
+        evals = [e.step for e in reader.iter_events()
+                 if isinstance(e, trackmux.MetricsEvent) and "eval/loss" in e.data]
+    finally:
+        reader.close()
+    assert evals == [2, 4, 4]
+
+
+def test_samples_follow_log_completions_and_an_error_finishes_the_run(
+        tmp_path: Path, tracker_env: dict[str, Path]) -> None:
+    """samples=False logs no completions; a reward function that raises ends train() and
+    the bound callback finishes the run as failed."""
+    from tiny_hf import reward_length
+
+    from trackmux.integrations.transformers import track
+
+    calls = []
+
+    def flaky(completions: list[str], **kwargs: Any) -> list[float]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("reward server down")
+        return [0.0] * len(completions)
+
+    trainer = grpo_trainer(tmp_path / "out", 3, reward_funcs=[reward_length, flaky])
+    callback = track(trainer, project="hf-fail", backends=["file"], samples=False)
+    assert track(trainer) is callback  # idempotent
+    with pytest.raises(RuntimeError, match="reward server down"):
+        trainer.train()
+    assert callback.run is None
+    (run_dir,) = spool_runs(tracker_env["spool"], "hf-fail")
+    events = spool_events(run_dir)
+    assert not [e for e in events if isinstance(e, trackmux.TableEvent)]
+    assert [e.step for e in events if isinstance(e, trackmux.MetricsEvent)] == [1]
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(run_dir)
+    try:
+        meta = reader.meta()
+    finally:
+        reader.close()
+    assert meta["state"] == "failed" and meta.get("exit_code") == 1, meta
+
+
+# -- kill and resume_from_checkpoint ---------------------------------------------------------
+def _env(paths: dict[str, Path]) -> dict[str, str]:
+    return dict(os.environ, OMP_NUM_THREADS="1")
+
+
+@pytest.mark.slow
+def test_killed_and_resumed_from_checkpoint_is_one_run_with_each_step_once(
+        tmp_path: Path, tracker_env: dict[str, Path]) -> None:
+    script = [sys.executable, str(HERE / "grpo_script.py"), str(tmp_path / "out"), "6"]
+    first = subprocess.Popen([*script, "--hang-at", "3"], env=_env(tracker_env),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    marker = tmp_path / "out" / "hanging"
+    deadline = time.monotonic() + 240
+    try:
+        while not marker.exists():
+            assert first.poll() is None, first.stdout.read().decode()[-5000:]  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the first attempt did not reach step 3"
+            time.sleep(0.1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(first.pid, signal.SIGKILL)
+        first.wait(30)
+    (run_dir,) = spool_runs(tracker_env["spool"], "hf-resume")
+    state = orjson.loads((tmp_path / "out" / "checkpoint-2" / "trainer_state.json")
+                         .read_bytes())
+    record = state["stateful_callbacks"]["TrackmuxCallback"]["attributes"]["trackmux_run"]
+    assert record["run_id"] == run_dir.name
+    killed = [e.step for e in spool_events(run_dir)
+              if isinstance(e, trackmux.MetricsEvent) and "train/loss" in e.data]
+    assert killed == [1, 2, 3]
+
+    proc = subprocess.run([*script, "--resume"], env=_env(tracker_env), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+
+    assert spool_runs(tracker_env["spool"], "hf-resume") == [run_dir]
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(run_dir)
+    try:
+        attempts = [(a.number, a.rewind_to) for a in reader.attempts()]
+        live = list(reader.iter_events())
+    finally:
+        reader.close()
+    assert attempts == [(1, None), (2, 2)]
+    steps = [e.step for e in live if isinstance(e, trackmux.MetricsEvent)
+             and "train/loss" in e.data]
+    assert steps == [1, 2, 3, 4, 5, 6]  # step 3 of the killed attempt is superseded
+    assert [e.step for e in live if isinstance(e, trackmux.TableEvent)] == [1, 2, 3, 4, 5, 6]
+    spooled = {e.step: e.data["train/loss"] for e in live
+               if isinstance(e, trackmux.MetricsEvent) and "train/loss" in e.data}
+    # tensorboard: one event file, one point per step, the live values
+    assert len(list(tracker_env["tensorboard"].rglob("*tfevents*"))) == 1
+    assert tensorboard_scalars(tracker_env["tensorboard"])["train/loss"] == pytest.approx(
+        spooled)
+    # mlflow: one run, finished; the latest value of each step is the live one
+    client, ml_run = mlflow_run(tracker_env["mlflow_db"], "hf-resume")
+    assert ml_run.info.status == "FINISHED"
+    history = mlflow_history(client, ml_run, "train/loss")
+    assert sorted(history) == [1, 2, 3, 4, 5, 6]
+    assert {s: v[-1] for s, v in history.items()} == pytest.approx(spooled)
+    artifacts = {a.path for a in client.list_artifacts(ml_run.info.run_id,
+                                                       "tables/completions")}
+    assert len(artifacts) == 6  # step 3's table was replaced, not added
+    # the file backend appends (docs/backends/file.md): the last line of each step is live
+    lines = [orjson.loads(line) for line in
+             (tracker_env["file_root"] / "hf-resume" / "grpo-resume.jsonl").read_bytes()
+             .splitlines()]
+    last = {r["step"]: r["data"]["train/loss"] for r in lines if "train/loss" in r["data"]}
+    assert last == pytest.approx(spooled)
+
+
+def test_samples_go_to_log_samples_when_the_run_has_it(tracker_env: dict[str, Path]) -> None:
+    """The switch to issue 23's ``Run.log_samples``: used when present, a table per step
+    otherwise (a real run without it here; a subclass adds it)."""
+    run = trackmux.init(project="hf-switch", backends=["file"], delivery="thread")
+    samples = {"prompt": ["p", "p"], "response": ["a", "b"], "reward": [1.0, 0.0]}
+    hf_common.log_samples_or_table(run, "completions", samples, step=3)
+    got: list[tuple[str, dict[str, Any], int]] = []
+
+    class WithSamples:
+        def log_samples(self, key: str, batch: dict[str, Any], step: int) -> None:
+            got.append((key, batch, step))
+
+    hf_common.log_samples_or_table(WithSamples(), "completions", samples, step=4)
+    run.finish()
+    (table,) = [e for e in spool_events(run.dir) if isinstance(e, trackmux.TableEvent)]
+    assert (table.step, list(table.columns)) == (3, ["step", "prompt", "response", "reward"])
+    assert [list(r) for r in table.rows] == [[3, "p", "a", 1.0], [3, "p", "b", 0.0]]
+    assert got == [("completions", samples, 4)]
