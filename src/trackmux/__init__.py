@@ -28,11 +28,13 @@ from trackmux.core.events import (
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
 from trackmux.core.lifecycle.run import DisabledRun, FinishSummary, Run, init
 from trackmux.hookspecs import hookimpl
+from trackmux.provenance import record as _provenance  # noqa: F401 - joins every run
 
 __version__ = "0.1.0"
 
@@ -50,6 +52,7 @@ __all__ = [
     "MetricsEvent",
     "NotAttachableError",
     "PermanentBackendError",
+    "ProvenanceEvent",
     "ResumeState",
     "Run",
     "RunFinishedError",

@@ -109,3 +109,21 @@ def orphan_timeout(value: float | None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise ValueError(f"orphan_timeout must be a number >= 0, got {value!r}")
     return float(value)
+
+
+def provenance(value: bool | None) -> bool:
+    """Record what produced the run (issue 25): ``provenance`` argument, then
+    ``TRACKMUX_PROVENANCE`` (0/false/no/off turn it off), then on."""
+    if value is not None:
+        if not isinstance(value, bool):
+            raise TypeError(f"provenance must be True or False, got {type(value).__name__}")
+        return value
+    raw = os.environ.get("TRACKMUX_PROVENANCE")
+    if raw is None or not raw.strip():
+        return True
+    flag = raw.strip().lower()
+    if flag in ("1", "true", "yes", "on"):
+        return True
+    if flag in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"TRACKMUX_PROVENANCE must be 1/true/on or 0/false/off, got {raw!r}")

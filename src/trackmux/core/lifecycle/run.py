@@ -67,6 +67,27 @@ def _announce_start(run: Run) -> None:
             log.warning("trackmux: run start hook %s failed (%s: %s)",
                         getattr(hook, "__qualname__", hook), type(exc).__name__, exc)
 
+_finish_hooks: list[Callable[[Run, float], None]] = []
+
+
+def on_run_finish(hook: Callable[[Run, float], None]) -> None:
+    """Call ``hook(run, deadline)`` when ``finish()`` starts, before the run stops taking
+    events, in the finishing thread; ``deadline`` is a ``time.monotonic()`` value the hook
+    must not overrun (provenance joins its collector thread here). A hook that raises is
+    logged and finish goes on."""
+    if hook not in _finish_hooks:
+        _finish_hooks.append(hook)
+
+
+def _announce_finish(run: Run, deadline: float) -> None:
+    for hook in list(_finish_hooks):
+        try:
+            hook(run, deadline)
+        except Exception as exc:  # a wing must never stop the run from finishing
+            log.warning("trackmux: run finish hook %s failed (%s: %s)",
+                        getattr(hook, "__qualname__", hook), type(exc).__name__, exc)
+
+
 _live_runs: weakref.WeakSet[Run] = weakref.WeakSet()
 # Run names, projects and tags: long enough for any real name, short enough for backends
 # (each backend maps longer file names safely; see plugins/file.py).
@@ -111,7 +132,8 @@ class Run:
                  run_id: str | None = None,
                  resume_plan: attempts.ResumePlan | None = None, delivery: str = "process",
                  orphan_timeout: float = settings.DEFAULT_ORPHAN_TIMEOUT,
-                 system_metrics: float | None = None) -> None:
+                 system_metrics: float | None = None, provenance: bool = False,
+                 save_code: bool = False) -> None:
         registry = get_registry()
         specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
         options = dict(backend_options or {})
@@ -178,6 +200,10 @@ class Run:
 
             self._sampler = SystemSampler(self._system_sample, system_metrics, self.dir)
             self._sampler.start()
+        #: issue 25: whether trackmux/provenance/ records what produced the run, and whether
+        #: it stores the entry script and the uncommitted diff as an artifact
+        self.provenance = provenance
+        self.save_code = save_code
         _live_runs.add(self)
         signals.install(lambda: list(_live_runs))
         _announce_start(self)
@@ -266,6 +292,20 @@ class Run:
         clean = redact.redact(normalize.to_json_value(config))
         self._append(ConfigEvent(clean, max(self._step, 0), time.time()))
 
+    def watch(self, model: Any, log: str = "gradients", every: int = 100,
+              bins: int = 64) -> Any:
+        """Log per-layer histograms and norms of ``model``'s gradients and/or parameters
+        every ``every`` optimizer steps (issue 25: trackmux/watch/, docs/provenance.md)."""
+        from trackmux.watch import watch
+
+        return watch(self, model, log=log, every=every, bins=bins)
+
+    def unwatch(self, model: Any = None) -> None:
+        """Stop watching ``model`` (None: every model this run watches)."""
+        from trackmux.watch import unwatch
+
+        unwatch(self, model)
+
     @property
     def step(self) -> int:
         """The last step used (-1 before the first log)."""
@@ -317,6 +357,9 @@ class Run:
             return self._summary
 
     def _finish(self, timeout: float | None, exit_code: int) -> FinishSummary:
+        if self._pid == os.getpid() and _finish_hooks:
+            _announce_finish(self, time.monotonic() + min(5.0, settings.finish_timeout(
+                timeout if timeout is not None else self.finish_timeout) / 2))
         self._finished = True
         if self._sampler is not None:
             self._sampler.stop()
@@ -539,6 +582,16 @@ class DisabledRun:
             raise TypeError(f"config must be a mapping, got {type(config).__name__}")
         normalize.to_json_value(config)
 
+    def watch(self, model: Any, log: str = "gradients", every: int = 100,
+              bins: int = 64) -> None:
+        """Checks the arguments as Run.watch does; watches nothing (no hook is added)."""
+        from trackmux.watch import check_args
+
+        check_args(model, log, every, bins)
+
+    def unwatch(self, model: Any = None) -> None:
+        """Nothing is watched on a disabled run."""
+
     @staticmethod
     def _check_step(step: object) -> None:
         if step is not None:
@@ -572,7 +625,8 @@ def init(project: str | None = None, name: str | None = None,
          max_spool_bytes: int | None = None, max_buffered: int | None = None,
          all_ranks: bool = False, run_id: str | None = None, resume: str = "never",
          rewind_to: int | None = None, delivery: str | None = None,
-         orphan_timeout: float | None = None, system_metrics: bool | float | None = None
+         orphan_timeout: float | None = None, system_metrics: bool | float | None = None,
+         provenance: bool | None = None, save_code: bool = False
          ) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
@@ -597,6 +651,11 @@ def init(project: str | None = None, name: str | None = None,
     ``system_metrics``: True (every 10 s) or seconds samples CPU, memory, disk, network
     and GPUs under ``system/...`` (needs ``trackmux[system]``; None reads
     ``TRACKMUX_SYSTEM_METRICS``).
+
+    ``provenance`` (default on; ``TRACKMUX_PROVENANCE=0`` turns it off): record the git
+    state, command line, packages, host and GPUs once (docs/provenance.md).
+    ``save_code=True`` also stores the entry script and the uncommitted diff as the
+    artifact ``code``.
     """
     project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
                                    "project", MAX_NAME_LENGTH)
@@ -619,6 +678,9 @@ def init(project: str | None = None, name: str | None = None,
                     else system.interval_of(system_metrics))
     if sample_every is not None:
         system.load_psutil()  # a missing extra fails here, before any I/O
+    record = settings.provenance(provenance)
+    if not isinstance(save_code, bool):
+        raise TypeError(f"save_code must be True or False, got {type(save_code).__name__}")
     rank = settings.rank()
     if rank != 0 and not all_ranks:
         return DisabledRun(project, name, f"rank {rank}: only rank 0 creates a run")
@@ -635,7 +697,8 @@ def init(project: str | None = None, name: str | None = None,
                max_spool_bytes=max_bytes,
                max_buffered=settings.positive_int("max_buffered", max_buffered,
                                                   "TRACKMUX_MAX_BUFFERED", 1_000_000),
-               delivery=mode, orphan_timeout=orphan, system_metrics=sample_every)
+               delivery=mode, orphan_timeout=orphan, system_metrics=sample_every,
+               provenance=record, save_code=save_code)
 
 
 
