@@ -24,6 +24,7 @@ Sections, as stored in ``ProvenanceEvent.data``:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -151,7 +152,8 @@ def gpus() -> dict[str, Any]:
         return {"source": "none", "reason": f"NVML: {exc}"}
     try:
         driver = pynvml.nvmlSystemGetDriverVersion()
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        cuda = int(getattr(pynvml, "nvmlSystemGetCudaDriverVersion_v2",
+                           pynvml.nvmlSystemGetCudaDriverVersion)())
         devices = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
@@ -165,10 +167,8 @@ def gpus() -> dict[str, Any]:
     except Exception as exc:
         return {"source": "none", "reason": f"NVML: {exc}"}
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def script_dir(data: dict[str, Any]) -> Path:
