@@ -35,6 +35,7 @@ from trackmux.core.events import (
 from trackmux.core.lifecycle.run import DisabledRun, FinishSummary, Run, init
 from trackmux.hookspecs import hookimpl
 from trackmux.provenance import record as _provenance  # noqa: F401 - joins every run
+from trackmux.watch import watch as _watch  # noqa: F401 - provides Run.watch
 
 __version__ = "0.1.0"
 

@@ -209,3 +209,16 @@ def test_show_and_diff_two_real_runs(repo: Path, tmp_path: Path) -> None:
     bad = subprocess.run([*cli, "diff", str(a), str(tmp_path / "nope")], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 2 and "nope" in bad.stderr
+
+
+def test_on_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import trackmux
+
+    monkeypatch.delenv("TRACKMUX_PROVENANCE")
+    run = trackmux.init(project="p", backends="none", dir=tmp_path)
+    assert run.provenance is True  # type: ignore[union-attr]
+    run.finish()
+    assert len(provenance_of(run.dir)) == 1  # type: ignore[arg-type]
+    off = trackmux.init(project="p", backends="none", dir=tmp_path, provenance=False)
+    off.finish()
+    assert provenance_of(off.dir) == []  # type: ignore[arg-type]

@@ -18,9 +18,9 @@ What each event becomes (see docs/backends/wandb.md):
   content, so a redelivered artifact is the same version.
 - config: ``run.config.update`` (nested, already redacted by core).
 - provenance (issue 25): the config section ``_provenance`` and a code record: an
-  artifact of type ``code`` named ``source-<run id>`` (wandb's type for saved code) holding
-  ``provenance.json``, ``diff.patch`` (the uncommitted diff) and the entry script when
-  this process can read it. wandb's own git fields of the run record are set at
+  artifact of type ``code`` named ``source-<run id>``, made by ``run.log_code`` as wandb's
+  ``save_code`` does, holding ``provenance.json``, ``diff.patch`` (the uncommitted diff)
+  and the entry script when this process can read it. wandb's own git fields of the run record are set at
   ``wandb.init``, before provenance arrives, so they stay empty (WANDB_DISABLE_GIT).
 - summary: wandb's own (last row per key), corrected at close to each metric's value at
   its highest step when late data came last.
@@ -390,16 +390,8 @@ class WandbBackend(Backend):
 
     def _provenance(self, event: ProvenanceEvent) -> None:
         """Config section ``_provenance`` plus the ``code`` artifact (module docstring)."""
-        import wandb
-
         self._run.config.update({"_provenance": event.data}, allow_val_change=True)
-        git = event.data.get("git", {})
-        artifact = wandb.Artifact(
-            f"source-{self._run.id}", type="code",
-            metadata={"trackmux_step": event.step, "trackmux_seq": event.seq,
-                      "commit": git.get("commit"), "branch": git.get("branch"),
-                      "remote": git.get("remote"), "dirty": git.get("dirty")})
-        # kept beside wandb's folders: wandb may read the files after log_artifact returns
+        # kept beside wandb's folders: wandb may read the files after log_code returns
         folder = self.wandb_dir / f"trackmux-code-{self._run.id}-{event.seq}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "provenance.json").write_text(json.dumps(event.data, indent=2))
@@ -409,8 +401,9 @@ class WandbBackend(Backend):
         if entry and not str(entry).startswith("-m ") and Path(entry).is_file():
             with contextlib.suppress(OSError):
                 (folder / Path(entry).name).write_bytes(Path(entry).read_bytes())
-        artifact.add_dir(str(folder))
-        self._run.log_artifact(artifact, aliases=[f"step{event.step}"])
+        # wandb's own code record (artifact type "code", which only log_code may create)
+        self._run.log_code(str(folder), name=f"source-{self._run.id}",
+                           include_fn=lambda path, root=None: True)
 
     def _checked_row(self, event: Event) -> dict[str, Any]:
         """The history row of ``event``; an event wandb can never take is rejected (core

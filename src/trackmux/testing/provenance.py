@@ -51,3 +51,19 @@ def git_tree(root: Path, files: dict[str, str]) -> str:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "first")
     return git(root, "rev-parse", "HEAD")
+
+
+def provenance_spool(tmp_path: Path, name: str = "prov-run") -> Path:
+    """A finished run's spool under ``tmp_path``: a config, a metric and a provenance event."""
+    from trackmux.core.events import ConfigEvent, MetricsEvent
+    from trackmux.core.spool.writer import SpoolWriter
+
+    run_dir = tmp_path / "spool" / "proj" / name
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id=name, project="proj", name=name, state="finished",
+                    started_at=1_700_000_000.0)
+    writer.append(ConfigEvent({"lr": 0.1}, 0, 1_700_000_000.0))
+    writer.append(MetricsEvent({"loss": 1.0}, 0, 1_700_000_000.0))
+    writer.append(provenance_event())
+    writer.close()
+    return run_dir

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trackmux.core.lifecycle.run import provide
 from trackmux.core.values.histogram import check_bins
 
 MODES = ("gradients", "parameters", "all")
@@ -52,3 +53,8 @@ def unwatch(run: Any, model: Any = None) -> None:
         return
     for watcher in hooks.of(run, model):
         hooks.remove(watcher)
+
+
+provide("watch", watch)
+provide("unwatch", unwatch)
+provide("check_watch", check_args)

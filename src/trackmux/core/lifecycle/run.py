@@ -68,6 +68,22 @@ def _announce_start(run: Run) -> None:
                         getattr(hook, "__qualname__", hook), type(exc).__name__, exc)
 
 _finish_hooks: list[Callable[[Run, float], None]] = []
+_wing_methods: dict[str, Callable[..., Any]] = {}
+
+
+def provide(name: str, function: Callable[..., Any]) -> None:
+    """A wing provides what a thin Run method delegates to (``watch``, ``unwatch``,
+    ``check_watch``), so core never imports the wing (tests/core/test_house.py)."""
+    _wing_methods[name] = function
+
+
+def _wing(name: str) -> Callable[..., Any]:
+    function = _wing_methods.get(name)
+    if function is None:
+        raise RuntimeError(f"{name} is provided by a trackmux package that is not loaded; "
+                           "import trackmux (not only trackmux.core)")
+    return function
+
 
 
 def on_run_finish(hook: Callable[[Run, float], None]) -> None:
@@ -296,15 +312,11 @@ class Run:
               bins: int = 64) -> Any:
         """Log per-layer histograms and norms of ``model``'s gradients and/or parameters
         every ``every`` optimizer steps (issue 25: trackmux/watch/, docs/provenance.md)."""
-        from trackmux.watch import watch
-
-        return watch(self, model, log=log, every=every, bins=bins)
+        return _wing("watch")(self, model, log=log, every=every, bins=bins)
 
     def unwatch(self, model: Any = None) -> None:
         """Stop watching ``model`` (None: every model this run watches)."""
-        from trackmux.watch import unwatch
-
-        unwatch(self, model)
+        _wing("unwatch")(self, model)
 
     @property
     def step(self) -> int:
@@ -585,9 +597,7 @@ class DisabledRun:
     def watch(self, model: Any, log: str = "gradients", every: int = 100,
               bins: int = 64) -> None:
         """Checks the arguments as Run.watch does; watches nothing (no hook is added)."""
-        from trackmux.watch import check_args
-
-        check_args(model, log, every, bins)
+        _wing("check_watch")(model, log, every, bins)
 
     def unwatch(self, model: Any = None) -> None:
         """Nothing is watched on a disabled run."""
