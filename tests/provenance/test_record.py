@@ -222,3 +222,19 @@ def test_on_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     off = trackmux.init(project="p", backends="none", dir=tmp_path, provenance=False)
     off.finish()
     assert provenance_of(off.dir) == []  # type: ignore[arg-type]
+
+
+def test_report_shows_provenance_and_highlights_differences(repo: Path, tmp_path: Path
+                                                            ) -> None:
+    from trackmux.report.load import load_run
+    from trackmux.report.page import render
+
+    a = run_script(repo, tmp_path, "a")
+    (repo / "README").write_text("dirty now\n")
+    b = run_script(repo, tmp_path, "b")
+    runs = [load_run(a), load_run(b)]
+    runs[0].label, runs[1].label = "a", "b"
+    page = render(runs)
+    assert '<section id="provenance">' in page and 'href="#provenance"' in page
+    assert '<tr class="diff"><td class="mono">git.dirty</td>' in page
+    assert "uncommitted diff of b" in page and "+dirty now" in page

@@ -12,11 +12,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import trackmux
-from trackmux.core.events import HistogramEvent, MetricsEvent
-from trackmux.core.spool.reader import SpoolReader
-from trackmux.core.values.histogram import bin_values
-from trackmux.watch import binning
+import trackmux  # noqa: E402
+from trackmux.core.events import HistogramEvent, MetricsEvent  # noqa: E402
+from trackmux.core.spool.reader import SpoolReader  # noqa: E402
+from trackmux.core.values.histogram import bin_values  # noqa: E402
+from trackmux.watch import binning  # noqa: E402
 
 
 def events(run_dir: Path) -> list[Any]:
@@ -141,7 +141,7 @@ def test_bad_arguments_are_named_on_every_rank(tmp_path: Path,
         run.watch(model, log="weights")
     with pytest.raises(ValueError, match="every"):
         run.watch(model, every=0)
-    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+    with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module"):
         run.watch(object())
     run.finish()
     monkeypatch.setenv("RANK", "1")

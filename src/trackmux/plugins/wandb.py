@@ -20,8 +20,8 @@ What each event becomes (see docs/backends/wandb.md):
 - provenance (issue 25): the config section ``_provenance`` and a code record: an
   artifact of type ``code`` named ``source-<run id>``, made by ``run.log_code`` as wandb's
   ``save_code`` does, holding ``provenance.json``, ``diff.patch`` (the uncommitted diff)
-  and the entry script when this process can read it. wandb's own git fields of the run record are set at
-  ``wandb.init``, before provenance arrives, so they stay empty (WANDB_DISABLE_GIT).
+  and the entry script when this process can read it. wandb's own git fields of the run
+  record are set at ``wandb.init``, before provenance arrives, and are not filled in.
 - summary: wandb's own (last row per key), corrected at close to each metric's value at
   its highest step when late data came last.
 
