@@ -127,3 +127,26 @@ def provenance(value: bool | None) -> bool:
     if flag in ("0", "false", "no", "off"):
         return False
     raise ValueError(f"TRACKMUX_PROVENANCE must be 1/true/on or 0/false/off, got {raw!r}")
+
+
+WATCH_MODES = ("gradients", "parameters", "all")
+
+
+def watch_spec(raw: str | None = None) -> tuple[str, int] | None:
+    """``TRACKMUX_WATCH=MODE[:EVERY]`` (gradients, parameters or all; every 100 by default):
+    the verl drop-in's switch for models built in Ray workers. None when unset or "0"."""
+    if raw is None:
+        raw = os.environ.get("TRACKMUX_WATCH")
+    if raw is None or raw.strip().lower() in ("", "0", "off", "false", "no"):
+        return None
+    mode, _, every = raw.strip().partition(":")
+    if mode not in WATCH_MODES:
+        raise ValueError(f"TRACKMUX_WATCH must be MODE[:EVERY] with MODE one of "
+                         f"{', '.join(WATCH_MODES)}, got {raw!r}")
+    try:
+        steps = int(every) if every else 100
+    except ValueError:
+        raise ValueError(f"TRACKMUX_WATCH: EVERY must be an int, got {raw!r}") from None
+    if steps < 1:
+        raise ValueError(f"TRACKMUX_WATCH: EVERY must be >= 1, got {raw!r}")
+    return mode, steps

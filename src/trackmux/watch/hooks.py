@@ -86,7 +86,8 @@ class Watcher:
                     if data.numel():
                         jobs.append(("parameters", name, binning.on_device(data, self.bins)))
             fetched = binning.fetch([job[2] for job in jobs])
-        step = max(self.run.step, 0)
+        # the run's last step; a handle that logged no step (a Ray worker's): the count
+        step = self.run.step if self.run.step >= 0 else self.steps
         now = time.time()
         norms: dict[str, float] = {}
         events: list[Any] = []
