@@ -134,7 +134,7 @@ class _Finder(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(name, path, target)  # type: ignore[call-arg]
             if spec is not None and spec.loader is not None:
                 loader = spec.loader
-                loader.exec_module = _then_wrap(loader.exec_module)  # type: ignore[method-assign]
+                setattr(loader, "exec_module", _then_wrap(loader.exec_module))  # noqa: B010
                 return spec
         return None
 
