@@ -129,9 +129,10 @@ class _Finder(importlib.abc.MetaPathFinder):
         if name != TARGET:
             return None
         for finder in sys.meta_path:
-            if finder is self:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
                 continue
-            spec = finder.find_spec(name, path, target)  # type: ignore[call-arg]
+            spec = find(name, path, target)
             if spec is not None and spec.loader is not None:
                 loader = spec.loader
                 setattr(loader, "exec_module", _then_wrap(loader.exec_module))  # noqa: B010
