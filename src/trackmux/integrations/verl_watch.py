@@ -132,7 +132,7 @@ class _Finder(importlib.abc.MetaPathFinder):
             find = getattr(finder, "find_spec", None)
             if finder is self or find is None:
                 continue
-            spec = find(name, path, target)
+            spec: importlib.machinery.ModuleSpec | None = find(name, path, target)
             if spec is not None and spec.loader is not None:
                 loader = spec.loader
                 setattr(loader, "exec_module", _then_wrap(loader.exec_module))  # noqa: B010
