@@ -11,7 +11,7 @@
    one forward-backward of the same model (batch 16). Target: under 1% amortised at
    every=100, i.e. a watched step under one forward-backward.
 
-    python -m benchmarks.provenance [--rounds 15] [--skip-watch]
+    python -m benchmarks.provenance [--rounds 15] [--repeats 5] [--skip-watch] [--skip-init]
 """
 
 from __future__ import annotations
@@ -121,11 +121,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--skip-watch", action="store_true")
+    parser.add_argument("--skip-init", action="store_true")
     args = parser.parse_args()
-    result = {"init": bench_init(args.rounds)}
+    if not args.skip_init:  # each part printed when done: a loaded machine is slow
+        print(json.dumps({"init": bench_init(args.rounds)}, indent=2), flush=True)
     if not args.skip_watch:
-        result["watch"] = bench_watch(args.repeats)
-    print(json.dumps(result, indent=2))
+        print(json.dumps({"watch": bench_watch(args.repeats)}, indent=2), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,10 +3,11 @@
 At ``init()``, in the trainer's thread (cheap, no subprocess, no file scan): ``command``
 (argv, redacted; executable; working directory; the entry script), ``python``, ``host``
 (name, OS, machine, CPU count) and ``env`` (the NAMES of the variables trainers read, never
-their values). On a background thread of the trainer (``record.py``): ``git`` (two git
-calls plus the diff), ``packages`` (versions from ``importlib.metadata``, no ``pip
-freeze``), the CPU model (``/proc/cpuinfo``) and ``gpu`` (NVML through ``pynvml`` when
-installed: models, memory, driver and CUDA driver version).
+their values). In a child process (``probe.py``, started and awaited by a thread of the
+trainer, so that work never holds the trainer's GIL): ``git`` (git calls with timeouts),
+``packages`` (versions from ``importlib.metadata``, no ``pip freeze``), the CPU model
+(``/proc/cpuinfo``) and ``gpu`` (NVML through ``pynvml`` when installed: models, memory,
+driver and CUDA driver version).
 
 Sections, as stored in ``ProvenanceEvent.data``:
 
@@ -24,7 +25,6 @@ Sections, as stored in ``ProvenanceEvent.data``:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import socket
@@ -34,14 +34,6 @@ from typing import Any
 
 from trackmux.core.values import redact
 
-#: packages whose versions decide what a training run does (plus the backends' libraries)
-KEY_PACKAGES = (
-    "trackmux", "torch", "verl", "vllm", "sglang", "transformers", "trl", "accelerate",
-    "ray", "deepspeed", "peft", "flash-attn", "megatron-core", "tensordict", "numpy",
-    "triton", "nvidia-nccl-cu12", "datasets", "tokenizers", "safetensors",
-    "wandb", "mlflow", "mlflow-skinny", "swanlab", "tensorboard", "trackio", "clearml",
-    "nvidia-ml-py", "psutil",
-)
 #: prefixes of the environment variables trainers read (names only are recorded)
 ENV_PREFIXES = (
     "CUDA_", "NCCL_", "WANDB_", "MLFLOW_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "VERL_",
@@ -100,75 +92,18 @@ def env_names(environ: dict[str, str] | None = None) -> list[str]:
 def cheap() -> dict[str, Any]:
     """The sections read at ``init()`` in the trainer's thread (tens of microseconds)."""
     argv = list(sys.argv)
+    uname = os.uname()
     return {
         "schema": 1,
         "command": {"argv": redact_argv(argv), "executable": sys.executable,
                     "cwd": os.getcwd(), "entry": entry_script(argv)},
         "python": {"version": platform.python_version(),
                    "implementation": platform.python_implementation()},
-        "host": {"hostname": socket.gethostname(), "os": platform.system(),
-                 "platform": platform.platform(terse=True), "machine": platform.machine(),
-                 "cpu_count": os.cpu_count()},
+        "host": {"hostname": socket.gethostname(), "os": uname.sysname,
+                 "platform": f"{uname.sysname}-{uname.release}-{uname.machine}",
+                 "machine": uname.machine, "cpu_count": os.cpu_count()},
         "env": env_names(),
     }
-
-
-def packages() -> dict[str, str]:
-    """Versions of the installed ``KEY_PACKAGES`` (metadata only, nothing imported)."""
-    from importlib import metadata
-
-    found: dict[str, str] = {}
-    for name in KEY_PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-        except Exception:  # a broken dist-info must not stop the record
-            continue
-    return found
-
-
-def cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
-def gpus() -> dict[str, Any]:
-    """GPU models, memory, driver and CUDA driver version via NVML (``pynvml``, from the
-    ``nvidia-ml-py`` package of ``trackmux[gpu]``); ``source: none`` without it or a GPU."""
-    try:
-        import pynvml
-    except ImportError:
-        return {"source": "none", "reason": "pynvml not installed (pip install trackmux[gpu])"}
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:
-        return {"source": "none", "reason": f"NVML: {exc}"}
-    try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        cuda = int(getattr(pynvml, "nvmlSystemGetCudaDriverVersion_v2",
-                           pynvml.nvmlSystemGetCudaDriverVersion)())
-        devices = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(handle)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total
-            devices.append({"name": name.decode() if isinstance(name, bytes) else name,
-                            "memory_mb": int(memory) // 2**20})
-        return {"source": "nvml",
-                "driver": driver.decode() if isinstance(driver, bytes) else driver,
-                "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}", "devices": devices}
-    except Exception as exc:
-        return {"source": "none", "reason": f"NVML: {exc}"}
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
 
 
 def script_dir(data: dict[str, Any]) -> Path:

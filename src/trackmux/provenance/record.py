@@ -2,8 +2,9 @@
 
 Where each part runs (the ``init()`` budget is 50 ms more than without, see
 docs/performance.md): :func:`collect.cheap` in the trainer's thread at ``init()``; git
-(status, remote, diff), package versions, CPU model, NVML and ``save_code``'s artifact on
-the daemon thread ``trackmux-provenance``, which appends ONE ``ProvenanceEvent`` when done.
+(status, remote, diff), package versions, CPU model and NVML in a child process
+(``probe.py``), started and awaited by the daemon thread ``trackmux-provenance``, which
+then writes ``save_code``'s artifact and appends ONE ``ProvenanceEvent``.
 ``finish()`` waits for that thread up to its finish hook's deadline (at most 5 s); a run
 that ends sooner still gets the event, with the sections not read by then named under
 ``incomplete``. Nothing here touches ``log()``'s path.
@@ -23,6 +24,7 @@ from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import ProvenanceEvent
 
 log = logging.getLogger("trackmux")
+PROBE_TIMEOUT = 60.0
 _collectors: weakref.WeakKeyDictionary[Any, Collector] = weakref.WeakKeyDictionary()
 
 
@@ -46,28 +48,43 @@ class Collector:
         self.thread.start()
 
     def _collect(self) -> None:
-        from trackmux.provenance import collect, git
+        from trackmux.provenance import collect
 
         try:
-            state = git.state(collect.script_dir(self.data))
-            self._set("git", state)
-            if state.get("available") and state.get("root"):
-                diff, facts = git.diff(state["root"])
-                state.update(facts)
-                self.diff = diff
-            self._done("git")
-            self._set("packages", collect.packages())
-            self._done("packages")
-            self.data["host"]["cpu"] = collect.cpu_model()
-            self._done("host.cpu")
-            self._set("gpu", collect.gpus())
-            self._done("gpu")
+            found = self._probe(str(collect.script_dir(self.data)))
+            with self._lock:
+                self.data["git"] = found["git"]
+                self.diff = found["diff"]
+                self.data["packages"] = found["packages"]
+                self.data["host"]["cpu"] = found["cpu"]
+                self.data["gpu"] = found["gpu"]
+                self._pending.clear()
             if getattr(self.run, "save_code", False):
                 self._save_code()
         except Exception as exc:  # provenance must never disturb the run
             log.warning("trackmux: provenance collection failed (%s: %s)",
                         type(exc).__name__, exc)
         self.send()
+
+    @staticmethod
+    def _probe(directory: str) -> dict[str, Any]:
+        """probe.py in a child process (its work never holds this interpreter's GIL); in
+        this thread when a child cannot be started (an embedded interpreter)."""
+        import json
+        import subprocess
+        import sys
+
+        from trackmux.provenance import probe
+
+        try:
+            done = subprocess.run([sys.executable, probe.__file__, directory],
+                                  capture_output=True, timeout=PROBE_TIMEOUT, check=True,
+                                  stdin=subprocess.DEVNULL)
+            found: dict[str, Any] = json.loads(done.stdout)
+            return found
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            log.info("trackmux: provenance probe process failed (%s); reading here", exc)
+            return probe.probe(directory)
 
     def _set(self, section: str, value: Any) -> None:
         with self._lock:
