@@ -6,7 +6,10 @@ Python work; on a thread of the trainer they would hold its GIL while ``init()``
 first steps run (B10 measured +110 ms on ``init()`` that way). The child prints one JSON
 object: ``git`` (with the diff's facts), ``diff``, ``packages``, ``cpu``, ``gpu``.
 
-    python probe.py DIRECTORY
+    python -S -E probe.py DIRECTORY < sys.path as JSON
+
+It runs at nice 10, below the trainer (not in the idle class: on a busy machine it
+would wait past the run's end).
 """
 
 from __future__ import annotations
@@ -113,4 +116,9 @@ def probe(directory: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    with contextlib.suppress(OSError):
+        import os
+
+        os.nice(10)  # below the trainer, which is starting up at the same time
+    sys.path[:0] = [p for p in json.loads(sys.stdin.read() or "[]") if p not in sys.path]
     sys.stdout.write(json.dumps(probe(sys.argv[1])))

@@ -77,9 +77,11 @@ class Collector:
         from trackmux.provenance import probe
 
         try:
-            done = subprocess.run([sys.executable, probe.__file__, directory],
+            # -S -E: no site import (the trainer's sys.path is handed over on stdin), so
+            # the child starts in ~10 ms; it lowers its own priority first (probe.py)
+            done = subprocess.run([sys.executable, "-S", "-E", probe.__file__, directory],
                                   capture_output=True, timeout=PROBE_TIMEOUT, check=True,
-                                  stdin=subprocess.DEVNULL)
+                                  input=json.dumps(sys.path).encode())
             found: dict[str, Any] = json.loads(done.stdout)
             return found
         except (OSError, subprocess.SubprocessError, ValueError) as exc:
