@@ -85,12 +85,17 @@ def test_modes_and_unwatch(tmp_path: Path) -> None:
     assert {e.step for e in grads} == {0, 1} and {e.step for e in params} == {1}
 
 
-def test_device_binning_agrees_with_log_histogram() -> None:
+@pytest.mark.parametrize("path", ["cpu", "device"])
+def test_binning_agrees_with_log_histogram(path: str) -> None:
+    """The CPU path is core's binning; the device path (GPU ops, run here on the CPU)
+    must agree with it."""
     torch.manual_seed(1)
     values = torch.randn(300_000) * 3
     values[7] = float("inf")
     values[9] = float("-inf")
-    hist, norm = binning.binned(binning.fetch([binning.on_device(values, 32)])[0], 32)
+    result = (binning.on_device(values, 32) if path == "cpu"
+              else binning.in_torch(values, 32))
+    hist, norm = binning.binned(binning.fetch([result])[0], 32)
     reference = bin_values(values.numpy(), 32)
     assert (hist.nan, hist.inf, hist.neginf) == (0, 1, 1)
     assert hist.count == reference.count and hist.min == reference.min
@@ -103,11 +108,13 @@ def test_device_binning_agrees_with_log_histogram() -> None:
     assert math.isinf(norm)
 
 
-def test_one_repeated_value_and_bfloat16() -> None:
-    hist, _ = binning.binned(binning.fetch([binning.on_device(torch.full((10,), 2.0), 4)])[0], 4)
+@pytest.mark.parametrize("path", ["cpu", "device"])
+def test_one_repeated_value_and_bfloat16(path: str) -> None:
+    bin_on = binning.on_device if path == "cpu" else binning.in_torch
+    hist, _ = binning.binned(binning.fetch([bin_on(torch.full((10,), 2.0), 4)])[0], 4)
     assert hist.count == 10 and hist.min == hist.max == 2.0 and sum(hist.counts) == 10
     bf = torch.randn(1000).to(torch.bfloat16)
-    hist, norm = binning.binned(binning.fetch([binning.on_device(bf, 16)])[0], 16)
+    hist, norm = binning.binned(binning.fetch([bin_on(bf, 16)])[0], 16)
     assert hist.count == 1000 and norm == pytest.approx(float(bf.float().norm()), rel=1e-5)
 
 
@@ -129,6 +136,9 @@ def test_dtensor_local_shard_without_collectives(tmp_path: Path) -> None:
         assert binning.local(sharded) is not sharded
         hist, norm = binning.binned(binning.fetch([binning.on_device(sharded, 4)])[0], 4)
         assert hist.count == 12 and norm == pytest.approx(float(full.norm()))
+        device_path = binning.binned(binning.fetch([binning.in_torch(
+            binning.local(sharded).reshape(-1), 4)])[0], 4)[0]
+        assert device_path.counts == hist.counts
     finally:
         dist.destroy_process_group()
 

@@ -1,11 +1,16 @@
 """Binning a tensor where it lives: the histogram of ``log_histogram`` without the copy.
 
 ``log_histogram`` (core/values/histogram.py) copies a tensor to the CPU and bins it with
-numpy. A watched model has hundreds of tensors, on a GPU: here each is binned on its own
+numpy. A watched model has hundreds of tensors, on a GPU: there each is binned on its own
 device with torch ops that never wait for the device (no ``.item()``, no boolean
 indexing), in slices of ``CHUNK`` values so scratch memory stays small; the few numbers
 per tensor (counts, min, max, moments, norm, NaN/inf counts) are stacked and copied to
 the CPU ONCE for all the tensors of a watched step (:func:`fetch`).
+
+A tensor already on the CPU is binned by core's numpy binning over the tensor's own
+memory (no copy: ``.numpy()`` shares it), which B10 measured about 100 times faster on
+this machine than the same torch ops on the CPU (10M values: 59 ms against 6 s), and its
+norm by ``torch.linalg.vector_norm``.
 
 Same binning rule as core: ``bins`` equal-width bins over the finite range (a single
 repeated value gets a small range around it), the maximum in the last bin, NaN, +inf and
@@ -32,10 +37,24 @@ def local(tensor: Any) -> Any:
 
 def on_device(tensor: Any, bins: int) -> Any:
     """A 1-D float64 tensor on ``tensor``'s device: ``[count, min, max, mean, m2, nan,
-    inf, neginf, sumsq, lo, hi, *counts]``, computed without a host sync."""
+    inf, neginf, sumsq, lo, hi, *counts]``, computed without a host sync; for a CPU
+    tensor, the finished ``(Binned, norm)`` (see the module docstring)."""
     import torch
 
     x = local(tensor).detach().reshape(-1)
+    if x.device.type == "cpu":
+        from trackmux.core.values.histogram import bin_values
+
+        norm_of = x if x.dtype in (torch.float32, torch.float64) else x.to(torch.float32)
+        return bin_values(x, bins), float(torch.linalg.vector_norm(norm_of))
+    return in_torch(x, bins)
+
+
+def in_torch(x: Any, bins: int) -> Any:
+    """The device path of :func:`on_device` for a flat tensor ``x`` (any device; tests
+    run it on the CPU to check it against core's binning)."""
+    import torch
+
     if not x.is_floating_point():
         x = x.to(torch.float32)
     f64 = torch.float64
@@ -80,16 +99,18 @@ def on_device(tensor: Any, bins: int) -> Any:
     return torch.cat([head, counts[:bins].to(f64)])
 
 
-def fetch(results: list[Any]) -> list[list[float]]:
-    """All the small per-tensor results as lists, with one copy to the CPU per device."""
+def fetch(results: list[Any]) -> list[Any]:
+    """All the small per-tensor results as lists, with one copy to the CPU per device
+    (CPU results, already finished, are passed through)."""
     import torch
 
     if not results:
         return []
     by_device: dict[Any, list[int]] = {}
+    out: list[Any] = list(results)
     for i, result in enumerate(results):
-        by_device.setdefault(result.device, []).append(i)
-    out: list[list[float]] = [[] for _ in results]
+        if isinstance(result, torch.Tensor):
+            by_device.setdefault(result.device, []).append(i)
     for indices in by_device.values():
         sizes = [results[i].numel() for i in indices]
         flat = torch.cat([results[i] for i in indices]).cpu().tolist()
@@ -100,8 +121,11 @@ def fetch(results: list[Any]) -> list[list[float]]:
     return out
 
 
-def binned(values: list[float], bins: int) -> tuple[Binned, float]:
+def binned(values: Any, bins: int) -> tuple[Binned, float]:
     """The fetched numbers of one tensor as core's ``Binned`` and the tensor's L2 norm."""
+    if isinstance(values, tuple):  # binned on the CPU already
+        done: tuple[Binned, float] = values
+        return done
     count, low, high, mean, m2, nan, inf, neginf, sumsq, lo, hi = values[:11]
     norm = math.sqrt(sumsq) if sumsq >= 0 else math.nan
     if count == 0:
