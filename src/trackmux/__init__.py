@@ -28,11 +28,14 @@ from trackmux.core.events import (
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
 from trackmux.core.lifecycle.run import DisabledRun, FinishSummary, Run, init
 from trackmux.hookspecs import hookimpl
+from trackmux.provenance import record as _provenance  # noqa: F401 - joins every run
+from trackmux.watch import watch as _watch  # noqa: F401 - provides Run.watch
 
 __version__ = "0.1.0"
 
@@ -50,6 +53,7 @@ __all__ = [
     "MetricsEvent",
     "NotAttachableError",
     "PermanentBackendError",
+    "ProvenanceEvent",
     "ResumeState",
     "Run",
     "RunFinishedError",

@@ -211,3 +211,16 @@ def test_plugin_registered_without_importing_clearml() -> None:
             "assert 'clearml' in get_registry().backends; "
             "assert 'clearml' not in sys.modules, 'imported at module import'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_provenance_in_the_task_configuration(tmp_path: Path) -> None:
+    """Issue 25: core's fallback, config under ``_provenance``, in the offline session."""
+    from trackmux.core.delivery.sync import deliver
+    from trackmux.testing.provenance import COMMIT, provenance_spool
+
+    result = deliver(provenance_spool(tmp_path), {"clearml": lambda: ClearMLBackend(
+        {"dir": str(tmp_path / "clearml"), "offline": True})}, timeout=120)
+    assert result.complete, result.problems
+    config = read_all(tmp_path / "clearml").config
+    assert config is not None and config["lr"] == 0.1
+    assert config["_provenance.git.commit"] == COMMIT

@@ -537,3 +537,34 @@ def test_resume_continues_the_run_and_the_latest_value_per_step_is_the_resumed_o
     assert sorted((p.step, p.value) for p in client.get_metric_history(
         only.info.run_id, "loss")) == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0), (5, 5.5),
                                        (6, 6.5), (7, 7.5), (8, 8.5), (9, 9.5)]
+
+
+def test_provenance_in_mlflows_source_tags_and_artifacts(tmp_path: Path) -> None:
+    """Issue 25: mlflow's own source tags, the rest as tags, record and diff as files."""
+    from trackmux.core.delivery.sync import deliver
+    from trackmux.testing.provenance import COMMIT, DIFF, REMOTE, provenance_spool
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run_dir = provenance_spool(tmp_path)
+    result = deliver(run_dir, {"mlflow": lambda: MlflowBackend(
+        {"tracking_uri": uri, "artifact_location": str(tmp_path / "artifacts")})}, timeout=120)
+    assert result.complete, result.problems
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("proj")
+    assert exp is not None
+    (run,) = client.search_runs([exp.experiment_id])
+    tags = run.data.tags
+    assert tags["mlflow.source.git.commit"] == COMMIT
+    assert tags["mlflow.source.git.branch"] == "main"
+    assert tags["mlflow.source.git.repoURL"] == REMOTE
+    assert tags["mlflow.source.name"] == "/work/train.py"
+    assert tags["trackmux.provenance.packages.torch"] == "2.13.0"
+    assert tags["trackmux.provenance.git.dirty"] == "True"
+    download = tmp_path / "download"
+    download.mkdir()
+    record = json.loads(Path(client.download_artifacts(
+        run.info.run_id, "provenance/provenance.json", str(download))).read_text())
+    assert record["git"]["commit"] == COMMIT
+    diff = Path(client.download_artifacts(run.info.run_id, "provenance/uncommitted.diff",
+                                          str(download))).read_text()
+    assert diff == DIFF

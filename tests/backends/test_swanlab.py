@@ -368,3 +368,16 @@ def test_resume_with_rewind_writes_the_resumed_values_to_the_same_id(tmp_path: P
     (only,) = run_dirs(fresh)
     assert points(only) == [(s, float(s)) for s in range(1, 5)] + [
         (s, s + 0.5) for s in range(5, 10)]
+
+
+def test_provenance_in_the_run_config(tmp_path: Path) -> None:
+    """Issue 25: core's fallback, config under ``_provenance``, in swanlab's run folder."""
+    from trackmux.core.delivery.sync import deliver
+    from trackmux.testing.provenance import COMMIT, provenance_spool
+
+    result = deliver(provenance_spool(tmp_path), {"swanlab": lambda: SwanLabBackend(
+        {"log_dir": str(tmp_path / "swanlog")})}, timeout=120)
+    assert result.complete, result.problems
+    config = read_swanlab(tmp_path / "swanlog")[0].config
+    assert config is not None and config["lr"] == 0.1
+    assert config["_provenance.git.commit"] == COMMIT

@@ -449,3 +449,17 @@ def test_resume_with_rewind_shows_one_point_per_step(tmp_path: Path) -> None:
         (9, 9.5)]
     raw = [(e.step, e.value) for e in load(tmp_path / "tb").Scalars("loss")]
     assert (6, 6.0) in raw  # without purging, the superseded point is still in the file
+
+
+def test_provenance_as_text(tmp_path: Path) -> None:
+    """Issue 25: the TEXT tab's ``provenance`` tag, read back with TensorBoard's reader."""
+    from trackmux.core.delivery.sync import deliver
+    from trackmux.testing.provenance import COMMIT, provenance_spool
+
+    result = deliver(provenance_spool(tmp_path), {"tensorboard": lambda: TensorBoardBackend(
+        {"root": str(tmp_path / "tb")})}, timeout=60)
+    assert result.complete, result.problems
+    readback = readback_dir(tmp_path / "tb" / "proj" / "prov-run")
+    ((step, text),) = readback.texts["provenance"]
+    assert step == 0 and COMMIT in text and "+y" in text
+    assert readback.config == {"lr": "0.1"}

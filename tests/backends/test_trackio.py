@@ -247,3 +247,17 @@ def test_plugin_registered_without_importing_trackio() -> None:
             "assert 'trackio' in get_registry().backends; "
             "assert 'trackio' not in sys.modules, 'imported at module import'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_provenance_in_the_run_config(tmp_path: Path) -> None:
+    """Issue 25: core's fallback, config under ``_provenance``, in trackio's own store."""
+    from trackmux.core.delivery.sync import deliver
+    from trackmux.testing.provenance import COMMIT, provenance_spool
+
+    project = project_of(tmp_path)
+    result = deliver(provenance_spool(tmp_path), {"trackio": lambda: TrackioBackend(
+        {"dir": str(TRACKIO_DIR), "project": project})}, timeout=60)
+    assert result.complete, result.problems
+    config = read_trackio(project).config
+    assert config is not None and config["lr"] == 0.1
+    assert config["_provenance.git.commit"] == COMMIT

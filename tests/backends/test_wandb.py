@@ -534,3 +534,25 @@ def test_resume_with_rewind_keeps_one_wandb_run(tmp_path: Path) -> None:
     (path,) = [p for p in fresh.rglob("run-*.wandb") if "latest-run" not in p.parts]
     got = [(int(r["trackmux/step"]), float(r["loss"])) for r in history_rows(path)]
     assert got == live
+
+
+def test_provenance_as_config_section_and_code_artifact(tmp_path: Path) -> None:
+    """Issue 25: read back from wandb's own transaction log."""
+    from trackmux.testing.provenance import COMMIT, DIFF, provenance_spool
+
+    deliver_wandb(provenance_spool(tmp_path))
+    config: dict[str, Any] = {}
+    code: list[dict[str, Any]] = []
+    for path in all_run_files(tmp_path):
+        for record in leet_records(path):
+            if record.get("type") == "config":
+                config.update(record["config"].get("update", {}))
+            elif record.get("type") == "artifact" and record["artifact"]["type"] == "code":
+                code.append(record["artifact"])
+    assert config["_provenance"]["git"]["commit"] == COMMIT
+    assert config["lr"] == 0.1
+    (artifact,) = code
+    files = {c["path"] for c in artifact["manifest"]["contents"]}
+    assert files == {"provenance.json", "diff.patch"}  # the entry script is not on this host
+    patch = next(tmp_path.rglob("trackmux-code-*/diff.patch"))
+    assert patch.read_text() == DIFF

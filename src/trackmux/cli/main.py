@@ -17,6 +17,7 @@ COMMANDS = {
     "demo": "trackmux.cli.demo:demo",
     "report": "trackmux.cli.report:report",
     "ui": "trackmux.cli.ui:ui",
+    "diff": "trackmux.cli.diff:diff",
 }
 
 

@@ -16,6 +16,7 @@ from trackmux.core.events import (
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
@@ -53,6 +54,7 @@ def show(run_arg: str, root: str | None) -> None:
     histograms: dict[str, list[int]] = {}
     artifacts: dict[str, list[int]] = {}
     config = None
+    provenance: ProvenanceEvent | None = None
     reader = SpoolReader(run_dir)
     try:
         for event in reader.iter_events():
@@ -78,6 +80,8 @@ def show(run_arg: str, root: str | None) -> None:
                 artifacts.setdefault(event.name, []).append(event.step)
             elif isinstance(event, ConfigEvent):  # each log_config merges, nested
                 config = merge_config(config or {}, event.config)
+            elif isinstance(event, ProvenanceEvent):  # one per attempt: the latest is shown
+                provenance = event
         quarantined = reader.quarantined()
         damage = list(reader.damage.errors)
     finally:
@@ -91,6 +95,12 @@ def show(run_arg: str, root: str | None) -> None:
     click.echo("config:")
     click.echo("  " + (orjson.dumps(config, option=orjson.OPT_INDENT_2).decode()
                        .replace("\n", "\n  ") if config is not None else "(none)"))
+    if provenance is not None:
+        from trackmux.provenance.text import lines
+
+        click.echo(f"provenance (attempt {provenance.data.get('attempt', 1)}):")
+        for line in lines(provenance.data, provenance.diff):
+            click.echo(line)
     click.echo(f"metrics ({_keys(len(metrics))}):")
     for key, stats in sorted(metrics.items()):
         click.echo(f"  {key}: last {stats.last_value:.6g} at step {stats.last_step}; "

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
-EventKind = Literal["metrics", "config", "table", "image", "text", "histogram", "artifact"]
+EventKind = Literal["metrics", "config", "table", "image", "text", "histogram", "artifact",
+                    "provenance"]
 #: Every kind of event; backends declare which of these they show natively.
 EVENT_KINDS: frozenset[str] = frozenset({"metrics", "config", "table", "image", "text",
-                                         "histogram", "artifact"})
+                                         "histogram", "artifact", "provenance"})
 
 Scalar = Union[int, float]  # noqa: UP007 - runtime alias, kept readable on 3.10
 Cell = Union[str, int, float, bool, None]  # noqa: UP007
@@ -150,6 +151,23 @@ class ArtifactEvent:
         return self.name
 
 
+@dataclass(frozen=True, slots=True)
+class ProvenanceEvent:
+    """What produced the run (issue 25): code, command, packages, host, GPUs.
+
+    ``data`` is small nested JSON, secrets already redacted, in the sections that
+    trackmux/provenance/collect.py documents (``git``, ``command``, ``python``,
+    ``packages``, ``host``, ``gpu``, ``env``); ``diff`` is the capped uncommitted diff of
+    tracked files (kept apart so a backend can put it in a file, not in its config)."""
+
+    data: dict[str, Any]
+    diff: str
+    step: int
+    time: float
+    seq: int = 0
+    kind: Literal["provenance"] = field(default="provenance", init=False)
+
+
 Event = Union[  # noqa: UP007
     MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent, HistogramEvent,
-    ArtifactEvent]
+    ArtifactEvent, ProvenanceEvent]

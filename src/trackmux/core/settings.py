@@ -129,3 +129,44 @@ def strict(value: bool | None) -> bool:
         return False
     raise ValueError(f"TRACKMUX_STRICT must be 1 or 0 (true/false), got "
                      f"{os.environ['TRACKMUX_STRICT']!r}")
+
+
+def provenance(value: bool | None) -> bool:
+    """Record what produced the run (issue 25): ``provenance`` argument, then
+    ``TRACKMUX_PROVENANCE`` (0/false/no/off turn it off), then on."""
+    if value is not None:
+        if not isinstance(value, bool):
+            raise TypeError(f"provenance must be True or False, got {type(value).__name__}")
+        return value
+    raw = os.environ.get("TRACKMUX_PROVENANCE")
+    if raw is None or not raw.strip():
+        return True
+    flag = raw.strip().lower()
+    if flag in ("1", "true", "yes", "on"):
+        return True
+    if flag in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"TRACKMUX_PROVENANCE must be 1/true/on or 0/false/off, got {raw!r}")
+
+
+WATCH_MODES = ("gradients", "parameters", "all")
+
+
+def watch_spec(raw: str | None = None) -> tuple[str, int] | None:
+    """``TRACKMUX_WATCH=MODE[:EVERY]`` (gradients, parameters or all; every 100 by default):
+    the verl drop-in's switch for models built in Ray workers. None when unset or "0"."""
+    if raw is None:
+        raw = os.environ.get("TRACKMUX_WATCH")
+    if raw is None or raw.strip().lower() in ("", "0", "off", "false", "no"):
+        return None
+    mode, _, every = raw.strip().partition(":")
+    if mode not in WATCH_MODES:
+        raise ValueError(f"TRACKMUX_WATCH must be MODE[:EVERY] with MODE one of "
+                         f"{', '.join(WATCH_MODES)}, got {raw!r}")
+    try:
+        steps = int(every) if every else 100
+    except ValueError:
+        raise ValueError(f"TRACKMUX_WATCH: EVERY must be an int, got {raw!r}") from None
+    if steps < 1:
+        raise ValueError(f"TRACKMUX_WATCH: EVERY must be >= 1, got {raw!r}")
+    return mode, steps

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import sys
 import warnings
 import weakref
@@ -49,6 +50,10 @@ OPTIONS = {
     "orphan_timeout": "orphan_timeout",
     "system_metrics": "system_metrics",
     "histograms": "histograms",  # not an init() argument: the drop-in's own switch
+    "watch": "watch",  # issue 25, the drop-in's own: watch the actor/critic (verl_watch.py)
+    "watch_every": "watch_every",
+    "provenance": "provenance",
+    "save_code": "save_code",
 }
 GENERATIONS_KEY = "val/generations"
 GENERATIONS_COLUMNS = ("step", "input", "output", "score")
@@ -155,6 +160,7 @@ class Tracking:
         self.backends = ours
         self.verl_backends = theirs
         self._histograms = _histogram_switch(options.pop("histograms", False))
+        watch = _watch_switch(options.pop("watch", None), options.pop("watch_every", None))
         backend_options = {name: dict(opts) for name, opts in
                            dict(options.pop("backend_options", {})).items() if name in ours}
         proxy = (plain.get("trainer") or {}).get("wandb_proxy")
@@ -163,6 +169,12 @@ class Tracking:
         self.run = _init_resuming(plain, project_name, experiment_name, ours,
                                   backend_options or None, options)
         self._finished = False
+        if watch is not None:
+            from trackmux.integrations import verl_watch
+
+            count = verl_watch.watch_models(self.run, *watch)
+            log.info("trackmux: watching %d model(s) of this process (%s every %d steps)",
+                     count, *watch)
         if theirs:
             self._verl = _originals["Tracking"](project_name, experiment_name,
                                                 default_backend=theirs, config=config)
@@ -251,6 +263,22 @@ def _histogram_switch(value: Any) -> bool:
     return False
 
 
+def _watch_switch(mode: Any, every: Any) -> tuple[str, int] | None:
+    """``trainer.trackmux.watch`` (gradients, parameters, all; or false) and
+    ``watch_every`` (100): also exported as ``TRACKMUX_WATCH`` for processes started
+    later (see :mod:`trackmux.integrations.verl_watch` for what reaches Ray workers)."""
+    from trackmux.core import settings
+
+    if mode in (None, False, "false", "none", ""):
+        return None
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int)):
+        raise TypeError(f"trainer.trackmux.watch_every must be an int, got {every!r}")
+    spec = settings.watch_spec(f"{mode}:{every if every is not None else 100}")
+    assert spec is not None
+    os.environ["TRACKMUX_WATCH"] = f"{spec[0]}:{spec[1]}"
+    return spec
+
+
 def active_tracking(project_name: str | None, experiment_name: str | None) -> Tracking | None:
     """The newest unfinished Tracking of this process, preferring the same project/name."""
     candidates = [t for t in (ref() for ref in reversed(_live))
@@ -310,6 +338,9 @@ def install() -> None:
     from trackmux.integrations import verl_trace
 
     verl_trace.install()  # rollout.trace.backend=trackmux
+    from trackmux.integrations import verl_watch
+
+    verl_watch.install()  # engines register their models (watched only when asked)
     if getattr(tracking_module, "Tracking", None) is Tracking:
         return
     _originals["Tracking"] = tracking_module.Tracking

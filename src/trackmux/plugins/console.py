@@ -27,7 +27,14 @@ from typing import Any, TextIO
 
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.delivery.fallbacks import table_to_markdown
-from trackmux.core.events import Event, HistogramEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    Event,
+    HistogramEvent,
+    MetricsEvent,
+    ProvenanceEvent,
+    TableEvent,
+    TextEvent,
+)
 from trackmux.core.values.histogram import quantile
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
@@ -91,7 +98,7 @@ def format_step(step: int, data: dict[str, Any]) -> str:
 
 class ConsoleBackend(Backend):
     name = "console"
-    capabilities = frozenset({"metrics", "text", "histogram", "table"})
+    capabilities = frozenset({"metrics", "text", "histogram", "table", "provenance"})
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -139,6 +146,10 @@ class ConsoleBackend(Backend):
             elif isinstance(event, HistogramEvent):
                 self._emit_pending(force=True)
                 print(format_histogram(event), file=self.stream)
+            elif isinstance(event, ProvenanceEvent):  # one line; `trackmux show` has the rest
+                from trackmux.provenance.text import summary_line
+
+                print(f"[provenance] {summary_line(event.data)}", file=self.stream)
         self._emit_pending(force=False, keep_latest=True)
 
     def _emit_pending(self, force: bool, keep_latest: bool = False) -> None:

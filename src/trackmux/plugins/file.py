@@ -9,6 +9,8 @@
 - histograms: ``<stem>.histograms.jsonl``, one JSON record per histogram
   ``{"step", "key", "counts", "edges", "count", "min", "max", "mean", "std", "nan", "inf",
   "neginf"}``;
+- provenance (issue 25): ``<stem>.provenance.json`` (what produced the run) and, when the
+  tree had uncommitted changes, ``<stem>.provenance.diff``;
 - artifacts: a copy of each file under ``<stem>_artifacts/<name>/step<step>/<path>`` and one
   line per artifact in ``<stem>.artifacts.jsonl`` (name, type, step, files with sha256).
 
@@ -52,6 +54,7 @@ from trackmux.core.events import (
     Event,
     HistogramEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
@@ -78,7 +81,8 @@ OPTIONS = ("path", "root")
 
 class FileBackend(Backend):
     name = "file"
-    capabilities = frozenset({"metrics", "table", "text", "config", "histogram", "artifact"})
+    capabilities = frozenset({"metrics", "table", "text", "config", "histogram", "artifact",
+                              "provenance"})
     destination_options = ("path", "root")
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
@@ -223,6 +227,8 @@ class FileBackend(Backend):
                 out["artifact"].append(orjson.dumps(self._copy_artifact(event)))
             elif isinstance(event, ConfigEvent):
                 config = event
+            elif isinstance(event, ProvenanceEvent):
+                self._provenance(event)
         starts = {kind: os.lseek(fd, 0, os.SEEK_CUR) for kind, fd in self._fds.items()}
         try:
             for kind, lines in out.items():
@@ -241,6 +247,18 @@ class FileBackend(Backend):
                 except OSError:
                     pass
             raise
+
+    def _provenance(self, event: ProvenanceEvent) -> None:
+        """Rewritten whole (an attempt's provenance replaces the earlier one's)."""
+        for suffix, body in ((".provenance.json", orjson.dumps(
+                {"step": event.step, "time": event.time, **event.data},
+                option=orjson.OPT_INDENT_2)), (".provenance.diff", event.diff.encode())):
+            target = _sibling(self.path, suffix)
+            if not body:
+                continue
+            tmp = target.with_name(target.name + ".tmp")
+            tmp.write_bytes(body)
+            tmp.replace(target)
 
     def state(self) -> dict[str, Any]:
         return {"path": str(self.path),

@@ -22,6 +22,13 @@ Tables go through ``client.log_table`` (``tables/<key>/step_<N>.json``), images 
 ``client.log_text`` (``text/<key>/step_<N>.md``). Requests respect mlflow's batch limits
 (1000 metrics, 100 params, 1000 entities per ``log_batch``).
 
+Provenance (issue 25) uses mlflow's own source tags, which its UI shows on the run page:
+``mlflow.source.git.commit``, ``mlflow.source.git.branch``, ``mlflow.source.git.repoURL``
+(credentials removed), ``mlflow.source.name`` (the entry script), ``mlflow.source.type``;
+every other field is a ``trackmux.provenance.<section>.<field>`` tag, and the whole record
+and the uncommitted diff are the artifacts ``provenance/provenance.json`` and
+``provenance/uncommitted.diff``.
+
 Exactly-once: every ``log_batch`` also sets the run tag ``trackmux.seq.<trackmux run id>``
 to the highest event seq it completes, in the same request as the metrics. ``open`` reads
 that tag back from the remote run and skips what it covers, so a redelivered batch is
@@ -54,6 +61,7 @@ from trackmux.core.events import (
     Event,
     ImageEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
@@ -67,6 +75,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TRACKING_URI = "sqlite:////tmp/mlruns.db"  # verl's default
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
+PROVENANCE_TAG_LIMIT = 5000  # mlflow 2's tag value limit (mlflow 3 takes 8000)
 MAX_KEY_LENGTH = 250
 DEFAULT_PARAM_VALUE_LIMIT = 6000  # mlflow >= 2.x; read from mlflow at open() when present
 SEQ_TAG_PREFIX = "trackmux.seq."
@@ -172,7 +181,8 @@ class MlflowBackend(Backend):
     """One mlflow run per trackmux run, written with ``MlflowClient.log_batch``."""
 
     name = "mlflow"
-    capabilities = frozenset({"metrics", "config", "table", "image", "text", "artifact"})
+    capabilities = frozenset({"metrics", "config", "table", "image", "text", "artifact",
+                              "provenance"})
     destination_options = ("tracking_uri", "experiment_name")
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
@@ -439,7 +449,40 @@ class MlflowBackend(Backend):
                             f"text/{artifact_key(event.key)}/step_{event.step}.md")
         elif isinstance(event, ArtifactEvent):
             self._log_artifact(event)
+        elif isinstance(event, ProvenanceEvent):
+            self._provenance(event)
         self._batch(done=event.seq)
+
+    def _provenance(self, event: ProvenanceEvent) -> None:
+        """mlflow's own source tags (``mlflow.source.git.commit`` ...), every other small
+        field as a ``trackmux.provenance.*`` tag, the whole record and the diff as files."""
+        from mlflow.entities import RunTag
+
+        from trackmux.provenance.text import flat
+
+        assert self._client is not None and self._run_id is not None
+        data = event.data
+        git = data.get("git", {})
+        entry = data.get("command", {}).get("entry")
+        tags = {"mlflow.source.type": "LOCAL"}
+        for name, value in (("mlflow.source.git.commit", git.get("commit")),
+                            ("mlflow.source.git.branch", git.get("branch")),
+                            ("mlflow.source.git.repoURL", git.get("remote")),
+                            ("mlflow.gitRepoURL", git.get("remote")),
+                            ("mlflow.source.name", entry)):
+            if value:
+                tags[name] = str(value)
+        for key, value in flat({k: v for k, v in data.items() if k != "env"}).items():
+            if not key.startswith("git.untracked."):
+                tags[f"trackmux.provenance.{key}"[:250]] = value[:PROVENANCE_TAG_LIMIT]
+        items = [RunTag(k, v) for k, v in tags.items()]
+        for start in range(0, len(items), MAX_PARAMS_PER_BATCH):
+            self._client.log_batch(self._run_id, tags=items[start:start + MAX_PARAMS_PER_BATCH],
+                                   synchronous=True)
+        self._client.log_dict(self._run_id, {"step": event.step, **data},
+                              "provenance/provenance.json")
+        if event.diff:
+            self._client.log_text(self._run_id, event.diff, "provenance/uncommitted.diff")
 
     def _log_artifact(self, event: ArtifactEvent) -> None:
         """Stage the files under their own names (symlinks to the copies or referenced

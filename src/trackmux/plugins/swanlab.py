@@ -54,6 +54,7 @@ from trackmux.core.events import (
     Event,
     ImageEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
@@ -301,7 +302,8 @@ class SwanLabBackend(Backend):
                     self._started().log(data, step=step)
             elif isinstance(event, ConfigEvent):
                 self._started().config.update(event.config)
-            elif (swanlab_key(event.key), step) in self._stored:
+            elif (isinstance(event, ProvenanceEvent)  # core gives it as config (_provenance)
+                  or (swanlab_key(event.key), step) in self._stored):
                 continue
             elif isinstance(event, TableEvent):
                 table = swanlab.echarts.Table().add(list(event.columns),

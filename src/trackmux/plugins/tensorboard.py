@@ -8,6 +8,8 @@
 - histograms: the native ``HistogramProto`` (min, max, num, sum, sum_squares, bucket
   limits and counts, as ``SummaryWriter.add_histogram`` writes it), plus scalars
   ``<key>/nan``, ``<key>/inf``, ``<key>/neginf`` when values were not finite;
+- provenance (issue 25): markdown text under the tag ``provenance`` (the JSON record and
+  the uncommitted diff, cut to 20 kB);
 - config: a markdown table of the flattened params under tag ``config`` plus the hparams
   plugin's session-start summary (secrets were redacted by core before the spool).
 
@@ -45,7 +47,12 @@ from pathlib import Path
 from typing import Any
 
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
-from trackmux.core.delivery.fallbacks import path_component, safe_filename, table_to_markdown
+from trackmux.core.delivery.fallbacks import (
+    path_component,
+    provenance_markdown,
+    safe_filename,
+    table_to_markdown,
+)
 from trackmux.core.delivery.rebuild import acknowledged_batches
 from trackmux.core.events import (
     ConfigEvent,
@@ -53,6 +60,7 @@ from trackmux.core.events import (
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
@@ -159,7 +167,7 @@ class Framer:
 
 class TensorBoardBackend(Backend):
     name = "tensorboard"
-    capabilities = frozenset({"metrics", "config", "text", "image", "histogram"})
+    capabilities = frozenset({"metrics", "config", "text", "image", "histogram", "provenance"})
     destination_options = ("log_dir", "root")
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
@@ -260,6 +268,9 @@ class TensorBoardBackend(Backend):
                 records.append(self._summary(self._histogram(event), event))
             elif isinstance(event, ConfigEvent):
                 records.extend(self._config(event))
+            elif isinstance(event, ProvenanceEvent):  # issue 25: TEXT tab, tag "provenance"
+                records.append(self._summary(self._text_pb(
+                    "provenance", provenance_markdown(event)), event))
         if records:  # one write per batch: a kill tears at most this batch
             self._append(self._framer.frame(records))
 

@@ -17,6 +17,11 @@ What each event becomes (see docs/backends/wandb.md):
   referenced files as ``file://`` references), aliased ``step<N>``; wandb versions it by
   content, so a redelivered artifact is the same version.
 - config: ``run.config.update`` (nested, already redacted by core).
+- provenance (issue 25): the config section ``_provenance`` and a code record: an
+  artifact of type ``code`` named ``source-<run id>``, made by ``run.log_code`` as wandb's
+  ``save_code`` does, holding ``provenance.json``, ``diff.patch`` (the uncommitted diff)
+  and the entry script when this process can read it. wandb's own git fields of the run
+  record are set at ``wandb.init``, before provenance arrives, and are not filled in.
 - summary: wandb's own (last row per key), corrected at close to each metric's value at
   its highest step when late data came last.
 
@@ -39,6 +44,7 @@ delivering process need not be the training process).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -65,6 +71,7 @@ from trackmux.core.events import (
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
@@ -290,7 +297,7 @@ def wandb_project(project: str) -> str:
 class WandbBackend(Backend):
     name = "wandb"
     capabilities = frozenset({"metrics", "config", "table", "image", "text", "histogram",
-                              "artifact"})
+                              "artifact", "provenance"})
     destination_options = ("dir", "entity", "project")
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
@@ -358,6 +365,8 @@ class WandbBackend(Backend):
                 continue  # already in wandb's files: a redelivered batch
             if isinstance(event, ConfigEvent):
                 self._run.config.update(event.config, allow_val_change=True)
+            elif isinstance(event, ProvenanceEvent):
+                self._provenance(event)
             elif isinstance(event, ArtifactEvent):
                 self._artifact(event)
             else:
@@ -379,6 +388,23 @@ class WandbBackend(Backend):
             else:
                 artifact.add_reference(Path(local).as_uri(), name=file.path)
         self._run.log_artifact(artifact, aliases=[f"step{event.step}"])
+
+    def _provenance(self, event: ProvenanceEvent) -> None:
+        """Config section ``_provenance`` plus the ``code`` artifact (module docstring)."""
+        self._run.config.update({"_provenance": event.data}, allow_val_change=True)
+        # kept beside wandb's folders: wandb may read the files after log_code returns
+        folder = self.wandb_dir / f"trackmux-code-{self._run.id}-{event.seq}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "provenance.json").write_text(json.dumps(event.data, indent=2))
+        if event.diff:
+            (folder / "diff.patch").write_text(event.diff)
+        entry = event.data.get("command", {}).get("entry")
+        if entry and not str(entry).startswith("-m ") and Path(entry).is_file():
+            with contextlib.suppress(OSError):
+                (folder / Path(entry).name).write_bytes(Path(entry).read_bytes())
+        # wandb's own code record (artifact type "code", which only log_code may create)
+        self._run.log_code(str(folder), name=f"source-{self._run.id}",
+                           include_fn=lambda path, root=None: True)
 
     def _checked_row(self, event: Event) -> dict[str, Any]:
         """The history row of ``event``; an event wandb can never take is rejected (core

@@ -16,6 +16,7 @@ from trackmux.core.events import (
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
@@ -53,6 +54,8 @@ class RunData:
     histograms: list[HistogramEvent] = field(default_factory=list)
     artifacts: list[ArtifactEvent] = field(default_factory=list)
     config: dict[str, Any] | None = None
+    #: what produced the run (issue 25), the latest attempt's
+    provenance: ProvenanceEvent | None = None
     delivery: list[Delivery] = field(default_factory=list)
     last_seq: int = 0
     damage: list[str] = field(default_factory=list)
@@ -125,6 +128,8 @@ def load_run(run_dir: Path) -> RunData:
                 data.artifacts.append(event)
             elif isinstance(event, ConfigEvent):
                 data.config = merge_config(data.config or {}, event.config)
+            elif isinstance(event, ProvenanceEvent):
+                data.provenance = event
         data.last_seq = reader.last_seq()
         cursors = reader.cursors()
         names = list(data.meta.get("backends") or [])

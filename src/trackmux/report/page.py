@@ -12,6 +12,7 @@ from trackmux.report.artifacts import artifacts_section
 from trackmux.report.charts import PALETTE
 from trackmux.report.histograms import histograms_section
 from trackmux.report.load import RunData
+from trackmux.report.provenance import provenance_section
 from trackmux.report.style import CSS
 
 
@@ -24,12 +25,13 @@ def render(runs: Sequence[RunData], title: str | None = None,
             histograms_section(runs, PALETTE),
             sections.tables_section(runs, table_pages), sections.images_section(runs),
             sections.texts_section(runs), artifacts_section(runs),
-            sections.config_section(runs),
+            sections.config_section(runs), provenance_section(runs),
             sections.delivery_section(runs)]
     nav = [('runs', 'Runs'), ('metrics', 'Metrics')]
     nav += [(sections.anchor(p), p) for p in sections.metric_groups(runs)]
     nav += [(section, section.capitalize()) for section in ("histograms", "tables", "images",
-                                                            "text", "artifacts", "config")
+                                                            "text", "artifacts", "config",
+                                                            "provenance")
             if f'id="{section}"' in "".join(body)]
     nav.append(("delivery", "Delivery"))
     links = "".join(f'<a href="#{escape(target)}">{escape(label)}</a>' for target, label in nav)

@@ -8,6 +8,10 @@
   a backend without artifacts gets a markdown listing of its files as text;
 - a histogram becomes summary scalars (``key/mean``, ``key/p05`` ... ``key/p95``, see
   :func:`histogram_metrics`) for a backend that shows metrics;
+- provenance (what produced the run) goes into a config-showing backend's config under
+  ``_provenance`` (done by the worker, which holds the merged config: see
+  :func:`provenance_config`), else becomes a markdown text event ``provenance`` where
+  text is shown (:func:`provenance_markdown`);
 - anything else the backend cannot show is skipped and reported once, never silently.
 
 Before any of that, a table longer than its cap (the event's ``max_rows``, the backend's
@@ -31,6 +35,7 @@ from trackmux.core.events import (
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
@@ -109,6 +114,31 @@ def histogram_metrics(event: HistogramEvent) -> MetricsEvent:
     return MetricsEvent(data, event.step, event.time, event.seq)
 
 
+#: the config key a backend without native provenance finds it under
+PROVENANCE_CONFIG_KEY = "_provenance"
+#: the most diff text the markdown fallback shows (the spool keeps the capped diff)
+MAX_MARKDOWN_DIFF = 20_000
+
+
+def provenance_config(event: ProvenanceEvent) -> dict[str, object]:
+    """The config keys a backend without native provenance gets: the data, not the diff."""
+    return {PROVENANCE_CONFIG_KEY: event.data}
+
+
+def provenance_markdown(event: ProvenanceEvent) -> str:
+    """Provenance as markdown: its JSON, then the uncommitted diff (cut to 20 kB)."""
+    import orjson
+
+    text = "```json\n" + orjson.dumps(event.data, option=orjson.OPT_INDENT_2
+                                       | orjson.OPT_SORT_KEYS).decode() + "\n```"
+    if event.diff:
+        diff = event.diff
+        if len(diff) > MAX_MARKDOWN_DIFF:
+            diff = diff[:MAX_MARKDOWN_DIFF] + "\n... (cut; see the spool or the file backend)"
+        text += "\n\nUncommitted diff:\n\n```diff\n" + diff + "\n```"
+    return text
+
+
 def cap_rows(event: TableEvent, backend_cap: int | None) -> TableEvent:
     """``event`` with at most min(its ``max_rows``, ``backend_cap``) rows, picked evenly
     (deterministic: a redelivery or a later sync shows the same rows)."""
@@ -151,6 +181,13 @@ def adapt(events: Sequence[Event], backend: Backend,
         elif isinstance(event, TableEvent) and "text" in caps:
             out.append(TextEvent(event.key, table_to_markdown(event), event.step, event.time,
                                  event.seq))
+        elif isinstance(event, ProvenanceEvent):  # with config: merged into it by the worker
+            if "text" in caps and "config" not in caps:
+                out.append(TextEvent("provenance", provenance_markdown(event), event.step,
+                                     event.time, event.seq))
+            elif "config" not in caps:  # with config: merged into it by the worker
+                report("no-provenance", "this backend shows neither provenance, config nor "
+                       "text; provenance is skipped (it stays in the spool)")
         elif isinstance(event, HistogramEvent) and "metrics" in caps:
             out.append(histogram_metrics(event))
         elif isinstance(event, ImageEvent) and backend.media_dir() is not None:

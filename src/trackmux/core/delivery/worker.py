@@ -42,7 +42,7 @@ from trackmux.core.configmerge import merge_config, merged
 from trackmux.core.delivery import fallbacks
 from trackmux.core.delivery.reporting import Reporter
 from trackmux.core.errors import EventRejected, PermanentBackendError, SpoolLockedError
-from trackmux.core.events import ConfigEvent, Event
+from trackmux.core.events import ConfigEvent, Event, ProvenanceEvent
 from trackmux.core.spool import attempts
 from trackmux.core.spool.attempts import Attempt
 from trackmux.core.spool.reader import SpoolReader
@@ -120,6 +120,7 @@ class DeliveryWorker:
         self.quarantined = 0
         self._config: dict[str, object] = {}
         self._config_upto: int | None = None
+        self._provenance: dict[str, object] = {}  # kept in the merged config once seen
         self.backend: Backend | None = None
         self._rewinds: list[Attempt] = []
         self.thread = threading.Thread(target=self._main, name=f"trackmux-deliver-{name}",
@@ -374,9 +375,21 @@ class DeliveryWorker:
                 if self._config_upto is None or event.seq <= self._config_upto:
                     self._config = merged(e.config for e in reader.config_events(event.seq)
                                           if isinstance(e, ConfigEvent))
+                    self._config = merge_config(self._config, self._provenance)
                 self._config = merge_config(self._config, event.config)
                 self._config_upto = event.seq
                 event = replace(event, config=self._config)
+            elif (isinstance(event, ProvenanceEvent) and "provenance" not in backend.capabilities
+                  and "config" in backend.capabilities):  # issue 25: config under _provenance
+                if self._config_upto is None or event.seq <= self._config_upto:
+                    self._config = merged(e.config for e in reader.config_events(event.seq)
+                                          if isinstance(e, ConfigEvent))
+                    self._config = merge_config(self._config, self._provenance)
+                self._provenance = fallbacks.provenance_config(event)
+                self._config = merge_config(self._config, self._provenance)
+                self._config_upto = event.seq
+                prepared.append(ConfigEvent(self._config, event.step, event.time, event.seq))
+                continue  # one event per seq: backends dedupe redeliveries on it
             prepared.append(event)
 
         def skipped(kind: str, message: str) -> None:

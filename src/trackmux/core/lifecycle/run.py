@@ -68,6 +68,43 @@ def _announce_start(run: Run) -> None:
             log.warning("trackmux: run start hook %s failed (%s: %s)",
                         getattr(hook, "__qualname__", hook), type(exc).__name__, exc)
 
+_finish_hooks: list[Callable[[Run, float], None]] = []
+_wing_methods: dict[str, Callable[..., Any]] = {}
+
+
+def provide(name: str, function: Callable[..., Any]) -> None:
+    """A wing provides what a thin Run method delegates to (``watch``, ``unwatch``,
+    ``check_watch``), so core never imports the wing (tests/core/test_house.py)."""
+    _wing_methods[name] = function
+
+
+def _wing(name: str) -> Callable[..., Any]:
+    function = _wing_methods.get(name)
+    if function is None:
+        raise RuntimeError(f"{name} is provided by a trackmux package that is not loaded; "
+                           "import trackmux (not only trackmux.core)")
+    return function
+
+
+
+def on_run_finish(hook: Callable[[Run, float], None]) -> None:
+    """Call ``hook(run, deadline)`` when ``finish()`` starts, before the run stops taking
+    events, in the finishing thread; ``deadline`` is a ``time.monotonic()`` value the hook
+    must not overrun (provenance joins its collector thread here). A hook that raises is
+    logged and finish goes on."""
+    if hook not in _finish_hooks:
+        _finish_hooks.append(hook)
+
+
+def _announce_finish(run: Run, deadline: float) -> None:
+    for hook in list(_finish_hooks):
+        try:
+            hook(run, deadline)
+        except Exception as exc:  # a wing must never stop the run from finishing
+            log.warning("trackmux: run finish hook %s failed (%s: %s)",
+                        getattr(hook, "__qualname__", hook), type(exc).__name__, exc)
+
+
 _live_runs: weakref.WeakSet[Run] = weakref.WeakSet()
 # Run names, projects and tags: long enough for any real name, short enough for backends
 # (each backend maps longer file names safely; see plugins/file.py).
@@ -121,7 +158,8 @@ class Run:
                  run_id: str | None = None,
                  resume_plan: attempts.ResumePlan | None = None, delivery: str = "process",
                  orphan_timeout: float = settings.DEFAULT_ORPHAN_TIMEOUT,
-                 system_metrics: float | None = None, strict: bool = False) -> None:
+                 system_metrics: float | None = None, strict: bool = False,
+                 provenance: bool = False, save_code: bool = False) -> None:
         registry = get_registry()
         specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
         options = dict(backend_options or {})
@@ -192,6 +230,10 @@ class Run:
 
             self._sampler = SystemSampler(self._system_sample, system_metrics, self.dir)
             self._sampler.start()
+        #: issue 25: whether trackmux/provenance/ records what produced the run, and whether
+        #: it stores the entry script and the uncommitted diff as an artifact
+        self.provenance = provenance
+        self.save_code = save_code
         _live_runs.add(self)
         signals.install(lambda: list(_live_runs))
         _announce_start(self)
@@ -306,6 +348,16 @@ class Run:
         if checked is not None:
             self._append(ConfigEvent(redact.redact(checked), max(self._step, 0), time.time()))
 
+    def watch(self, model: Any, log: str = "gradients", every: int = 100,
+              bins: int = 64) -> Any:
+        """Log per-layer histograms and norms of ``model``'s gradients and/or parameters
+        every ``every`` optimizer steps (issue 25: trackmux/watch/, docs/provenance.md)."""
+        return _wing("watch")(self, model, log=log, every=every, bins=bins)
+
+    def unwatch(self, model: Any = None) -> None:
+        """Stop watching ``model`` (None: every model this run watches)."""
+        _wing("unwatch")(self, model)
+
     @property
     def step(self) -> int:
         """The last step used (-1 before the first log)."""
@@ -358,6 +410,9 @@ class Run:
             return self._summary
 
     def _finish(self, timeout: float | None, exit_code: int) -> FinishSummary:
+        if self._pid == os.getpid() and _finish_hooks:
+            _announce_finish(self, time.monotonic() + min(5.0, settings.finish_timeout(
+                timeout if timeout is not None else self.finish_timeout) / 2))
         self._finished = True
         if self._sampler is not None:
             self._sampler.stop()
@@ -625,6 +680,14 @@ class DisabledRun:
     def log_config(self, config: Mapping[str, Any]) -> None:
         self._intake.config(config)
 
+    def watch(self, model: Any, log: str = "gradients", every: int = 100,
+              bins: int = 64) -> None:
+        """Checks the arguments as Run.watch does; watches nothing (no hook is added)."""
+        _wing("check_watch")(model, log, every, bins)
+
+    def unwatch(self, model: Any = None) -> None:
+        """Nothing is watched on a disabled run."""
+
     def _check_step(self, step: object) -> None:
         if step is not None:
             self._intake.step(step)
@@ -660,7 +723,8 @@ def init(project: str | None = None, name: str | None = None,
          all_ranks: bool = False, run_id: str | None = None, resume: str = "never",
          rewind_to: int | None = None, delivery: str | None = None,
          orphan_timeout: float | None = None, system_metrics: bool | float | None = None,
-         strict: bool | None = None) -> Run | DisabledRun:
+         strict: bool | None = None, provenance: bool | None = None,
+         save_code: bool = False) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
     ``backends``: names (or a comma string); None reads ``TRACKMUX_BACKENDS``, then uses
@@ -689,6 +753,10 @@ def init(project: str | None = None, name: str | None = None,
     ``TypeError``/``ValueError`` into the caller. By default (False; None reads
     ``TRACKMUX_STRICT``) it is dropped, named once in a warning, counted in the run's
     problems, and the rest of the call is kept: a tracker never kills training.
+    ``provenance`` (default on; ``TRACKMUX_PROVENANCE=0`` turns it off): record the git
+    state, command line, packages, host and GPUs once (docs/provenance.md).
+    ``save_code=True`` also stores the entry script and the uncommitted diff as the
+    artifact ``code``.
     """
     project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
                                    "project", MAX_NAME_LENGTH)
@@ -712,6 +780,9 @@ def init(project: str | None = None, name: str | None = None,
     if sample_every is not None:
         system.load_psutil()  # a missing extra fails here, before any I/O
     strict = settings.strict(strict)
+    record = settings.provenance(provenance)
+    if not isinstance(save_code, bool):
+        raise TypeError(f"save_code must be True or False, got {type(save_code).__name__}")
     rank = settings.rank()
     if rank != 0 and not all_ranks:
         return DisabledRun(project, name, f"rank {rank}: only rank 0 creates a run", strict)
@@ -729,7 +800,7 @@ def init(project: str | None = None, name: str | None = None,
                max_buffered=settings.positive_int("max_buffered", max_buffered,
                                                   "TRACKMUX_MAX_BUFFERED", 1_000_000),
                delivery=mode, orphan_timeout=orphan, system_metrics=sample_every,
-               strict=strict)
+               strict=strict, provenance=record, save_code=save_code)
 
 
 

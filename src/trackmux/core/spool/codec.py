@@ -26,6 +26,7 @@ from trackmux.core.events import (
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
+    ProvenanceEvent,
     TableEvent,
     TextEvent,
 )
@@ -79,6 +80,8 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
                              "count": event.count, "min": event.min, "max": event.max,
                              "mean": event.mean, "std": event.std, "nan": event.nan,
                              "inf": event.inf, "neginf": event.neginf})
+    elif isinstance(event, ProvenanceEvent):
+        body = orjson.dumps({"data": event.data, "diff": event.diff})
     else:  # pragma: no cover - the Event union is closed
         raise TypeError(f"not an event: {event!r}")
     return (event.kind, event.step, event.time, body), blob
@@ -133,6 +136,8 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
                               data["count"], data["min"], data["max"], data["mean"],
                               data["std"], step, time, data.get("nan", 0), data.get("inf", 0),
                               data.get("neginf", 0), seq)
+    if kind == "provenance":
+        return ProvenanceEvent(data["data"], data.get("diff", ""), step, time, seq)
     raise ValueError(f"unknown event kind {kind!r} at seq {seq}")
 
 

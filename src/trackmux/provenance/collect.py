@@ -1,0 +1,114 @@
+"""What provenance records, section by section, and which part runs where.
+
+At ``init()``, in the trainer's thread (cheap, no subprocess, no file scan): ``command``
+(argv, redacted; executable; working directory; the entry script), ``python``, ``host``
+(name, OS, machine, CPU count) and ``env`` (the NAMES of the variables trainers read, never
+their values). In a child process (``probe.py``, started and awaited by a thread of the
+trainer, so that work never holds the trainer's GIL): ``git`` (git calls with timeouts),
+``packages`` (versions from ``importlib.metadata``, no ``pip freeze``), the CPU model
+(``/proc/cpuinfo``) and ``gpu`` (NVML through ``pynvml`` when installed: models, memory,
+driver and CUDA driver version).
+
+Sections, as stored in ``ProvenanceEvent.data``:
+
+- ``command``: ``argv``, ``executable``, ``cwd``, ``entry`` (absolute path of the script,
+  or ``-m module``)
+- ``git``: ``available``, ``root``, ``commit``, ``branch``, ``detached``, ``dirty``,
+  ``remote`` (credentials removed), ``untracked`` (up to 200) and ``untracked_count``,
+  ``diff_bytes``, ``diff_sha256``, ``diff_truncated``; ``error`` when git could not say
+- ``python``: ``version``, ``implementation``
+- ``packages``: name -> version, for the ones in ``KEY_PACKAGES`` that are installed
+- ``host``: ``hostname``, ``os``, ``platform``, ``machine``, ``cpu``, ``cpu_count``
+- ``gpu``: ``source`` ("nvml" or "none"), ``driver``, ``cuda``, ``devices`` (name, memory)
+- ``env``: sorted variable names matching ``ENV_PREFIXES``
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from trackmux.core.values import redact
+
+#: prefixes of the environment variables trainers read (names only are recorded)
+ENV_PREFIXES = (
+    "CUDA_", "NCCL_", "WANDB_", "MLFLOW_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "VERL_",
+    "RAY_", "TRACKMUX_", "TORCH_", "PYTORCH_", "OMP_", "MKL_", "VLLM_", "SGLANG_",
+    "SWANLAB_", "TENSORBOARD_", "TRACKIO_", "CLEARML_", "ACCELERATE_", "DEEPSPEED_",
+    "NVIDIA_", "TOKENIZERS_", "XLA_",
+)
+ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+             "LOCAL_WORLD_SIZE", "PYTHONHASHSEED", "TOKENIZERS_PARALLELISM")
+#: command-line flags whose next argument is a value (``--api_key VALUE``)
+_FLAG = "-"
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """argv with secrets removed: ``--api_key=x`` and ``--api_key x`` lose the value,
+    credentials in URLs and secret-shaped values go as config's do."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(redact.REDACTED)
+            hide_next = False
+            continue
+        name, eq, _ = arg.partition("=")
+        bare = name.lstrip("-+")
+        if eq and redact.is_secret_key(bare.rsplit(".", 1)[-1]):
+            out.append(f"{name}={redact.REDACTED}")
+            continue
+        if arg.startswith(_FLAG) and not eq and redact.is_secret_key(bare):
+            out.append(arg)
+            hide_next = True
+            continue
+        out.append(redact.redact_text(arg))
+    return out
+
+
+def entry_script(argv: list[str] | None = None) -> str | None:
+    """The absolute path of the script this process runs, ``-m NAME`` for a module, None
+    for an interactive session."""
+    argv = sys.argv if argv is None else argv
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and getattr(spec, "name", None) and argv and argv[0] != "-c":
+        origin = getattr(spec, "origin", None)
+        return origin if origin else f"-m {spec.name}"
+    if argv and argv[0] not in ("", "-c"):
+        return str(Path(argv[0]).absolute())
+    return None
+
+
+def env_names(environ: dict[str, str] | None = None) -> list[str]:
+    environ = dict(os.environ) if environ is None else environ
+    return sorted(n for n in environ if n.startswith(ENV_PREFIXES) or n in ENV_NAMES)
+
+
+def cheap() -> dict[str, Any]:
+    """The sections read at ``init()`` in the trainer's thread (tens of microseconds)."""
+    argv = list(sys.argv)
+    uname = os.uname()
+    return {
+        "schema": 1,
+        "command": {"argv": redact_argv(argv), "executable": sys.executable,
+                    "cwd": os.getcwd(), "entry": entry_script(argv)},
+        "python": {"version": platform.python_version(),
+                   "implementation": platform.python_implementation()},
+        "host": {"hostname": socket.gethostname(), "os": uname.sysname,
+                 "platform": f"{uname.sysname}-{uname.release}-{uname.machine}",
+                 "machine": uname.machine, "cpu_count": os.cpu_count()},
+        "env": env_names(),
+    }
+
+
+def script_dir(data: dict[str, Any]) -> Path:
+    """Where to look for the git tree: the entry script's folder, else the working dir."""
+    entry = data.get("command", {}).get("entry")
+    if entry and not str(entry).startswith("-m ") and Path(entry).exists():
+        return Path(entry).parent
+    return Path(data.get("command", {}).get("cwd") or os.getcwd())

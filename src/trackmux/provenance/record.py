@@ -1,0 +1,146 @@
+"""Provenance joins each run: cheap sections at ``init()``, the rest on a thread, one event.
+
+Where each part runs (the ``init()`` budget is 50 ms more than without, see
+docs/performance.md): :func:`collect.cheap` in the trainer's thread at ``init()``; git
+(status, remote, diff), package versions, CPU model and NVML in a child process
+(``probe.py``), started and awaited by the daemon thread ``trackmux-provenance``, which
+then writes ``save_code``'s artifact and appends ONE ``ProvenanceEvent``.
+``finish()`` waits for that thread up to its finish hook's deadline (at most 5 s); a run
+that ends sooner still gets the event, with the sections not read by then named under
+``incomplete``. Nothing here touches ``log()``'s path.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from trackmux.core.errors import RunFinishedError
+from trackmux.core.events import ProvenanceEvent
+
+log = logging.getLogger("trackmux")
+PROBE_TIMEOUT = 60.0
+_collectors: weakref.WeakKeyDictionary[Any, Collector] = weakref.WeakKeyDictionary()
+
+
+class Collector:
+    """One run's provenance: the cheap part now, the slow part on a thread, one event."""
+
+    def __init__(self, run: Any) -> None:
+        from trackmux.provenance import collect
+
+        self.run = run
+        self.time = time.time()
+        self.step = max(run.step, 0)
+        self.data: dict[str, Any] = collect.cheap()
+        self.data["attempt"] = getattr(getattr(run, "attempt", None), "number", 1)
+        self.diff = ""
+        self._pending = ["git", "packages", "host.cpu", "gpu"]
+        self._lock = threading.Lock()
+        self._sent = False
+        self.thread = threading.Thread(target=self._collect, name="trackmux-provenance",
+                                       daemon=True)
+        self.thread.start()
+
+    def _collect(self) -> None:
+        from trackmux.provenance import collect
+
+        try:
+            found = self._probe(str(collect.script_dir(self.data)))
+            with self._lock:
+                self.data["git"] = found["git"]
+                self.diff = found["diff"]
+                self.data["packages"] = found["packages"]
+                self.data["host"]["cpu"] = found["cpu"]
+                self.data["gpu"] = found["gpu"]
+                self._pending.clear()
+            if getattr(self.run, "save_code", False):
+                self._save_code()
+        except Exception as exc:  # provenance must never disturb the run
+            log.warning("trackmux: provenance collection failed (%s: %s)",
+                        type(exc).__name__, exc)
+        self.send()
+
+    @staticmethod
+    def _probe(directory: str) -> dict[str, Any]:
+        """probe.py in a child process (its work never holds this interpreter's GIL); in
+        this thread when a child cannot be started (an embedded interpreter)."""
+        import json
+        import subprocess
+        import sys
+
+        from trackmux.provenance import probe
+
+        try:
+            # -S -E: no site import (the trainer's sys.path is handed over on stdin), so
+            # the child starts in ~10 ms; it lowers its own priority first (probe.py)
+            done = subprocess.run([sys.executable, "-S", "-E", probe.__file__, directory],
+                                  capture_output=True, timeout=PROBE_TIMEOUT, check=True,
+                                  input=json.dumps(sys.path).encode())
+            found: dict[str, Any] = json.loads(done.stdout)
+            return found
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            log.info("trackmux: provenance probe process failed (%s); reading here", exc)
+            return probe.probe(directory)
+
+    def _set(self, section: str, value: Any) -> None:
+        with self._lock:
+            self.data[section] = value
+
+    def _done(self, section: str) -> None:
+        with self._lock:
+            if section in self._pending:
+                self._pending.remove(section)
+
+    def _save_code(self) -> None:
+        """The entry script and the uncommitted diff as the artifact ``code``."""
+        entry = self.data["command"].get("entry")
+        with tempfile.TemporaryDirectory(prefix="trackmux-code-") as tmp:
+            folder = Path(tmp)
+            if entry and not str(entry).startswith("-m ") and Path(entry).is_file():
+                (folder / Path(entry).name).write_bytes(Path(entry).read_bytes())
+            if self.diff:
+                (folder / "uncommitted.diff").write_text(self.diff, encoding="utf-8")
+            if any(folder.iterdir()):
+                try:
+                    self.run.log_artifact(folder, name="code", type="code", step=self.step)
+                except RunFinishedError:
+                    return
+            else:
+                log.info("trackmux: save_code: no entry script file and no diff to store")
+
+    def send(self) -> None:
+        """Append the event once (from the thread when done, or from finish())."""
+        with self._lock:
+            if self._sent:
+                return
+            self._sent = True
+            data = dict(self.data)
+            if self._pending:
+                data["incomplete"] = list(self._pending)
+            event = ProvenanceEvent(data, self.diff, self.step, self.time)
+        try:
+            self.run._append(event)
+        except RunFinishedError:
+            log.info("trackmux: provenance was not recorded: the run finished first")
+
+
+def start(run: Any) -> None:
+    """The run start hook: record provenance unless ``run.provenance`` is off."""
+    if not getattr(run, "provenance", False):
+        return
+    _collectors[run] = Collector(run)
+
+
+def finish(run: Any, deadline: float) -> None:
+    """The run finish hook: give the collector until ``deadline``, then send what it has."""
+    collector = _collectors.pop(run, None)
+    if collector is None:
+        return
+    collector.thread.join(max(0.0, deadline - time.monotonic()))
+    collector.send()
