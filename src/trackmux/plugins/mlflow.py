@@ -7,7 +7,10 @@ scripts and dashboards keep working:
   ``sqlite:////tmp/mlruns.db``; ``MLFLOW_RUN_ID`` (or option ``run_id``) attaches to an
   existing run; otherwise the experiment is the run's project and the run name its name;
 - metric keys are renamed exactly as verl does (``@`` -> ``_at_``, repeated ``/``
-  collapsed, other invalid characters -> ``_``; see :func:`mlflow_key`);
+  collapsed, other invalid characters -> ``_``; see :func:`mlflow_key`), except that two
+  keys of one run never share a name: a key whose renamed form another key of the run
+  already has gets a suffix from its own hash (core/backends/keynames.py; the names are
+  kept in ``state()``, so resume and sync name every key the same way again);
 - the config becomes params named as verl names them (``/``-flattened, lists as
   ``list_len`` plus ``0``, ``1``, ...), values cut to the server's limit; the whole config
   is also stored as the artifact ``trackmux/config.json``.
@@ -47,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
+from trackmux.core.backends.keynames import KeyNames
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ArtifactEvent,
@@ -190,7 +194,19 @@ class MlflowBackend(Backend):
         self._client: MlflowClient | None = None
         self._done_seq = 0
         self._last_time: float | None = None
-        self._keys: dict[str, str] = {}
+        self._names_from({})
+
+    def _names_from(self, state: Mapping[str, Any]) -> None:
+        """Metric, param and artifact-path names (three namespaces in mlflow), continued
+        from an earlier delivery's ``state()``."""
+        names = state.get("names") if isinstance(state.get("names"), Mapping) else {}
+        assert isinstance(names, Mapping)
+        self._metric_names = KeyNames(mlflow_key, "mlflow metric", max_length=MAX_KEY_LENGTH,
+                                      state=names.get("metrics"))
+        self._param_names = KeyNames(mlflow_key, "mlflow param", max_length=MAX_KEY_LENGTH,
+                                     state=names.get("params"))
+        self._path_names = KeyNames(artifact_key, "mlflow artifact path",
+                                    max_length=MAX_ARTIFACT_KEY, state=names.get("paths"))
 
     # -- opening ----------------------------------------------------------------------
     def _configure_http(self) -> None:
@@ -233,6 +249,7 @@ class MlflowBackend(Backend):
         self._done_seq = int(remote.data.tags.get(self._seq_tag, 0) or 0)
         self._params: dict[str, str] = dict(remote.data.params)
         self._stepped_images = not _old_stepped_image_names()
+        self._names_from(resume.state or {})
 
     def _mlflow2_artifacts_need_global_uri(self) -> None:
         """mlflow 2.x resolves ``mlflow-artifacts:`` URIs (artifacts proxied by the server)
@@ -281,10 +298,7 @@ class MlflowBackend(Backend):
 
     # -- writing ----------------------------------------------------------------------
     def _key(self, key: str) -> str:
-        name = self._keys.get(key)
-        if name is None:
-            name = self._keys[key] = mlflow_key(key)
-        return name
+        return self._metric_names(key)
 
     def _batch(self, metrics: Sequence[Any] = (), params: Sequence[Any] = (),
                done: int | None = None) -> None:
@@ -321,6 +335,7 @@ class MlflowBackend(Backend):
         stamp = int(event.time * 1000)
         refused: list[str] = []
         reason = ""
+        self._metric_names.prepare(event.data)
         for key, value in event.data.items():
             try:
                 self._batch(metrics=[Metric(self._key(key), float(value), stamp, event.step)])
@@ -343,6 +358,7 @@ class MlflowBackend(Backend):
             self._last_time = event.time
             if isinstance(event, MetricsEvent):
                 stamp = int(event.time * 1000)
+                self._metric_names.prepare(event.data)
                 items: list[tuple[Any, int | None]] = [
                     (Metric(self._key(k), float(v), stamp, event.step), None)
                     for k, v in event.data.items()]
@@ -395,8 +411,10 @@ class MlflowBackend(Backend):
             client.log_dict(run_id, event.config, CONFIG_ARTIFACT)
             params: dict[str, str] = {}
             changed = []
-            for key, value in verl_params(event.config).items():
-                name, value = self._key(key), value[:self._param_limit]
+            flat = verl_params(event.config)
+            self._param_names.prepare(flat)
+            for key, value in flat.items():
+                name, value = self._param_names(key), value[:self._param_limit]
                 if name in params:
                     continue
                 old = self._params.get(name)
@@ -419,7 +437,7 @@ class MlflowBackend(Backend):
             data = {column: [row[i] for row in event.rows]
                     for i, column in enumerate(event.columns)}
             client.log_table(run_id, data=data,
-                             artifact_file=f"tables/{artifact_key(event.key)}/"
+                             artifact_file=f"tables/{self._path_names(event.key)}/"
                                            f"step_{event.step}.json")
         elif isinstance(event, ImageEvent):
             from PIL import Image
@@ -427,15 +445,15 @@ class MlflowBackend(Backend):
             with Image.open(io.BytesIO(event.png)) as image:
                 image.load()
                 if self._stepped_images:
-                    client.log_image(run_id, image, key=artifact_key(event.key),
+                    client.log_image(run_id, image, key=self._path_names(event.key),
                                      step=event.step, timestamp=int(event.time * 1000),
                                      synchronous=True)
                 else:
                     client.log_image(run_id, image, artifact_file=(
-                        f"images/{artifact_key(event.key)}/step_{event.step}.png"))
+                        f"images/{self._path_names(event.key)}/step_{event.step}.png"))
         elif isinstance(event, TextEvent):
             client.log_text(run_id, event.text,
-                            f"text/{artifact_key(event.key)}/step_{event.step}.md")
+                            f"text/{self._path_names(event.key)}/step_{event.step}.md")
         elif isinstance(event, ArtifactEvent):
             self._log_artifact(event)
         self._batch(done=event.seq)
@@ -453,7 +471,7 @@ class MlflowBackend(Backend):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.symlink_to(local)
             self._client.log_artifacts(self._run_id, tmp, artifact_path=(
-                f"artifacts/{artifact_key(event.name)}/step_{event.step}"))
+                f"artifacts/{self._path_names(event.name)}/step_{event.step}"))
 
     # -- the rest of the contract ------------------------------------------------------
     @property
@@ -461,7 +479,13 @@ class MlflowBackend(Backend):
         return self._run_id
 
     def state(self) -> dict[str, Any]:
-        return {"run_id": self._run_id, "seq": self._done_seq}
+        state: dict[str, Any] = {"run_id": self._run_id, "seq": self._done_seq}
+        names = {kind: value for kind, value in (
+            ("metrics", self._metric_names.state()), ("params", self._param_names.state()),
+            ("paths", self._path_names.state())) if value}
+        if names:
+            state["names"] = names
+        return state
 
     def close(self, status: str) -> None:
         """End the run: "finished" -> FINISHED, "crashed"/"failed" -> FAILED (mlflow's
