@@ -38,11 +38,11 @@ def test_the_same_names_come_back_from_the_state_in_any_order() -> None:
     for key in ["a@b", "loss#1", "x//y", "loss/"]:  # renamed keys take the plain names
         first(key)
     first.prepare(["a_at_b", "loss_1", "x/y", "loss", "plain"])
-    before = {key: first(key) for key in MLFLOW_KEYS + ["plain"]}
+    before = {key: first(key) for key in [*MLFLOW_KEYS, "plain"]}
     assert before["a@b"] == "a_at_b" and before["a_at_b"].startswith("a_at_b_")
     assert before["plain"] == "plain"
     for seed in range(10):
-        order = MLFLOW_KEYS + ["plain"]
+        order = [*MLFLOW_KEYS, "plain"]
         random.Random(seed).shuffle(order)
         again = KeyNames(mlflow_key, "test", max_length=250, state=first.state())
         assert {key: again(key) for key in order} == before

@@ -109,3 +109,20 @@ def orphan_timeout(value: float | None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise ValueError(f"orphan_timeout must be a number >= 0, got {value!r}")
     return float(value)
+
+
+def backend_providers(value: str | None = None) -> dict[str, str]:
+    """Which provider serves a backend name two plugins provide:
+    ``TRACKMUX_BACKEND_PROVIDERS="mlflow=trackmux,console=trackmux-csv"`` (a distribution
+    or plugin name per backend). Unset: the third party's serves (core/backends/registry)."""
+    raw = os.environ.get("TRACKMUX_BACKEND_PROVIDERS", "") if value is None else value
+    out: dict[str, str] = {}
+    for part in raw.split(","):
+        if not part.strip():
+            continue
+        name, sep, provider = part.partition("=")
+        if not sep or not name.strip() or not provider.strip():
+            raise ValueError(f"TRACKMUX_BACKEND_PROVIDERS must be name=provider pairs "
+                             f"separated by commas, got {part.strip()!r}")
+        out[name.strip()] = provider.strip()
+    return out

@@ -67,7 +67,7 @@ class DeliveryProcess:
         registry = get_registry()
         for name, options in config["backends"].items():
             try:
-                spec = registry.backend(name)
+                spec = registry.backend(name, options)
                 lock = acquire_delivery_lock(self.info.run_dir, name)
             except (SpoolLockedError, Exception) as exc:
                 self.reporter.report(name, "start", f"{type(exc).__name__}: {exc}")

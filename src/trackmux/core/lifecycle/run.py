@@ -113,7 +113,8 @@ class Run:
                  orphan_timeout: float = settings.DEFAULT_ORPHAN_TIMEOUT,
                  system_metrics: float | None = None) -> None:
         registry = get_registry()
-        specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
+        specs = [registry.backend(b, (backend_options or {}).get(b))  # unknown names fail
+                 for b in backends]  # before any I/O
         options = dict(backend_options or {})
         for key in options:
             if key not in backends:
