@@ -14,6 +14,8 @@ elsewhere), so every trainer that imports them afterwards gets these.
 - Environment variables are read by the backends as verl reads them (``WANDB_ENTITY``,
   ``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``, ``SWANLAB_*``, ``TENSORBOARD_DIR``,
   ``VERL_FILE_LOGGER_*``); ``trainer.wandb_proxy`` becomes the wandb ``proxy`` option.
+  Where none is set, verl's own default locations apply (:func:`verl_locations`), not
+  trackmux's (everything in the trackmux dir), so existing scripts find their output.
 - trackmux's own options come from ``trainer.trackmux`` in verl's config (see
   :data:`OPTIONS` and docs/verl.md).
 - When verl resumes from ``global_step_N``, the trackmux run recorded beside the checkpoints
@@ -24,10 +26,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import sys
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("trackmux.verl")
@@ -157,6 +161,8 @@ class Tracking:
         self._histograms = _histogram_switch(options.pop("histograms", False))
         backend_options = {name: dict(opts) for name, opts in
                            dict(options.pop("backend_options", {})).items() if name in ours}
+        for name, defaults in verl_locations(ours).items():
+            backend_options[name] = {**defaults, **backend_options.get(name, {})}
         proxy = (plain.get("trainer") or {}).get("wandb_proxy")
         if proxy and "wandb" in ours:
             backend_options.setdefault("wandb", {}).setdefault("proxy", proxy)
@@ -219,6 +225,27 @@ class Tracking:
             self.finish()
         except Exception:  # a destructor must not raise; the spool keeps what was logged
             log.exception("trackmux: finishing the verl run failed")
+
+
+def verl_locations(backends: Sequence[str]) -> dict[str, dict[str, str]]:
+    """verl's default output locations, as backend options, for the backends whose verl
+    variable is not set: the file logger's root ``.``, ``tensorboard_log``, the mlflow
+    store ``sqlite:////tmp/mlruns.db`` and ``swanlog``, made absolute here so that a later
+    ``trackmux sync`` from another folder continues the same output."""
+    cwd = Path.cwd()
+    out: dict[str, dict[str, str]] = {}
+    env = os.environ.get
+    if "file" in backends and not (env("VERL_FILE_LOGGER_PATH") or env("VERL_FILE_LOGGER_ROOT")):
+        out["file"] = {"root": str(cwd)}
+    if "tensorboard" in backends and not env("TENSORBOARD_DIR"):
+        out["tensorboard"] = {"root": str(cwd / "tensorboard_log")}
+    if "mlflow" in backends and not env("MLFLOW_TRACKING_URI"):
+        from trackmux.plugins.mlflow import VERL_TRACKING_URI
+
+        out["mlflow"] = {"tracking_uri": VERL_TRACKING_URI}
+    if "swanlab" in backends and not env("SWANLAB_LOG_DIR"):
+        out["swanlab"] = {"log_dir": str(cwd / "swanlog")}
+    return out
 
 
 def _init_resuming(config: dict[str, Any], project: str, experiment: str, backends: list[str],

@@ -3,9 +3,12 @@
 Behaves like verl's built-in mlflow logger where users depend on it, so existing launch
 scripts and dashboards keep working:
 
-- tracking URI: option ``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else verl's default
-  ``sqlite:////tmp/mlruns.db``; ``MLFLOW_RUN_ID`` (or option ``run_id``) attaches to an
-  existing run; otherwise the experiment is the run's project and the run name its name;
+- tracking URI: option ``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else a local store
+  in the trackmux dir, ``sqlite:///<trackmux dir>/mlflow/mlflow.db`` with artifacts in
+  ``<trackmux dir>/mlflow/artifacts`` (one store for every run there; the verl drop-in sets
+  verl's default ``sqlite:////tmp/mlruns.db`` as the option instead); ``MLFLOW_RUN_ID``
+  (or option ``run_id``) attaches to an existing run; otherwise the experiment is the
+  run's project and the run name its name;
 - metric keys are renamed exactly as verl does (``@`` -> ``_at_``, repeated ``/``
   collapsed, other invalid characters -> ``_``; see :func:`mlflow_key`), except that two
   keys of one run never share a name: a key whose renamed form another key of the run
@@ -68,7 +71,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TRACKING_URI = "sqlite:////tmp/mlruns.db"  # verl's default
+VERL_TRACKING_URI = "sqlite:////tmp/mlruns.db"  # verl's default (set by the verl drop-in)
+LOCAL_STORE = "mlflow"  # the default store's folder in the trackmux dir
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 MAX_KEY_LENGTH = 250
@@ -222,13 +226,33 @@ class MlflowBackend(Backend):
                 f"{value:g}")
 
     @property
-    def tracking_uri(self) -> str:
-        return str(self.options.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
-                   or DEFAULT_TRACKING_URI)
+    def tracking_uri(self) -> str | None:
+        """The chosen URI; None: the local store in the trackmux dir (known at ``open``)."""
+        chosen = (self.options.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
+                  or getattr(self, "_local_uri", None))
+        return str(chosen) if chosen else None
+
+    def _local_store(self, run: RunInfo) -> None:
+        """No URI chosen: a SQLite store (and its artifacts) in the trackmux dir that holds
+        the run, so nothing lands in /tmp or beside the working directory."""
+        from pathlib import Path
+
+        root = Path(run.run_dir).absolute().parent.parent / LOCAL_STORE
+        root.mkdir(parents=True, exist_ok=True)
+        self._local_uri = f"sqlite:///{root / 'mlflow.db'}"
+        self._local_artifacts: str | None = str(root / "artifacts")
+
+    def where(self) -> str | None:
+        from trackmux.core.values.redact import redact_text
+
+        uri = self.tracking_uri
+        return redact_text(uri) if uri else None
 
     def open(self, run: RunInfo, resume: ResumeState) -> None:
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         self._configure_http()
+        if self.tracking_uri is None:
+            self._local_store(run)
         from mlflow import MlflowClient
 
         try:
@@ -277,7 +301,8 @@ class MlflowBackend(Backend):
         if experiment is None:
             try:
                 experiment_id = client.create_experiment(
-                    name, artifact_location=self.options.get("artifact_location"))
+                    name, artifact_location=self.options.get("artifact_location") or (
+                        getattr(self, "_local_artifacts", None)))
             except MlflowException:  # created concurrently by another worker
                 experiment = client.get_experiment_by_name(name)
                 if experiment is None:

@@ -6,8 +6,9 @@ Where and how, read as verl's swanlab logger reads them (an option wins over the
   ``online``, ``local``. verl defaults to ``cloud``; trackmux defaults to ``offline``
   because the spool already keeps every event for later delivery, so nothing should reach
   the network (or prompt for a login) unless it was asked for.
-- ``log_dir`` / ``SWANLAB_LOG_DIR``: default ``swanlog`` (relative to the working
-  directory, as in verl). An offline run is the folder ``<log_dir>/run-<time>-<id>/``.
+- ``log_dir`` / ``SWANLAB_LOG_DIR``: default the run's own folder ``<run dir>/swanlog``
+  (the verl drop-in sets verl's default, ``swanlog`` in the working directory). An
+  offline run is the folder ``<log_dir>/run-<time>-<id>/``.
 - ``api_key`` / ``SWANLAB_API_KEY``: ``swanlab.login`` with it, only in cloud mode.
 - ``workspace``, ``description``, ``drain_timeout`` (seconds ``flush`` waits for swanlab's
   background writer, default 10).
@@ -215,8 +216,10 @@ class SwanLabBackend(Backend):
             source = "option mode" if self.options.get("mode") else "SWANLAB_MODE"
             raise ValueError(f"swanlab {source} must be one of {MODES}, got {mode!r}")
         self.mode: str = "online" if mode == "cloud" else mode
-        self.log_dir = Path(self.options.get("log_dir") or os.environ.get("SWANLAB_LOG_DIR")
-                            or "swanlog").expanduser().absolute()
+        chosen = self.options.get("log_dir") or os.environ.get("SWANLAB_LOG_DIR")
+        #: when no folder was chosen, ``open`` sets the run's own folder
+        self.log_dir: Path = Path(chosen or "swanlog").expanduser().absolute()
+        self._log_dir_chosen = bool(chosen)
         self.api_key: str | None = self.options.get("api_key") or os.environ.get(
             "SWANLAB_API_KEY") or None
         try:
@@ -242,6 +245,8 @@ class SwanLabBackend(Backend):
                               "'trackmux[swanlab]'") from exc
         self._swanlab = swanlab
         self._info = run
+        if not self._log_dir_chosen:
+            self.log_dir = run.run_dir / "swanlog"
         if self.api_key and self.mode != "online":
             log.info("SWANLAB_API_KEY is set but swanlab mode is %r: nothing is uploaded; "
                      "set SWANLAB_MODE=cloud to upload", self.mode)
