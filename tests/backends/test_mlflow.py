@@ -304,8 +304,17 @@ def test_mlflow_run_id_attaches_to_an_existing_run(tmp_path: Path,
     assert client.get_run(existing).data.params["trainer/total_epochs"] == "3"
 
 
-def test_tracking_uri_defaults_to_verls(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert MlflowBackend({}).tracking_uri == "sqlite:////tmp/mlruns.db"
+def test_tracking_uri_defaults_to_a_store_in_the_trackmux_dir(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert MlflowBackend({}).tracking_uri is None  # chosen at open, from the run's folder
+    backend = MlflowBackend({})
+    backend.open(RunInfo("p", "n", "r1", tmp_path / "trackmux" / "p" / "r1", 1.7e9),
+                 ResumeState())
+    backend.close("finished")
+    assert backend.tracking_uri == f"sqlite:///{tmp_path / 'trackmux' / 'mlflow' / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=backend.tracking_uri)
+    experiment = client.get_experiment_by_name("p")
+    assert experiment.artifact_location.endswith(str(tmp_path / "trackmux/mlflow/artifacts"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
     assert MlflowBackend({}).tracking_uri == "http://127.0.0.1:1"
     assert MlflowBackend({"tracking_uri": "sqlite:///x.db"}).tracking_uri == "sqlite:///x.db"

@@ -229,7 +229,7 @@ def test_default_mode_is_offline_and_cloud_is_online(monkeypatch: pytest.MonkeyP
     assert SwanLabBackend({"mode": "cloud"}).mode == "online"  # verl's name for it
     monkeypatch.setenv("SWANLAB_MODE", "cloud")
     assert SwanLabBackend().mode == "online"
-    assert SwanLabBackend().log_dir.name == "swanlog"
+    assert not SwanLabBackend()._log_dir_chosen  # the run's folder, set at open
 
 
 def test_bad_options_are_named() -> None:

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import sys
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("trackmux.verl")
@@ -161,6 +159,8 @@ class Tracking:
         self._histograms = _histogram_switch(options.pop("histograms", False))
         backend_options = {name: dict(opts) for name, opts in
                            dict(options.pop("backend_options", {})).items() if name in ours}
+        from trackmux.integrations.verl_defaults import verl_locations
+
         for name, defaults in verl_locations(ours).items():
             backend_options[name] = {**defaults, **backend_options.get(name, {})}
         proxy = (plain.get("trainer") or {}).get("wandb_proxy")
@@ -225,27 +225,6 @@ class Tracking:
             self.finish()
         except Exception:  # a destructor must not raise; the spool keeps what was logged
             log.exception("trackmux: finishing the verl run failed")
-
-
-def verl_locations(backends: Sequence[str]) -> dict[str, dict[str, str]]:
-    """verl's default output locations, as backend options, for the backends whose verl
-    variable is not set: the file logger's root ``.``, ``tensorboard_log``, the mlflow
-    store ``sqlite:////tmp/mlruns.db`` and ``swanlog``, made absolute here so that a later
-    ``trackmux sync`` from another folder continues the same output."""
-    cwd = Path.cwd()
-    out: dict[str, dict[str, str]] = {}
-    env = os.environ.get
-    if "file" in backends and not (env("VERL_FILE_LOGGER_PATH") or env("VERL_FILE_LOGGER_ROOT")):
-        out["file"] = {"root": str(cwd)}
-    if "tensorboard" in backends and not env("TENSORBOARD_DIR"):
-        out["tensorboard"] = {"root": str(cwd / "tensorboard_log")}
-    if "mlflow" in backends and not env("MLFLOW_TRACKING_URI"):
-        from trackmux.plugins.mlflow import VERL_TRACKING_URI
-
-        out["mlflow"] = {"tracking_uri": VERL_TRACKING_URI}
-    if "swanlab" in backends and not env("SWANLAB_LOG_DIR"):
-        out["swanlab"] = {"log_dir": str(cwd / "swanlog")}
-    return out
 
 
 def _init_resuming(config: dict[str, Any], project: str, experiment: str, backends: list[str],

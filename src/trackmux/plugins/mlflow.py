@@ -71,7 +71,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-VERL_TRACKING_URI = "sqlite:////tmp/mlruns.db"  # verl's default (set by the verl drop-in)
 LOCAL_STORE = "mlflow"  # the default store's folder in the trackmux dir
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
