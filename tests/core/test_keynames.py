@@ -76,3 +76,14 @@ def test_each_renamed_key_is_said_once(caplog: pytest.LogCaptureFixture) -> None
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "'a@b'" in warnings[0].getMessage()
     assert "taken" in warnings[0].getMessage()
+
+
+def test_clearml_title_series_collisions_and_its_own_mark_stay_apart() -> None:
+    from trackmux.plugins.clearml import MARK, clearml_key, title_series
+
+    names = KeyNames(clearml_key, "clearml key", max_length=255, reserved=["/".join(MARK)])
+    names.prepare(["loss", "loss/loss", "trackmux/seq", "reward/mean"])
+    pairs = {key: title_series(names(key)) for key in
+             ["loss", "loss/loss", "trackmux/seq", "reward/mean"]}
+    assert pairs["loss"] == ("loss", "loss") and pairs["reward/mean"] == ("reward", "mean")
+    assert len(set(pairs.values())) == 4 and MARK not in pairs.values()

@@ -48,16 +48,18 @@ class KeyNames:
 
     ``rename`` is the backend's own rule (it must return a name the store accepts, and
     accept a name it returned followed by ``_<hex>``); ``what`` says which names these
-    are in messages ("mlflow metric", "swanlab key").
+    are in messages ("mlflow metric", "swanlab key"); ``reserved``: names the backend
+    uses itself, never given to a key.
     """
 
     def __init__(self, rename: Callable[[str], str], what: str, *, max_length: int,
-                 state: Mapping[str, Any] | None = None) -> None:
+                 state: Mapping[str, Any] | None = None, reserved: Iterable[str] = ()
+                 ) -> None:
         self._rename = rename
         self._what = what
         self._max_length = max_length
         self._names: dict[str, str] = {}       # key -> name, for every key seen here
-        self._taken: set[str] = set()          # names given in this process
+        self._taken: set[str] = set(reserved)  # names given here (or the store's own)
         self._renamed: dict[str, str] = {}     # key -> name where they differ (persisted)
         self._kept: set[str] = set()           # digests of keys that kept their name
         self._kept_text = ""
