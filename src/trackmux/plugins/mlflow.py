@@ -280,7 +280,7 @@ class MlflowBackend(Backend):
         http(s) URI. There, set it as verl's own logger does; mlflow 3 needs nothing."""
         import mlflow
 
-        uri = self.tracking_uri
+        uri = self.tracking_uri or ""  # set by open() before this is called
         if int(mlflow.__version__.split(".")[0]) >= 3 or not uri.startswith(("http:", "https:")):
             return
         current = mlflow.get_tracking_uri()
