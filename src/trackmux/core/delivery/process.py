@@ -202,7 +202,10 @@ class _ForwardWarnings(logging.Handler):
         self.host = host
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.name.startswith("trackmux") and record.module != "reporting":
+        # reporting's problems travel on their own; the registry's (a plugin that failed to
+        # load, a shared backend name) the trainer said itself when it loaded the plugins
+        if record.name.startswith("trackmux") and record.module not in ("reporting",
+                                                                         "registry"):
             try:
                 self.host._send({"log": [record.levelno, record.getMessage()]})
             except Exception:  # never let logging break delivery
