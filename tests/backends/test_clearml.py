@@ -224,3 +224,32 @@ def test_provenance_in_the_task_configuration(tmp_path: Path) -> None:
     config = read_all(tmp_path / "clearml").config
     assert config is not None and config["lr"] == 0.1
     assert config["_provenance.git.commit"] == COMMIT
+def test_distinct_keys_stay_distinct_across_resume(tmp_path: Path) -> None:
+    """``loss`` and ``loss/loss`` are one (title, series) as verl splits keys, and
+    ``trackmux/seq`` is the backend's own mark: each key keeps its own series, the same
+    ones after a resume that sends the keys in the reverse order."""
+    keys = ["loss/loss", "loss", "trackmux/seq", "reward/mean"]
+    value = {key: 1000.0 * i for i, key in enumerate(keys)}
+    root = tmp_path / "clearml"
+    first = ClearMLBackend({"dir": str(root), "offline": True})
+    first.open(_info(tmp_path), ResumeState())
+    first.write([MetricsEvent({k: value[k] + s for k in keys}, s, 0.0, seq=s + 1)
+                 for s in range(2)])
+    first.flush()
+    remote, state = first.remote_id, first.state()
+    first.close("finished")
+    second = ClearMLBackend({"dir": str(root), "offline": True})
+    second.open(_info(tmp_path), ResumeState(remote, state, 2))
+    second.write([MetricsEvent({k: value[k] + s for k in reversed(keys)}, s, 0.0, seq=s + 1)
+                  for s in range(2, 4)])
+    second.close("finished")
+    readback, extra = read_session(sessions(root)[0])
+    owners: dict[str, str] = {}
+    for name, points in readback.metrics.items():
+        (key,) = {keys[int(v) // 1000] for _, v in points}
+        assert key not in owners
+        owners[key] = name
+        assert sorted(s for s, _ in points) == [0, 1, 2, 3]
+    assert set(owners) == set(keys)
+    assert owners["loss"] == "loss" and owners["reward/mean"] == "reward/mean"
+    assert extra["marks"] == [1, 2, 3, 4]

@@ -304,8 +304,17 @@ def test_mlflow_run_id_attaches_to_an_existing_run(tmp_path: Path,
     assert client.get_run(existing).data.params["trainer/total_epochs"] == "3"
 
 
-def test_tracking_uri_defaults_to_verls(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert MlflowBackend({}).tracking_uri == "sqlite:////tmp/mlruns.db"
+def test_tracking_uri_defaults_to_a_store_in_the_trackmux_dir(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert MlflowBackend({}).tracking_uri is None  # chosen at open, from the run's folder
+    backend = MlflowBackend({})
+    backend.open(RunInfo("p", "n", "r1", tmp_path / "trackmux" / "p" / "r1", 1.7e9),
+                 ResumeState())
+    backend.close("finished")
+    assert backend.tracking_uri == f"sqlite:///{tmp_path / 'trackmux' / 'mlflow' / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=backend.tracking_uri)
+    experiment = client.get_experiment_by_name("p")
+    assert experiment.artifact_location.endswith(str(tmp_path / "trackmux/mlflow/artifacts"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
     assert MlflowBackend({}).tracking_uri == "http://127.0.0.1:1"
     assert MlflowBackend({"tracking_uri": "sqlite:///x.db"}).tracking_uri == "sqlite:///x.db"
@@ -568,3 +577,95 @@ def test_provenance_in_mlflows_source_tags_and_artifacts(tmp_path: Path) -> None
     diff = Path(client.download_artifacts(run.info.run_id, "provenance/uncommitted.diff",
                                           str(download))).read_text()
     assert diff == DIFF
+# -- distinct keys stay distinct (issue 27 item 2) -----------------------------------------
+DISTINCT_KEYS = ["a@b", "a_at_b", "loss#1", "loss_1", "x//y", "x/y", "loss/", "loss",
+                 "val-core/acc/mean@5"]
+
+
+def _series_by_key(client: MlflowClient, run_id: str) -> dict[str, str]:
+    """Which series each logged key landed in, read from mlflow's metric histories;
+    asserts that no series mixes two keys and no key is spread over two series."""
+    owners: dict[str, str] = {}
+    for name in client.get_run(run_id).data.metrics:
+        values = {p.value for p in client.get_metric_history(run_id, name)}
+        keys = {DISTINCT_KEYS[int(v) // 1000] for v in values}
+        assert len(keys) == 1, f"series {name!r} mixes {keys}"
+        (key,) = keys
+        assert key not in owners, f"{key!r} is in {owners.get(key)!r} and {name!r}"
+        owners[key] = name
+        steps = sorted(p.step for p in client.get_metric_history(run_id, name))
+        assert steps == (list(range(1, 6)) if mlflow_key(key) != key else list(range(2, 6)))
+    assert set(owners) == set(DISTINCT_KEYS)
+    return owners
+
+
+def _log_distinct_keys(uri: str, project: str, tmp_path: Path) -> Path:
+    """Attempt 1 logs the renamed keys first (they take the plain names), then all; a
+    resumed attempt logs them all in the reverse order. Returns the run folder."""
+    import trackmux
+
+    options = {"mlflow": {"tracking_uri": uri}}
+    if uri.startswith("sqlite"):
+        options["mlflow"]["artifact_location"] = str(tmp_path / "artifacts")
+    run = trackmux.init(project=project, backends=["mlflow"], dir=tmp_path / "spool",
+                        run_id="keys", backend_options=options)
+    value = {key: 1000.0 * i for i, key in enumerate(DISTINCT_KEYS)}
+    run.log({k: value[k] + 1 for k in DISTINCT_KEYS if mlflow_key(k) != k}, step=1)
+    for step in (2, 3):
+        run.log({k: value[k] + step for k in DISTINCT_KEYS}, step=step)
+    assert run.finish(timeout=120).complete
+    again = trackmux.init(project=project, backends=["mlflow"], dir=tmp_path / "spool",
+                          run_id="keys", resume="must", backend_options=options)
+    for step in (4, 5):
+        again.log({k: value[k] + step for k in reversed(DISTINCT_KEYS)}, step=step)
+    assert again.finish(timeout=120).complete
+    return again.dir
+
+
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_distinct_keys_stay_distinct_across_resume_and_sync(
+        store: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """``a@b``/``a_at_b``, ``loss#1``/``loss_1``, ``x//y``/``x/y``, ``loss/``/``loss``
+    land in distinct mlflow series; a resumed attempt sending them in another order and a
+    fresh ``trackmux sync`` of the spool to another store use the same series names."""
+    import shutil
+    import sqlite3
+
+    from trackmux.core.delivery.sync import deliver_by_name
+
+    if store == "server":
+        uri = request.getfixturevalue("mlflow_server").url
+    else:
+        uri = f"sqlite:///{tmp_path / 'm.db'}"
+    project = f"distinct-{store}-{abs(hash(str(tmp_path))) % 10**8}"
+    run_dir = _log_distinct_keys(uri, project, tmp_path)
+    client = MlflowClient(tracking_uri=uri)
+    (remote,) = client.search_runs([client.get_experiment_by_name(project).experiment_id])
+    live = _series_by_key(client, remote.info.run_id)
+    assert live["val-core/acc/mean@5"] == "val-core/acc/mean_at_5"  # verl's name kept
+    assert live["a@b"] == "a_at_b" and live["a_at_b"].startswith("a_at_b_")
+    assert len(set(live.values())) == len(DISTINCT_KEYS)
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    with sqlite3.connect(copy / "spool.db") as conn:
+        conn.execute("DELETE FROM cursors")
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    result = deliver_by_name(copy, ["mlflow"], {"mlflow": {
+        "tracking_uri": fresh, "artifact_location": str(tmp_path / "b")}}, timeout=120)
+    assert result.complete, result
+    client = MlflowClient(tracking_uri=fresh)
+    (only,) = client.search_runs([client.get_experiment_by_name(project).experiment_id])
+    assert _series_by_key(client, only.info.run_id) == live
+
+
+def test_distinct_config_keys_stay_distinct_params(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    backend = MlflowBackend({"tracking_uri": uri, "artifact_location": str(tmp_path / "a")})
+    backend.open(RunInfo("p", "n", "r1", tmp_path, 1.7e9), ResumeState())
+    backend.write([ConfigEvent({"opt": {"lr@1": 1, "lr_at_1": 2}}, 0, 1.7e9, seq=1)])
+    backend.close("finished")
+    params = MlflowClient(tracking_uri=uri).get_run(backend.remote_id).data.params  # type: ignore[arg-type]
+    assert params["opt/lr_at_1"] == "2"
+    (other,) = [k for k in params if k.startswith("opt/lr_at_1_")]
+    assert params[other] == "1"

@@ -229,7 +229,7 @@ def test_default_mode_is_offline_and_cloud_is_online(monkeypatch: pytest.MonkeyP
     assert SwanLabBackend({"mode": "cloud"}).mode == "online"  # verl's name for it
     monkeypatch.setenv("SWANLAB_MODE", "cloud")
     assert SwanLabBackend().mode == "online"
-    assert SwanLabBackend().log_dir.name == "swanlog"
+    assert not SwanLabBackend()._log_dir_chosen  # the run's folder, set at open
 
 
 def test_bad_options_are_named() -> None:
@@ -381,3 +381,56 @@ def test_provenance_in_the_run_config(tmp_path: Path) -> None:
     config = read_swanlab(tmp_path / "swanlog")[0].config
     assert config is not None and config["lr"] == 0.1
     assert config["_provenance.git.commit"] == COMMIT
+# -- distinct keys stay distinct (issue 27 item 2) -----------------------------------------
+DISTINCT_KEYS = ["loss/", "loss", " loss", "./loss", "acc.", "acc", "a//b", "a/b"]
+
+
+def _series_by_key(log_dir: Path) -> dict[str, str]:
+    """Which stored swanlab key each logged key landed in (read from the run folders);
+    asserts no stored key mixes two logged keys and no logged key is spread over two."""
+    readback, _ = read_swanlab(log_dir)
+    owners: dict[str, str] = {}
+    for name, points in readback.metrics.items():
+        keys = {DISTINCT_KEYS[int(value) // 1000] for _, value in points}
+        assert len(keys) == 1, f"swanlab key {name!r} mixes {keys}"
+        (key,) = keys
+        assert key not in owners, f"{key!r} is in {owners.get(key)!r} and {name!r}"
+        owners[key] = name
+        assert sorted(step for step, _ in points) == [1, 2, 3, 4]
+    assert set(owners) == set(DISTINCT_KEYS)
+    return owners
+
+
+def test_distinct_keys_stay_distinct_across_resume_and_sync(tmp_path: Path) -> None:
+    """``loss/``, ``loss``, `` loss`` and ``./loss`` stay four swanlab series; a resumed
+    attempt sending the keys in reverse order and a fresh ``trackmux sync`` into another
+    folder give every key the same stored name."""
+    import shutil
+    import sqlite3
+
+    from trackmux.core.delivery.sync import deliver_by_name
+
+    value = {key: 1000.0 * i for i, key in enumerate(DISTINCT_KEYS)}
+    options = {"swanlab": {"log_dir": str(tmp_path / "swanlog")}}
+    run = trackmux.init(project="distinct", backends=["swanlab"], dir=tmp_path / "spool",
+                        run_id="keys", backend_options=options)
+    for step in (1, 2):
+        run.log({k: value[k] + step for k in DISTINCT_KEYS}, step=step)
+    assert run.finish(timeout=120).complete
+    again = trackmux.init(project="distinct", backends=["swanlab"], dir=tmp_path / "spool",
+                          run_id="keys", resume="must", backend_options=options)
+    for step in (3, 4):
+        again.log({k: value[k] + step for k in reversed(DISTINCT_KEYS)}, step=step)
+    assert again.finish(timeout=120).complete
+    live = _series_by_key(tmp_path / "swanlog")
+    assert live["loss"] == "loss" and live["acc"] == "acc" and live["a/b"] == "a/b"
+    assert len(run_dirs(tmp_path / "swanlog")) == 2  # the resumed attempt's own folder
+
+    copy = tmp_path / "copy"
+    shutil.copytree(again.dir, copy)
+    with sqlite3.connect(copy / "spool.db") as conn:
+        conn.execute("DELETE FROM cursors")
+    result = deliver_by_name(copy, ["swanlab"], {"swanlab": {
+        "log_dir": str(tmp_path / "fresh")}}, timeout=120)
+    assert result.complete, result
+    assert _series_by_key(tmp_path / "fresh") == live

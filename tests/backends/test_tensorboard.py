@@ -198,7 +198,9 @@ class TestTensorBoardBackend(BackendConformance):
     def test_tensorboard_dir_env_wins_like_verl(self, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
         info = RunInfo("proj", "exp", "r1", tmp_path, 0.0)
-        assert resolve_log_dir({}, info) == Path("tensorboard_log/proj/exp").absolute()
+        assert resolve_log_dir({}, info) == tmp_path / "tensorboard"  # the run's folder
+        assert resolve_log_dir({"root": "tensorboard_log"}, info) == Path(
+            "tensorboard_log/proj/exp").absolute()  # verl's rule (the drop-in sets root)
         monkeypatch.setenv("TENSORBOARD_DIR", str(tmp_path / "custom"))
         assert resolve_log_dir({"root": "ignored"}, info) == tmp_path / "custom"
         assert resolve_log_dir({"log_dir": str(tmp_path / "opt")}, info) == tmp_path / "opt"
@@ -311,7 +313,7 @@ class TestTensorBoardBackend(BackendConformance):
         with caplog.at_level("WARNING", "trackmux"):
             result = deliver(run.run_dir, {"tensorboard": lambda: TensorBoardBackend()},
                              timeout=60)
-        where = Path("tensorboard_log", "conformance", "conformance-run").absolute()
+        where = run.run_dir / "tensorboard"
         assert any(str(where) in r.getMessage() and "default" in r.getMessage()
                    for r in caplog.records)
         assert result.where["tensorboard"] == str(where)

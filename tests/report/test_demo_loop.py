@@ -252,8 +252,10 @@ def test_demo_delivers_to_console_and_file_and_prints_where(demo_run: DemoRun) -
     assert f"report: {report}" in demo_run.output
     assert "step:0 - reward/mean:" in demo_run.output  # the console backend's lines
     assert f"trackmux ui {demo_run.root}" in demo_run.output  # how to open the dashboard
-    jsonl = demo_run.root / "trackmux-demo" / f"{meta['name']}.jsonl"
+    jsonl = demo_run.run_dir / "file" / f"{meta['name']}.jsonl"
     lines = jsonl.read_bytes().splitlines()
+    # the project folder holds run folders only (`trackmux report <project>/*` works)
+    assert [p for p in (demo_run.root / "trackmux-demo").iterdir()] == [demo_run.run_dir]
     assert len(lines) == DEMO_STEPS
     assert orjson.loads(lines[-1])["step"] == DEMO_STEPS - 1
 

@@ -59,11 +59,11 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
             backends.append(extra)
     spool_root = settings.spool_root(root)
     config = DemoConfig(steps=steps, seed=seed)
-    options = {"file": {"root": str(spool_root)}} if "file" in backends else None
-    try:
+    try:  # the file backend writes into the run folder (its default): a project folder
+        # holds run folders only, so `trackmux report trackmux/trackmux-demo/*` works
         run = trackmux.init(project=project, name=name, backends=backends,
                             config=config.as_config(), dir=spool_root,
-                            backend_options=options, tags=("demo",), all_ranks=True)
+                            tags=("demo",), all_ranks=True)
     except UnknownBackendError as exc:
         raise click.BadParameter(str(exc), param_hint="--backends") from exc
     assert isinstance(run, trackmux.Run)

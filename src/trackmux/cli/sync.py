@@ -59,7 +59,8 @@ def check_options(names: list[str], options: dict[str, dict[str, Any]]) -> None:
     registry = get_registry()
     for name in names:
         try:
-            registry.backend(name).check_options(options.get(name, {}))
+            registry.backend(name, options.get(name)).check_options(
+                options.get(name, {}))
         except UnknownBackendError as exc:
             raise click.UsageError(str(exc)) from None
         except ValueError as exc:

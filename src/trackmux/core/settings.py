@@ -170,3 +170,18 @@ def watch_spec(raw: str | None = None) -> tuple[str, int] | None:
     if steps < 1:
         raise ValueError(f"TRACKMUX_WATCH: EVERY must be >= 1, got {raw!r}")
     return mode, steps
+def backend_providers(value: str | None = None) -> dict[str, str]:
+    """Which provider serves a backend name two plugins provide:
+    ``TRACKMUX_BACKEND_PROVIDERS="mlflow=trackmux,console=trackmux-csv"`` (a distribution
+    or plugin name per backend). Unset: the third party's serves (core/backends/registry)."""
+    raw = os.environ.get("TRACKMUX_BACKEND_PROVIDERS", "") if value is None else value
+    out: dict[str, str] = {}
+    for part in raw.split(","):
+        if not part.strip():
+            continue
+        name, sep, provider = part.partition("=")
+        if not sep or not name.strip() or not provider.strip():
+            raise ValueError(f"TRACKMUX_BACKEND_PROVIDERS must be name=provider pairs "
+                             f"separated by commas, got {part.strip()!r}")
+        out[name.strip()] = provider.strip()
+    return out

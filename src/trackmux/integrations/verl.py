@@ -14,6 +14,8 @@ elsewhere), so every trainer that imports them afterwards gets these.
 - Environment variables are read by the backends as verl reads them (``WANDB_ENTITY``,
   ``MLFLOW_TRACKING_URI``, ``MLFLOW_RUN_ID``, ``SWANLAB_*``, ``TENSORBOARD_DIR``,
   ``VERL_FILE_LOGGER_*``); ``trainer.wandb_proxy`` becomes the wandb ``proxy`` option.
+  Where none is set, verl's own default locations apply (:func:`verl_locations`), not
+  trackmux's (everything in the trackmux dir), so existing scripts find their output.
 - trackmux's own options come from ``trainer.trackmux`` in verl's config (see
   :data:`OPTIONS` and docs/verl.md).
 - When verl resumes from ``global_step_N``, the trackmux run recorded beside the checkpoints
@@ -163,6 +165,10 @@ class Tracking:
         watch = _watch_switch(options.pop("watch", None), options.pop("watch_every", None))
         backend_options = {name: dict(opts) for name, opts in
                            dict(options.pop("backend_options", {})).items() if name in ours}
+        from trackmux.integrations.verl_defaults import verl_locations
+
+        for name, defaults in verl_locations(ours).items():
+            backend_options[name] = {**defaults, **backend_options.get(name, {})}
         proxy = (plain.get("trainer") or {}).get("wandb_proxy")
         if proxy and "wandb" in ours:
             backend_options.setdefault("wandb", {}).setdefault("proxy", proxy)

@@ -4,7 +4,9 @@ What each event becomes (see docs/backends/clearml.md):
 
 - metrics: ``report_scalar`` at the event's step; the key splits at its first ``/`` into
   title and series as verl's ClearML adapter splits it (``reward/mean`` -> ``reward`` /
-  ``mean``; a key without ``/`` is its own title and series). ClearML itself reports NaN
+  ``mean``; a key without ``/`` is its own title and series; ``a/a`` would read back as
+  ``a``, and ``trackmux/seq`` is this backend's own mark, so such a key that another key
+  already holds gets a hash suffix: core/backends/keynames.py). ClearML itself reports NaN
   and inf as 0.0 (``Logger.set_reporting_nan_value``); the spool keeps the real value;
 - table: ``report_table`` (header row, then the rows; text, numbers and None as logged);
 - image: ``report_image`` (every step kept: no rolling image history);
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo, check_option_types
+from trackmux.core.backends.keynames import KeyNames
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ConfigEvent,
@@ -68,6 +71,15 @@ def title_series(key: str) -> tuple[str, str]:
 def key_of(title: str, series: str) -> str:
     """The trackmux key of a (title, series) pair: the inverse of :func:`title_series`."""
     return title if title == series else f"{title}/{series}"
+
+
+def clearml_key(key: str) -> str:
+    """The key ClearML's (title, series) of ``key`` reads back as: ``a/a`` is reported as
+    title ``a``, series ``a``, which is also how ``a`` is reported."""
+    return key_of(*title_series(key))
+
+
+MAX_KEY = 255
 
 
 def session_events(folder: Path) -> Iterator[dict[str, Any]]:
@@ -179,6 +191,10 @@ class ClearMLBackend(Backend):
                 self.session = Path(self._task.get_offline_mode_folder())  # cached by ClearML
         self._task.set_initial_iteration(0)  # report at the logged steps, also on resume
         self._seq = int(resume.state.get("seq", 0))
+        names = resume.state.get("names")
+        self._names = KeyNames(clearml_key, "clearml key", max_length=MAX_KEY,
+                               state=names if isinstance(names, Mapping) else None,
+                               reserved=["/".join(MARK)])
         if resume.remote_id and self.session is not None:
             marked, self._partial = scan_session(self.session)
             self._seq = max(self._seq, marked)
@@ -188,7 +204,8 @@ class ClearMLBackend(Backend):
         return None if self._task is None else str(self._task.id)
 
     def state(self) -> dict[str, Any]:
-        return {"seq": self._seq}
+        names = self._names.state() if hasattr(self, "_names") else {}
+        return {"seq": self._seq, **({"names": names} if names else {})}
 
     def write(self, events: Sequence[Event]) -> None:
         logger = self._task.get_logger()
@@ -207,8 +224,9 @@ class ClearMLBackend(Backend):
     def _report(self, logger: Any, event: Event, done: set[tuple[str, str, str, int]]) -> None:
         """Report one event; what ``done`` holds is already in the session."""
         if isinstance(event, MetricsEvent):
+            self._names.prepare(event.data)
             for key, value in event.data.items():
-                title, series = title_series(key)
+                title, series = title_series(self._names(key))
                 if ("training_stats_scalar", title, series, event.step) not in done:
                     logger.report_scalar(title, series, value=value, iteration=event.step)
             return
@@ -218,7 +236,7 @@ class ClearMLBackend(Backend):
             return
         if not isinstance(event, (TableEvent, ImageEvent)):
             raise TypeError(f"unknown event kind {event.kind!r}")
-        title, series = title_series(event.key)
+        title, series = title_series(self._names(event.key))
         kind = "plot" if isinstance(event, TableEvent) else "training_debug_image"
         if (kind, title, series, event.step) in done:
             return

@@ -16,8 +16,11 @@
 
 Where: option ``path``, else ``VERL_FILE_LOGGER_PATH``, else
 ``<root>/<project>/<run name>.jsonl`` with ``root`` from option ``root``, else
-``VERL_FILE_LOGGER_ROOT``, else ``.`` (verl's rules; a name too long for a file name is
-shortened with a hash).
+``VERL_FILE_LOGGER_ROOT`` (verl's rules; a name too long for a file name is shortened
+with a hash). With none of them set the output is in the run's own folder,
+``<run dir>/file/<run name>.jsonl``, so nothing is written beside the run folders or in
+the working directory; under verl the drop-in sets verl's default root (the working
+directory) as the option ``root``.
 
 One run per file. ``<stem>.run-id`` names the run that owns the output, and a live
 delivery holds an exclusive lock on it. Another run with the same path (live at the same
@@ -68,7 +71,9 @@ def resolve_path(options: dict[str, Any], run: RunInfo) -> Path:
     explicit = options.get("path") or os.environ.get("VERL_FILE_LOGGER_PATH")
     if explicit:
         return Path(explicit).expanduser().absolute()
-    root = options.get("root") or os.environ.get("VERL_FILE_LOGGER_ROOT") or "."
+    root = options.get("root") or os.environ.get("VERL_FILE_LOGGER_ROOT")
+    if not root:  # the run's own folder: never beside the run folders of the trackmux dir
+        return run.run_dir / "file" / f"{path_component(run.name)}.jsonl"
     return (Path(root).expanduser().absolute() / path_component(run.project)
             / f"{path_component(run.name)}.jsonl")
 

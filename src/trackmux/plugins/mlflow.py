@@ -3,11 +3,17 @@
 Behaves like verl's built-in mlflow logger where users depend on it, so existing launch
 scripts and dashboards keep working:
 
-- tracking URI: option ``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else verl's default
-  ``sqlite:////tmp/mlruns.db``; ``MLFLOW_RUN_ID`` (or option ``run_id``) attaches to an
-  existing run; otherwise the experiment is the run's project and the run name its name;
+- tracking URI: option ``tracking_uri``, else ``MLFLOW_TRACKING_URI``, else a local store
+  in the trackmux dir, ``sqlite:///<trackmux dir>/mlflow/mlflow.db`` with artifacts in
+  ``<trackmux dir>/mlflow/artifacts`` (one store for every run there; the verl drop-in sets
+  verl's default ``sqlite:////tmp/mlruns.db`` as the option instead); ``MLFLOW_RUN_ID``
+  (or option ``run_id``) attaches to an existing run; otherwise the experiment is the
+  run's project and the run name its name;
 - metric keys are renamed exactly as verl does (``@`` -> ``_at_``, repeated ``/``
-  collapsed, other invalid characters -> ``_``; see :func:`mlflow_key`);
+  collapsed, other invalid characters -> ``_``; see :func:`mlflow_key`), except that two
+  keys of one run never share a name: a key whose renamed form another key of the run
+  already has gets a suffix from its own hash (core/backends/keynames.py; the names are
+  kept in ``state()``, so resume and sync name every key the same way again);
 - the config becomes params named as verl names them (``/``-flattened, lists as
   ``list_len`` plus ``0``, ``1``, ...), values cut to the server's limit; the whole config
   is also stored as the artifact ``trackmux/config.json``.
@@ -54,6 +60,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
+from trackmux.core.backends.keynames import KeyNames
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ArtifactEvent,
@@ -72,7 +79,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TRACKING_URI = "sqlite:////tmp/mlruns.db"  # verl's default
+LOCAL_STORE = "mlflow"  # the default store's folder in the trackmux dir
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 PROVENANCE_TAG_LIMIT = 5000  # mlflow 2's tag value limit (mlflow 3 takes 8000)
@@ -201,7 +208,19 @@ class MlflowBackend(Backend):
         self._client: MlflowClient | None = None
         self._done_seq = 0
         self._last_time: float | None = None
-        self._keys: dict[str, str] = {}
+        self._names_from({})
+
+    def _names_from(self, state: Mapping[str, Any]) -> None:
+        """Metric, param and artifact-path names (three namespaces in mlflow), continued
+        from an earlier delivery's ``state()``."""
+        names = state.get("names") if isinstance(state.get("names"), Mapping) else {}
+        assert isinstance(names, Mapping)
+        self._metric_names = KeyNames(mlflow_key, "mlflow metric", max_length=MAX_KEY_LENGTH,
+                                      state=names.get("metrics"))
+        self._param_names = KeyNames(mlflow_key, "mlflow param", max_length=MAX_KEY_LENGTH,
+                                     state=names.get("params"))
+        self._path_names = KeyNames(artifact_key, "mlflow artifact path",
+                                    max_length=MAX_ARTIFACT_KEY, state=names.get("paths"))
 
     # -- opening ----------------------------------------------------------------------
     def _configure_http(self) -> None:
@@ -217,13 +236,33 @@ class MlflowBackend(Backend):
                 f"{value:g}")
 
     @property
-    def tracking_uri(self) -> str:
-        return str(self.options.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
-                   or DEFAULT_TRACKING_URI)
+    def tracking_uri(self) -> str | None:
+        """The chosen URI; None: the local store in the trackmux dir (known at ``open``)."""
+        chosen = (self.options.get("tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
+                  or getattr(self, "_local_uri", None))
+        return str(chosen) if chosen else None
+
+    def _local_store(self, run: RunInfo) -> None:
+        """No URI chosen: a SQLite store (and its artifacts) in the trackmux dir that holds
+        the run, so nothing lands in /tmp or beside the working directory."""
+        from pathlib import Path
+
+        root = Path(run.run_dir).absolute().parent.parent / LOCAL_STORE
+        root.mkdir(parents=True, exist_ok=True)
+        self._local_uri = f"sqlite:///{root / 'mlflow.db'}"
+        self._local_artifacts: str | None = str(root / "artifacts")
+
+    def where(self) -> str | None:
+        from trackmux.core.values.redact import redact_text
+
+        uri = self.tracking_uri
+        return redact_text(uri) if uri else None
 
     def open(self, run: RunInfo, resume: ResumeState) -> None:
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         self._configure_http()
+        if self.tracking_uri is None:
+            self._local_store(run)
         from mlflow import MlflowClient
 
         try:
@@ -244,6 +283,7 @@ class MlflowBackend(Backend):
         self._done_seq = int(remote.data.tags.get(self._seq_tag, 0) or 0)
         self._params: dict[str, str] = dict(remote.data.params)
         self._stepped_images = not _old_stepped_image_names()
+        self._names_from(resume.state or {})
 
     def _mlflow2_artifacts_need_global_uri(self) -> None:
         """mlflow 2.x resolves ``mlflow-artifacts:`` URIs (artifacts proxied by the server)
@@ -251,7 +291,7 @@ class MlflowBackend(Backend):
         http(s) URI. There, set it as verl's own logger does; mlflow 3 needs nothing."""
         import mlflow
 
-        uri = self.tracking_uri
+        uri = self.tracking_uri or ""  # set by open() before this is called
         if int(mlflow.__version__.split(".")[0]) >= 3 or not uri.startswith(("http:", "https:")):
             return
         current = mlflow.get_tracking_uri()
@@ -271,7 +311,8 @@ class MlflowBackend(Backend):
         if experiment is None:
             try:
                 experiment_id = client.create_experiment(
-                    name, artifact_location=self.options.get("artifact_location"))
+                    name, artifact_location=self.options.get("artifact_location") or (
+                        getattr(self, "_local_artifacts", None)))
             except MlflowException:  # created concurrently by another worker
                 experiment = client.get_experiment_by_name(name)
                 if experiment is None:
@@ -292,10 +333,7 @@ class MlflowBackend(Backend):
 
     # -- writing ----------------------------------------------------------------------
     def _key(self, key: str) -> str:
-        name = self._keys.get(key)
-        if name is None:
-            name = self._keys[key] = mlflow_key(key)
-        return name
+        return self._metric_names(key)
 
     def _batch(self, metrics: Sequence[Any] = (), params: Sequence[Any] = (),
                done: int | None = None) -> None:
@@ -332,6 +370,7 @@ class MlflowBackend(Backend):
         stamp = int(event.time * 1000)
         refused: list[str] = []
         reason = ""
+        self._metric_names.prepare(event.data)
         for key, value in event.data.items():
             try:
                 self._batch(metrics=[Metric(self._key(key), float(value), stamp, event.step)])
@@ -354,6 +393,7 @@ class MlflowBackend(Backend):
             self._last_time = event.time
             if isinstance(event, MetricsEvent):
                 stamp = int(event.time * 1000)
+                self._metric_names.prepare(event.data)
                 items: list[tuple[Any, int | None]] = [
                     (Metric(self._key(k), float(v), stamp, event.step), None)
                     for k, v in event.data.items()]
@@ -406,8 +446,10 @@ class MlflowBackend(Backend):
             client.log_dict(run_id, event.config, CONFIG_ARTIFACT)
             params: dict[str, str] = {}
             changed = []
-            for key, value in verl_params(event.config).items():
-                name, value = self._key(key), value[:self._param_limit]
+            flat = verl_params(event.config)
+            self._param_names.prepare(flat)
+            for key, value in flat.items():
+                name, value = self._param_names(key), value[:self._param_limit]
                 if name in params:
                     continue
                 old = self._params.get(name)
@@ -430,7 +472,7 @@ class MlflowBackend(Backend):
             data = {column: [row[i] for row in event.rows]
                     for i, column in enumerate(event.columns)}
             client.log_table(run_id, data=data,
-                             artifact_file=f"tables/{artifact_key(event.key)}/"
+                             artifact_file=f"tables/{self._path_names(event.key)}/"
                                            f"step_{event.step}.json")
         elif isinstance(event, ImageEvent):
             from PIL import Image
@@ -438,15 +480,15 @@ class MlflowBackend(Backend):
             with Image.open(io.BytesIO(event.png)) as image:
                 image.load()
                 if self._stepped_images:
-                    client.log_image(run_id, image, key=artifact_key(event.key),
+                    client.log_image(run_id, image, key=self._path_names(event.key),
                                      step=event.step, timestamp=int(event.time * 1000),
                                      synchronous=True)
                 else:
                     client.log_image(run_id, image, artifact_file=(
-                        f"images/{artifact_key(event.key)}/step_{event.step}.png"))
+                        f"images/{self._path_names(event.key)}/step_{event.step}.png"))
         elif isinstance(event, TextEvent):
             client.log_text(run_id, event.text,
-                            f"text/{artifact_key(event.key)}/step_{event.step}.md")
+                            f"text/{self._path_names(event.key)}/step_{event.step}.md")
         elif isinstance(event, ArtifactEvent):
             self._log_artifact(event)
         elif isinstance(event, ProvenanceEvent):
@@ -497,7 +539,7 @@ class MlflowBackend(Backend):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.symlink_to(local)
             self._client.log_artifacts(self._run_id, tmp, artifact_path=(
-                f"artifacts/{artifact_key(event.name)}/step_{event.step}"))
+                f"artifacts/{self._path_names(event.name)}/step_{event.step}"))
 
     # -- the rest of the contract ------------------------------------------------------
     @property
@@ -505,7 +547,13 @@ class MlflowBackend(Backend):
         return self._run_id
 
     def state(self) -> dict[str, Any]:
-        return {"run_id": self._run_id, "seq": self._done_seq}
+        state: dict[str, Any] = {"run_id": self._run_id, "seq": self._done_seq}
+        names = {kind: value for kind, value in (
+            ("metrics", self._metric_names.state()), ("params", self._param_names.state()),
+            ("paths", self._path_names.state())) if value}
+        if names:
+            state["names"] = names
+        return state
 
     def close(self, status: str) -> None:
         """End the run: "finished" -> FINISHED, "crashed"/"failed" -> FAILED (mlflow's

@@ -6,8 +6,9 @@ Where and how, read as verl's swanlab logger reads them (an option wins over the
   ``online``, ``local``. verl defaults to ``cloud``; trackmux defaults to ``offline``
   because the spool already keeps every event for later delivery, so nothing should reach
   the network (or prompt for a login) unless it was asked for.
-- ``log_dir`` / ``SWANLAB_LOG_DIR``: default ``swanlog`` (relative to the working
-  directory, as in verl). An offline run is the folder ``<log_dir>/run-<time>-<id>/``.
+- ``log_dir`` / ``SWANLAB_LOG_DIR``: default the run's own folder ``<run dir>/swanlog``
+  (the verl drop-in sets verl's default, ``swanlog`` in the working directory). An
+  offline run is the folder ``<log_dir>/run-<time>-<id>/``.
 - ``api_key`` / ``SWANLAB_API_KEY``: ``swanlab.login`` with it, only in cloud mode.
 - ``workspace``, ``description``, ``drain_timeout`` (seconds ``flush`` waits for swanlab's
   background writer, default 10).
@@ -15,6 +16,12 @@ Where and how, read as verl's swanlab logger reads them (an option wins over the
 Event kinds: metrics with ``run.log(data, step=)``; config with ``run.config.update`` (nested,
 already redacted); tables as ``swanlab.echarts.Table`` (swanlab's own table, shown as a
 grid); images as ``swanlab.Image`` with their caption; text as ``swanlab.Text``.
+
+Keys: swanlab trims `` \t\n\r./`` from both ends of a key and cuts it at 255 characters,
+so ``loss/`` and `` loss`` would both land on ``loss``. Each key is sent already in the
+form swanlab keeps, and two keys of one run never share one: a key whose trimmed form
+another key already has gets a suffix from its own hash (core/backends/keynames.py; the
+names are kept in ``state()`` so resume and sync give every key the same name).
 
 Exactly-once: swanlab keeps the first value of a (key, step) in one process and drops
 the rest. A resumed delivery (a crash after ``write`` but before the acknowledgement)
@@ -49,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
+from trackmux.core.backends.keynames import KeyNames
 from trackmux.core.events import (
     ConfigEvent,
     Event,
@@ -79,7 +87,7 @@ _IDENT = b":SWL"
 
 def swanlab_key(key: str) -> str:
     """The key as swanlab stores it (trimmed, at most 255 characters)."""
-    return key.strip(_KEY_STRIP)[:_KEY_MAX]
+    return key.strip(_KEY_STRIP)[:_KEY_MAX].strip(_KEY_STRIP) or "_"
 
 
 def run_file(run_dir: Path) -> Path | None:
@@ -210,8 +218,10 @@ class SwanLabBackend(Backend):
             source = "option mode" if self.options.get("mode") else "SWANLAB_MODE"
             raise ValueError(f"swanlab {source} must be one of {MODES}, got {mode!r}")
         self.mode: str = "online" if mode == "cloud" else mode
-        self.log_dir = Path(self.options.get("log_dir") or os.environ.get("SWANLAB_LOG_DIR")
-                            or "swanlog").expanduser().absolute()
+        chosen = self.options.get("log_dir") or os.environ.get("SWANLAB_LOG_DIR")
+        #: when no folder was chosen, ``open`` sets the run's own folder
+        self.log_dir: Path = Path(chosen or "swanlog").expanduser().absolute()
+        self._log_dir_chosen = bool(chosen)
         self.api_key: str | None = self.options.get("api_key") or os.environ.get(
             "SWANLAB_API_KEY") or None
         try:
@@ -226,6 +236,7 @@ class SwanLabBackend(Backend):
         self._stored: set[tuple[str, int]] = set()
         self._locked = False
         self._drain_warned = False
+        self._names = KeyNames(swanlab_key, "swanlab key", max_length=_KEY_MAX)
 
     # -- lifecycle ---------------------------------------------------------------------
     def open(self, run: RunInfo, resume: ResumeState) -> None:
@@ -236,10 +247,15 @@ class SwanLabBackend(Backend):
                               "in the trackmux checkout, pip install -e '.[swanlab]')") from exc
         self._swanlab = swanlab
         self._info = run
+        if not self._log_dir_chosen:
+            self.log_dir = run.run_dir / "swanlog"
         if self.api_key and self.mode != "online":
             log.info("SWANLAB_API_KEY is set but swanlab mode is %r: nothing is uploaded; "
                      "set SWANLAB_MODE=cloud to upload", self.mode)
         state = dict(resume.state or {})
+        names = state.get("names")
+        self._names = KeyNames(swanlab_key, "swanlab key", max_length=_KEY_MAX,
+                               state=names if isinstance(names, dict) else None)
         self._run_dirs = [str(d) for d in state.get("run_dirs") or []]
         checkpoint = state.get("checkpoint")
         self._checkpoint = dict(checkpoint) if isinstance(checkpoint, dict) else None
@@ -293,31 +309,37 @@ class SwanLabBackend(Backend):
 
     def write(self, events: Sequence[Event]) -> None:
         swanlab = self._swanlab
+        names = self._names
         for event in events:
             step = event.step
             if isinstance(event, MetricsEvent):
-                data = {k: v for k, v in event.data.items()
-                        if (swanlab_key(k), step) not in self._stored}
+                names.prepare(event.data)
+                data = {names(k): v for k, v in event.data.items()
+                        if (names(k), step) not in self._stored}
                 if data:
                     self._started().log(data, step=step)
-            elif isinstance(event, ConfigEvent):
-                self._started().config.update(event.config)
-            elif (isinstance(event, ProvenanceEvent)  # core gives it as config (_provenance)
-                  or (swanlab_key(event.key), step) in self._stored):
                 continue
-            elif isinstance(event, TableEvent):
+            if isinstance(event, ConfigEvent):
+                self._started().config.update(event.config)
+                continue
+            if isinstance(event, ProvenanceEvent):  # core gives it as config (_provenance)
+                continue
+            key = names(event.key)
+            if (key, step) in self._stored:
+                continue
+            if isinstance(event, TableEvent):
                 table = swanlab.echarts.Table().add(list(event.columns),
                                                     [list(row) for row in event.rows])
-                self._started().log({event.key: swanlab.ECharts(table)}, step=step)
+                self._started().log({key: swanlab.ECharts(table)}, step=step)
             elif isinstance(event, ImageEvent):
                 from PIL import Image
 
                 with Image.open(io.BytesIO(event.png)) as image:
                     image.load()
                     media = swanlab.Image(image, caption=event.caption)
-                self._started().log({event.key: media}, step=step)
+                self._started().log({key: media}, step=step)
             elif isinstance(event, TextEvent):
-                self._started().log({event.key: swanlab.Text(event.text)}, step=step)
+                self._started().log({key: swanlab.Text(event.text)}, step=step)
 
     def rewind(self, step: int) -> None:
         """Points beyond ``step`` that earlier folders hold were superseded: the resumed
@@ -348,7 +370,12 @@ class SwanLabBackend(Backend):
         return self._id
 
     def state(self) -> dict[str, Any]:
-        return {"run_dirs": list(self._run_dirs), "checkpoint": self._checkpoint}
+        state: dict[str, Any] = {"run_dirs": list(self._run_dirs),
+                                 "checkpoint": self._checkpoint}
+        names = self._names.state()
+        if names:
+            state["names"] = names
+        return state
 
     def close(self, status: str) -> None:
         if self._run is None:

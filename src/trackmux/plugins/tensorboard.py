@@ -14,8 +14,10 @@
   plugin's session-start summary (secrets were redacted by core before the spool).
 
 Where: option ``log_dir``, else ``TENSORBOARD_DIR``, else
-``<root>/<project>/<run name>`` with ``root`` from option ``root``, else
-``tensorboard_log`` (verl's rule). Each run gets one file,
+``<root>/<project>/<run name>`` with ``root`` from option ``root`` (verl's rule, with
+verl's ``tensorboard_log`` set as ``root`` by the verl drop-in), else the run's own folder
+``<run dir>/tensorboard`` (``tensorboard --logdir <trackmux dir>`` finds every run). Each
+run gets one file,
 ``events.out.tfevents.<start time>.trackmux.<run id>``.
 
 The default location is announced in the log and by ``trackmux sync``.
@@ -79,7 +81,9 @@ def resolve_log_dir(options: dict[str, Any], run: RunInfo) -> Path:
     explicit = options.get("log_dir") or os.environ.get("TENSORBOARD_DIR")
     if explicit:
         return Path(explicit).expanduser().absolute()
-    root = Path(options.get("root") or "tensorboard_log").expanduser().absolute()
+    if not options.get("root"):
+        return run.run_dir / "tensorboard"
+    root = Path(options["root"]).expanduser().absolute()
     return root / path_component(run.project) / path_component(run.name)
 
 

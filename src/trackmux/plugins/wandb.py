@@ -32,7 +32,11 @@ so a batch redelivered after a lost acknowledgement does not appear twice. ``clo
 only once wandb-core has written the whole log (``wait_for_log``), so the next open reads it all.
 
 Options (``backend_options={"wandb": {...}}``):
-``dir`` (default ``WANDB_DIR``, else the trackmux run dir; wandb adds ``wandb/``),
+``dir`` (default ``WANDB_DIR``, else the trackmux run dir; wandb adds ``wandb/``;
+wandb's staging copies and cache, ``WANDB_DATA_DIR`` and ``WANDB_CACHE_DIR``, default to
+``<dir>/wandb/staging`` and ``<dir>/wandb/cache`` instead of the home folder, and the
+staging copies and cached artifact files are removed once ``finish`` has written or
+uploaded them),
 ``mode`` ("online", "offline", "disabled"; default: wandb's, i.e. ``WANDB_MODE``),
 ``entity`` (default ``WANDB_ENTITY``), ``project``, ``name``, ``group``, ``job_type``,
 ``tags``, ``notes``, ``id`` (a wandb run id for a new delivery; default ``WANDB_RUN_ID`` or a
@@ -294,6 +298,9 @@ def wandb_project(project: str) -> str:
     return mapped
 
 
+#: WANDB_DATA_DIR / WANDB_CACHE_DIR values this module set (not the user's choice)
+_SET_BY_US: set[str] = set()
+
 class WandbBackend(Backend):
     name = "wandb"
     capabilities = frozenset({"metrics", "config", "table", "image", "text", "histogram",
@@ -305,12 +312,30 @@ class WandbBackend(Backend):
         _check_options(self.options)
         self._run: Any = None
         self._log: Path | None = None
+        self._scratch: list[Path] = []
         self._seq = 0
         self._next_step = 0
         self._tables: dict[str, tuple[tuple[str, ...], Any]] = {}
         self._resumed_tables: dict[str, dict[str, Any]] = {}
         self._last: dict[str, tuple[int, float]] = {}
         self._top: dict[str, tuple[int, float]] = {}
+
+    def _staging_under_run(self) -> list[Path]:
+        """wandb's staging copies (``WANDB_DATA_DIR``) and cache (``WANDB_CACHE_DIR``, also
+        wandb-core's debug log) under the run's wandb folder unless set; returns what
+        ``close`` removes (the staging copies and cached artifact files)."""
+        removable: list[Path] = []
+        for variable, name, remove in (("WANDB_DATA_DIR", "staging", "."),
+                                       ("WANDB_CACHE_DIR", "cache", "artifacts")):
+            current = os.environ.get(variable)
+            if current and current not in _SET_BY_US:
+                continue  # the user's choice
+            folder = self.wandb_dir / name
+            folder.mkdir(parents=True, exist_ok=True)
+            os.environ[variable] = str(folder)
+            _SET_BY_US.add(str(folder))
+            removable.append((folder / remove).resolve())
+        return removable
 
     @property
     def wandb_dir(self) -> Path:
@@ -324,6 +349,7 @@ class WandbBackend(Backend):
         self._root = Path(opts.get("dir") or os.environ.get("WANDB_DIR") or run.run_dir)
         self._root = self._root.expanduser().absolute()
         self._root.mkdir(parents=True, exist_ok=True)
+        self._scratch = self._staging_under_run()
         run_id = (resume.remote_id or opts.get("id") or os.environ.get("WANDB_RUN_ID")
                   or new_run_id())
         written = Written()
@@ -489,6 +515,11 @@ class WandbBackend(Backend):
         if self._log is not None and not wait_for_log(self._log, LOG_WRITE_TIMEOUT):
             log.warning("trackmux: wandb had not finished writing %s after %.0f s; a retry "
                         "may write its last rows again", self._log, LOG_WRITE_TIMEOUT)
+        if status != "retrying":  # finish() returned: written (offline) or uploaded
+            import shutil
+
+            for folder in self._scratch:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def _same(a: tuple[int, float] | None, b: tuple[int, float]) -> bool:

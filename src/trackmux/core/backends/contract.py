@@ -102,6 +102,8 @@ class Backend(abc.ABC):
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
+        # which plugin serves a shared name: read by the registry, not by the backend
+        self.options.pop("provider", None)
         cap = self.options.pop("max_rows", self.max_table_rows)
         self.table_cap: int | None = None if cap is None else check_max_rows(
             cap, f"{self.name or type(self).__name__} option max_rows")

@@ -5,9 +5,16 @@ third party's. Loading one plugin can never break the others: a plugin that fail
 import or to register is recorded (entry point, distribution, version, exception) and
 reported once per process.
 
+Two providers of one name (a third party's entry point or backend called like a built-in)
+are both kept, never dropped: the third party's serves the name by default (it was
+installed on purpose), ``trackmux plugins`` lists both and says which serves, and the
+backend option ``provider`` or ``TRACKMUX_BACKEND_PROVIDERS=name=provider,...`` picks the
+other (a provider is named by its distribution, e.g. ``trackmux``, or its plugin name).
+
 Environment:
 - ``TRACKMUX_DISABLE_PLUGIN_AUTOLOAD=1``: load only trackmux's own entry points.
 - ``TRACKMUX_PLUGINS=a,b``: of the third-party entry points, load only these names.
+- ``TRACKMUX_BACKEND_PROVIDERS=mlflow=trackmux``: which provider serves a shared name.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 import pluggy
 
 from trackmux import hookspecs
+from trackmux.core import settings
 from trackmux.core.errors import PermanentBackendError, UnknownBackendError
 
 log = logging.getLogger("trackmux")
@@ -79,6 +87,17 @@ class BackendSpec:
         return hint + (f" (or, in the trackmux checkout, pip install -e '.[{self.extra}]')"
                        if self.extra else "")
 
+    @property
+    def builtin(self) -> bool:
+        return self.distribution == OWN_DISTRIBUTION
+
+    def provided_by(self, provider: str) -> bool:
+        """Does ``provider`` (a distribution or plugin name) name this spec?"""
+        wanted = provider.strip().lower().replace("_", "-")
+        return wanted in {self.distribution.lower().replace("_", "-"),
+                          self.plugin.lower().replace("_", "-")} or (
+            self.builtin and wanted in ("builtin", "built-in"))
+
     def check_options(self, options: Mapping[str, Any]) -> None:
         """Build the backend once and drop it: constructors validate their options and do
         no I/O, so a bad option is a ValueError naming the backend here, at ``init()`` or
@@ -105,12 +124,35 @@ class Registry:
     """The plugin manager plus what each plugin registered."""
 
     manager: pluggy.PluginManager
+    #: the spec that serves each name by default (a third party's over a built-in)
     backends: dict[str, BackendSpec] = field(default_factory=dict)
     plugins: list[PluginInfo] = field(default_factory=list)
+    #: every provider of each name, in load order (more than one: a shared name)
+    candidates: dict[str, list[BackendSpec]] = field(default_factory=dict)
 
-    def backend(self, name: str) -> BackendSpec:
-        """The spec for ``name``, or an error listing what is installed and what to install."""
-        spec = self.backends.get(name)
+    def serving(self, name: str, provider: str | None = None) -> BackendSpec | None:
+        """The spec that serves ``name``: the one ``provider`` names (the backend option),
+        else the one ``TRACKMUX_BACKEND_PROVIDERS`` names, else the default."""
+        choices = self.candidates.get(name) or []
+        if provider is None:
+            provider = settings.backend_providers().get(name)
+        if provider is None or not choices:
+            return self.backends.get(name)
+        for spec in choices:
+            if spec.provided_by(provider):
+                return spec
+        offered = ", ".join(f"{s.distribution or s.plugin}" for s in choices)
+        raise UnknownBackendError(f"backend {name!r} has no provider {provider!r}; "
+                                  f"installed providers: {offered}")
+
+    def backend(self, name: str, options: Mapping[str, Any] | None = None) -> BackendSpec:
+        """The spec for ``name`` (the provider the option ``provider`` or the settings
+        pick), or an error listing what is installed and what to install."""
+        provider = (options or {}).get("provider")
+        if provider is not None and not isinstance(provider, str):
+            raise ValueError(f"backend_options[{name!r}]['provider'] must be a str, got "
+                             f"{type(provider).__name__}")
+        spec = self.serving(name, provider)
         if spec is None:
             installed = ", ".join(sorted(self.backends)) or "none"
             hint = KNOWN_EXTRAS.get(name)
@@ -162,12 +204,19 @@ class Registry:
             self._failed(name, distribution, version, exc)
             return
         for spec in collected:
-            if spec.name in self.backends:
-                other = self.backends[spec.name]
-                log.warning("trackmux: backend %r from plugin %r ignored: already provided by %r",
-                            spec.name, name, other.plugin)
-                continue
-            self.backends[spec.name] = spec
+            choices = self.candidates.setdefault(spec.name, [])
+            choices.append(spec)
+            current = self.backends.get(spec.name)
+            if current is None or (current.builtin and not spec.builtin):
+                self.backends[spec.name] = spec
+            if len(choices) > 1:
+                served = self.backends[spec.name]
+                others = [c for c in choices if c is not served]
+                log.warning("trackmux: backend %r is provided by %s; %s serves it (choose "
+                            "with the backend option provider or TRACKMUX_BACKEND_PROVIDERS="
+                            "%s=<provider>; trackmux plugins lists them)", spec.name,
+                            " and ".join(_who(c) for c in [served, *others]), _who(served),
+                            spec.name)
         self.plugins.append(PluginInfo(name, distribution, version,
                                        tuple(s.name for s in collected)))
 
@@ -176,6 +225,11 @@ class Registry:
         self.plugins.append(PluginInfo(name, distribution, version, (), error))
         log.warning("trackmux: plugin %r (%s %s) failed to load and is skipped: %s",
                     name, distribution or "?", version or "?", error)
+
+
+def _who(spec: BackendSpec) -> str:
+    return (f"{spec.distribution} (plugin {spec.plugin!r})" if spec.distribution
+            else f"plugin {spec.plugin!r}")
 
 
 # Extras that provide well-known backends, for the "unknown backend" message.
@@ -210,19 +264,24 @@ def load_registry() -> Registry:
     registry = Registry(manager)
     eps = sorted(entry_points(group=ENTRY_POINT_GROUP),
                  key=lambda ep: (ep.dist is None or ep.dist.name != OWN_DISTRIBUTION, ep.name))
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
+    names: set[str] = set()
     for ep in eps:
-        if ep.name in seen or not _selected(ep):
-            continue
-        seen.add(ep.name)
         dist = ep.dist.name if ep.dist is not None else ""
+        if (ep.name, dist) in seen or not _selected(ep):
+            continue  # the same distribution seen twice on sys.path: one copy is enough
+        seen.add((ep.name, dist))
+        # a second entry point of the same name (another distribution) is kept too,
+        # under a plugin name that says whose it is
+        name = f"{ep.name}@{dist}" if ep.name in names else ep.name
+        names.add(ep.name)
         version = ep.dist.version if ep.dist is not None else ""
         try:
             plugin: Any = ep.load()
         except Exception as exc:
-            registry._failed(ep.name, dist, version, exc)
+            registry._failed(name, dist, version, exc)
             continue
-        registry.register_plugin(plugin, ep.name, dist, version, from_entry_point=True)
+        registry.register_plugin(plugin, name, dist, version, from_entry_point=True)
     return registry
 
 

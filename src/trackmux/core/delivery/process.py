@@ -67,7 +67,7 @@ class DeliveryProcess:
         registry = get_registry()
         for name, options in config["backends"].items():
             try:
-                spec = registry.backend(name)
+                spec = registry.backend(name, options)
                 lock = acquire_delivery_lock(self.info.run_dir, name)
             except (SpoolLockedError, Exception) as exc:
                 self.reporter.report(name, "start", f"{type(exc).__name__}: {exc}")
@@ -202,7 +202,10 @@ class _ForwardWarnings(logging.Handler):
         self.host = host
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.name.startswith("trackmux") and record.module != "reporting":
+        # reporting's problems travel on their own; the registry's (a plugin that failed to
+        # load, a shared backend name) the trainer said itself when it loaded the plugins
+        if record.name.startswith("trackmux") and record.module not in ("reporting",
+                                                                         "registry"):
             try:
                 self.host._send({"log": [record.levelno, record.getMessage()]})
             except Exception:  # never let logging break delivery
@@ -242,6 +245,22 @@ def _lower_priority() -> None:
             log.warning("trackmux delivery: cannot lower priority: %s", exc)
 
 
+SCRATCH = "tmp"  # the delivery process's temporary folder, inside the run folder
+
+
+def _scratch_in_run(run_dir: Path) -> Path:
+    """Temporary files of this process and the libraries it runs (mlflow's table staging,
+    wandb's media copies, wandb-core) go to ``<run dir>/tmp``, removed when delivery
+    ends: nothing is left in /tmp, and a run's files stay in its folder."""
+    import tempfile
+
+    scratch = run_dir / SCRATCH
+    scratch.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(scratch)
+    tempfile.tempdir = str(scratch)
+    return scratch
+
+
 def main(argv: list[str]) -> int:
     control_fd, status_fd = int(argv[1]), int(argv[2])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's; we drain
@@ -252,6 +271,7 @@ def main(argv: list[str]) -> int:
     control = os.fdopen(control_fd, "rb")
     status = os.fdopen(status_fd, "wb")
     config = orjson.loads(control.readline())
+    scratch = _scratch_in_run(Path(config["info"]["run_dir"]))
     log.info("trackmux delivery: run %s, backends %s", config["info"]["run_id"],
              ", ".join(config["backends"]))
     host = DeliveryProcess(config, status)
@@ -263,6 +283,9 @@ def main(argv: list[str]) -> int:
     code = host.run()
     log.info("trackmux delivery: exiting, acknowledged %s",
              {w.name: w.acked for w in host.workers})
+    import shutil
+
+    shutil.rmtree(scratch, ignore_errors=True)
     return code
 
 

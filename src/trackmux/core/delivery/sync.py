@@ -124,7 +124,7 @@ def deliver_by_name(run_dir: Path, names: list[str],
     registry = get_registry()
     factories: dict[str, Callable[[], Backend]] = {}
     for name in names:
-        spec = registry.backend(name)
         opts = dict((options or {}).get(name, {}))
+        spec = registry.backend(name, opts)
         factories[(cursors or {}).get(name, name)] = functools.partial(spec.factory, opts)
     return deliver(run_dir, factories, **kwargs)

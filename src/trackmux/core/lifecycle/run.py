@@ -161,7 +161,8 @@ class Run:
                  system_metrics: float | None = None, strict: bool = False,
                  provenance: bool = False, save_code: bool = False) -> None:
         registry = get_registry()
-        specs = [registry.backend(b) for b in backends]  # unknown names fail before any I/O
+        specs = [registry.backend(b, (backend_options or {}).get(b))  # unknown names fail
+                 for b in backends]  # before any I/O
         options = dict(backend_options or {})
         for key in options:
             if key not in backends:

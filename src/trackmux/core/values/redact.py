@@ -3,14 +3,18 @@
 Applied to the config and the stored backend options (table/text cells are left alone:
 they are model output).
 - A key that names a credential (api_key, token, secret, password, passphrase, access key,
-  private key, credential, session token, auth header, ...) has its value replaced by
-  ``REDACTED``. ML words that merely contain "token" (``max_new_tokens``) are kept.
+  private key, credential, session token, auth header, a vendor's or a crypto key such as
+  ``openai_key``, ``wandb_key``, ``hf_key``, ``encryption_key``, ...) has its value
+  replaced by ``REDACTED``. ML words that merely contain "token" or "key" are kept, by an
+  explicit list (``max_new_tokens``, ``num_tokens``, ``pad_token``, ``image_token``,
+  ``tokenizer``, ``prompt_key``, ``key_padding``, ...; tests/reliability/test_secrets*).
 - Credentials inside URLs (``https://user:pass@host``, ``redis://:pass@host``) are
   stripped to ``scheme://***@host``.
 - Secret-shaped values are redacted wherever they appear: JWTs, ``Bearer``/``Basic``
   credentials and ``Authorization:`` headers inside a string, well-known key prefixes
-  (``sk-``, ``hf_``, ``ghp_``, ``AKIA``, ...) and a whole value shaped like a wandb API
-  key (40 hex digits) unless its key names a commit or hash.
+  (``sk-``, ``hf_``, ``ghp_``, ``AKIA``, ...) and a value shaped like a wandb API key (40
+  hex digits, or a W&B Server key ``<prefix>-<40 hex>`` such as ``local-...``) unless its
+  key names a commit or hash.
 - Any string containing the value of a secret-looking environment variable
   (``WANDB_API_KEY``, ``HF_TOKEN``, ``AWS_SESSION_TOKEN`` ...) is redacted too; environment
   values are never logged. ``PWD``/``OLDPWD`` are directories, not passwords.
@@ -34,11 +38,37 @@ _SECRET_NAME = re.compile(
 # Keys that contain a secret-looking word but are not secrets in ML configs. The prefix
 # words start the name or follow a separator, so ``session_token`` is not "n_token".
 _NOT_SECRET = re.compile(
-    r"(^|[_\-. ])(max|min|num|n|total|pad|eos|bos|unk|sep|cls|mask|special|start|end|new|"
-    r"prompt|response|input|output|context|generated|batch)[_\-. ]?tokens?|tokens$|"
-    r"tokens?[_\-. ]?(len|length|count|num|per|budget|limit|ids?|level|type)|tokeni[sz]",
+    # counts of tokens (plural): max_new_tokens, num_tokens, n_tokens, total_tokens
+    r"(^|[_\-. ])(max|min|num|n|total|new|prompt|response|input|output|context|generated|"
+    r"batch)[_\-. ]?tokens|tokens$|"
+    # special tokens of a tokenizer: pad_token, eos_token, image_token, think_token
+    r"(^|[_\-. ])(pad|eos|bos|unk|sep|cls|mask|special|start|end|stop|image|video|audio|"
+    r"vision|think|placeholder|added)[_\-. ]?tokens?|"
+    r"tokens?[_\-. ]?(len|length|count|num|per|budget|limit|ids?|level|type|mean|sum)|"
+    r"tokeni[sz]",
     re.IGNORECASE,
 )
+# A name ending in "key" is a credential when the word before it names a vendor, a
+# service or a cryptographic use (openai_key, wandb_key, hf_key, encryption_key); data
+# keys (prompt_key, reward_fn_key, image_key, sort_key, key_padding) are not.
+_SECRET_KEY_WORD = re.compile(
+    r"(^|[_\-. ])(encryption|decryption|encrypt|crypt|crypto|signing|sign|master|"
+    r"license|licence|ssh|gpg|pgp|rsa|ecdsa|ed25519|hmac|jwt|jwe|aes|fernet|admin|root|"
+    r"service|account|subscription|app|client|bot|webhook|deploy|login|session|auth|"
+    r"openai|azure|anthropic|claude|wandb|hf|huggingface|hugging[_\-. ]?face|github|gh|"
+    r"gitlab|aws|gcp|gcs|google|gemini|vertex|mistral|cohere|groq|deepseek|dashscope|qwen|"
+    r"moonshot|kimi|zhipu|glm|openrouter|together|replicate|fireworks|perplexity|xai|grok|"
+    r"swanlab|comet|neptune|clearml|mlflow|databricks|slack|discord|telegram|stripe|"
+    r"pinecone|langsmith|langchain|tavily|serpapi|serper|brave|modal|minimax|baidu|"
+    r"volc|volcengine|ark|tencent|aliyun|alibaba|oss|s3|r2|minio|sentry|datadog|"
+    r"openai[_\-. ]?api|secret|storage|redis|db|database)[_\-. ]?keys?$",
+    re.IGNORECASE,
+)
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+# Special words whose "token" is a credential even in the plural.
+_SECRET_TOKENS = re.compile(r"(api|access|auth|secret|bearer|hf|github|session|refresh|"
+                            r"login|admin|oauth|jwt|csrf|deploy|private|personal)",
+                            re.IGNORECASE)
 # Environment variables whose names look secret but whose values are not.
 _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
 _URL_CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s@?#]*)@")
@@ -56,6 +86,8 @@ _AUTH_IN_TEXT = re.compile(
     r"|(\b(?i:bearer|basic)\s+)(?=\S*(?:\d|[a-z][A-Z]|[=+/]))[A-Za-z0-9._~+/=\-]{8,}",
 )
 _WANDB_KEY = re.compile(r"[0-9a-f]{40}")
+# W&B Server (and dedicated cloud) API keys: "<prefix>-<40 hex>", e.g. "local-<40 hex>".
+_WANDB_SERVER_KEY = re.compile(r"\b[A-Za-z][A-Za-z0-9_]{0,31}-[0-9a-f]{40}\b")
 _HASH_NAME = re.compile(r"sha|commit|hash|rev|digest|checksum|git|hexsha", re.IGNORECASE)
 _MIN_ENV_SECRET_LENGTH = 8
 
@@ -63,8 +95,9 @@ _MIN_ENV_SECRET_LENGTH = 8
 def is_secret_key(key: str) -> bool:
     """True when a config key names a credential."""
     name = key.rsplit(".", 1)[-1].rsplit("/", 1)[-1]
-    if _NOT_SECRET.search(name) and not re.search(r"(api|access|auth|secret|bearer|hf|github)",
-                                                  name, re.IGNORECASE):
+    if _SECRET_KEY_WORD.search(_CAMEL.sub(r"\1_\2", name)):
+        return True
+    if _NOT_SECRET.search(name) and not _SECRET_TOKENS.search(name):
         return False
     return bool(_SECRET_NAME.search(name))
 
@@ -105,8 +138,10 @@ def redact(config: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, list):
             return [walk(v, key) for v in value]
         if isinstance(value, str):
-            if _WANDB_KEY.fullmatch(value) and not _HASH_NAME.search(key):
-                return REDACTED
+            if not _HASH_NAME.search(key):
+                if _WANDB_KEY.fullmatch(value):
+                    return REDACTED
+                value = _WANDB_SERVER_KEY.sub(REDACTED, value)
             return redact_text(value, secrets)
         return value
 
