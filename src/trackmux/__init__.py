@@ -32,6 +32,7 @@ from trackmux.core.events import (
     TextEvent,
 )
 from trackmux.core.lifecycle.run import DisabledRun, FinishSummary, Run, init
+from trackmux.doctor import setup as _doctor_setup  # noqa: F401 - init(doctor=...)
 from trackmux.hookspecs import hookimpl
 
 __version__ = "0.1.0"

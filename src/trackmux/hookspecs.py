@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import click
 
     from trackmux.core.backends.contract import Backend
+    from trackmux.doctor.registry import RegisterDetector
 
 hookspec = pluggy.HookspecMarker("trackmux")
 hookimpl = pluggy.HookimplMarker("trackmux")
@@ -61,3 +62,15 @@ def trackmux_register_backends(register: RegisterBackend) -> None:
 @hookspec
 def trackmux_register_commands(cli: click.Group) -> None:
     """Called when the ``trackmux`` CLI starts; add click commands to ``cli``. Returns nothing."""
+
+
+@hookspec
+def trackmux_register_detectors(register: RegisterDetector) -> None:
+    """Called once when the doctor first builds its rules (docs/doctor.md). Call
+    ``register(name, factory, params={...}, description=...)`` for each rule the plugin
+    provides: ``factory(params)`` returns a ``trackmux.doctor.detector.Detector`` whose
+    ``update(event)`` and ``tick(now, alive)`` return findings; ``params`` maps each
+    parameter to its default (or a ``Param``), so users can override and are checked.
+    Detectors run in the delivery process on every event: no I/O, no blocking. A name
+    that is taken is skipped. Returns nothing.
+    """

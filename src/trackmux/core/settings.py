@@ -109,3 +109,21 @@ def orphan_timeout(value: float | None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise ValueError(f"orphan_timeout must be a number >= 0, got {value!r}")
     return float(value)
+
+
+def doctor(value: object) -> object:
+    """``doctor`` argument, then ``TRACKMUX_DOCTOR``, then ``True`` (the default rules).
+
+    The variable reads ``off``/``0``/``false``, ``on``/``1``/``true``, or a path to a TOML or
+    YAML rules file; trackmux/doctor/config.py checks what it names."""
+    if value is not None:
+        return value
+    raw = (os.environ.get("TRACKMUX_DOCTOR") or "").strip()
+    if not raw:
+        return True
+    lowered = raw.lower()
+    if lowered in ("off", "0", "false", "no"):
+        return False
+    if lowered in ("on", "1", "true", "yes"):
+        return True
+    return raw

@@ -5,7 +5,8 @@ one per ``interval`` seconds, default 1.0; the last step is always printed at cl
 fast loop does not flood the terminal; tables arrive as markdown text through core's
 fallback and are printed as such. A histogram is one summary line
 ``[reward/dist @ step 3] n=512 mean=0.41 std=0.2 min=-0.9 p50=0.4 max=1.0`` (with
-``nan=``/``inf=`` counts when any values were not finite).
+``nan=``/``inf=`` counts when any values were not finite). A finding of the doctor is one
+line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``.
 
 Options: ``interval`` (seconds), ``stream`` ("stdout" or "stderr").
 
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
-from trackmux.core.events import Event, HistogramEvent, MetricsEvent, TextEvent
+from trackmux.core.events import Event, FindingEvent, HistogramEvent, MetricsEvent, TextEvent
 from trackmux.core.values.histogram import quantile
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
@@ -49,7 +50,7 @@ def format_step(step: int, data: dict[str, Any]) -> str:
 
 class ConsoleBackend(Backend):
     name = "console"
-    capabilities = frozenset({"metrics", "text", "histogram"})
+    capabilities = frozenset({"metrics", "text", "histogram", "finding"})
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -89,6 +90,9 @@ class ConsoleBackend(Backend):
             elif isinstance(event, HistogramEvent):
                 self._emit_pending(force=True)
                 print(format_histogram(event), file=self.stream)
+            elif isinstance(event, FindingEvent):  # the doctor: one line, never rate-limited
+                self._emit_pending(force=True)
+                print(event.line(), file=self.stream)
         self._emit_pending(force=False, keep_latest=True)
 
     def _emit_pending(self, force: bool, keep_latest: bool = False) -> None:

@@ -23,6 +23,7 @@ from trackmux.core.events import (
     ArtifactFile,
     ConfigEvent,
     Event,
+    FindingEvent,
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
@@ -79,6 +80,9 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
                              "count": event.count, "min": event.min, "max": event.max,
                              "mean": event.mean, "std": event.std, "nan": event.nan,
                              "inf": event.inf, "neginf": event.neginf})
+    elif isinstance(event, FindingEvent):
+        body = orjson.dumps({"rule": event.rule, "severity": event.severity,
+                             "keys": event.keys, "message": event.message})
     else:  # pragma: no cover - the Event union is closed
         raise TypeError(f"not an event: {event!r}")
     return (event.kind, event.step, event.time, body), blob
@@ -133,6 +137,9 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
                               data["count"], data["min"], data["max"], data["mean"],
                               data["std"], step, time, data.get("nan", 0), data.get("inf", 0),
                               data.get("neginf", 0), seq)
+    if kind == "finding":
+        return FindingEvent(data["rule"], data["severity"], tuple(data["keys"]),
+                            data["message"], step, time, seq)
     raise ValueError(f"unknown event kind {kind!r} at seq {seq}")
 
 

@@ -1,0 +1,63 @@
+"""What the curve rules share: per-key series of the matched metrics, latches, numbers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from trackmux.core.events import Event, MetricsEvent
+from trackmux.doctor.detector import Detector, KeyMatcher
+from trackmux.doctor.findings import Finding
+from trackmux.doctor.stats import Latch, Series
+
+
+def fmt(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def span(steps: Sequence[int]) -> str:
+    return f"steps {steps[0]}-{steps[-1]}" if steps else "the start"
+
+
+class SeriesRule(Detector):
+    """A rule over the finite values of the metrics its ``keys`` patterns match."""
+
+    #: points kept per key; the run's first ``keep_first`` are kept apart (an early level)
+    keep_first = 0
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.match: Callable[[str], bool] = KeyMatcher(self.params["keys"])
+        self.series: dict[str, Series] = {}
+        self.latches: dict[tuple[str, str], Latch] = {}
+
+    def size(self) -> int:
+        return int(self.params.get("window", 20)) + int(self.params.get("recent", 5))
+
+    def update(self, event: Event) -> Sequence[Finding]:
+        if not isinstance(event, MetricsEvent):
+            return ()
+        out: list[Finding] = []
+        match, series = self.match, self.series
+        for key, value in event.data.items():
+            if not match(key) or not math.isfinite(value):
+                continue
+            s = series.get(key)
+            if s is None:
+                s = series[key] = Series(self.size())
+            s.add(event.step, float(value), self.keep_first)
+            found = self.check(key, s, event.step)
+            if found is not None:
+                found.time = event.time
+                out.append(found)
+        return out
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        raise NotImplementedError
+
+    def latch(self, key: str, what: str = "") -> Latch:
+        latch = self.latches.get((key, what))
+        if latch is None:
+            latch = self.latches[(key, what)] = Latch(int(self.params.get("persist", 3)))
+        return latch
