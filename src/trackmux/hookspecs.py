@@ -8,6 +8,7 @@ with functions decorated by :data:`trackmux.hookimpl`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
     import click
 
     from trackmux.core.backends.contract import Backend
-    from trackmux.doctor.registry import RegisterDetector
 
 hookspec = pluggy.HookspecMarker("trackmux")
 hookimpl = pluggy.HookimplMarker("trackmux")
@@ -62,6 +62,14 @@ def trackmux_register_backends(register: RegisterBackend) -> None:
 @hookspec
 def trackmux_register_commands(cli: click.Group) -> None:
     """Called when the ``trackmux`` CLI starts; add click commands to ``cli``. Returns nothing."""
+
+
+class RegisterDetector(Protocol):
+    """The ``register`` callback handed to :func:`trackmux_register_detectors`;
+    ``factory(params)`` returns a ``trackmux.doctor.detector.Detector``."""
+
+    def __call__(self, name: str, factory: Callable[[Mapping[str, Any]], Any], *,
+                 params: Mapping[str, Any] | None = None, description: str = "") -> None: ...
 
 
 @hookspec

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from trackmux.doctor.detector import COMMON, Detector, Param
 
@@ -51,13 +51,6 @@ def _as_param(value: Any) -> Param:
         return Param(value, "severity")
     raise TypeError(f"a detector parameter default must be a Param, bool, int, float, "
                     f"list of patterns or severity, got {value!r}")
-
-
-class RegisterDetector(Protocol):
-    """The ``register`` callback handed to ``trackmux_register_detectors``."""
-
-    def __call__(self, name: str, factory: Callable[[Mapping[str, Any]], Detector], *,
-                 params: Mapping[str, Any] | None = None, description: str = "") -> None: ...
 
 
 _cache: dict[str, RuleSpec] | None = None

@@ -61,12 +61,14 @@ class Series:
 
 class Latch:
     """A condition per key that must hold ``persist`` checks in a row to fire, fires once,
-    and re-arms after it was false as many checks in a row."""
+    and re-arms only after it was false ``rearm`` checks in a row (default: 20, and at
+    least ``persist``), so a curve that hovers at the threshold is one episode, not ten."""
 
-    __slots__ = ("active", "bad", "good", "onset", "persist")
+    __slots__ = ("active", "bad", "good", "onset", "persist", "rearm")
 
-    def __init__(self, persist: int) -> None:
+    def __init__(self, persist: int, rearm: int = 20) -> None:
         self.persist = persist
+        self.rearm = max(persist, rearm)
         self.bad = 0
         self.good = 0
         self.active = False
@@ -85,6 +87,6 @@ class Latch:
             return False
         self.good += 1
         self.bad = 0
-        if self.active and self.good >= self.persist:
+        if self.active and self.good >= self.rearm:
             self.active = False
         return False

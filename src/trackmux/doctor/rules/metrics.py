@@ -200,6 +200,8 @@ class GradExplosion(SeriesRule):
         "recent": Param(5, "count", "points in the median compared for vanishing"),
         "ratio": Param(10.0, "positive"),
         "hard_ratio": Param(100.0, "positive"),
+        "floor": Param(0.1, "fraction", "a spike is measured from at least this share of "
+                       "the early level (a norm that shrank is not exploding)"),
         "vanish": Param(0.001, "fraction"),
         "persist": Param(2, "count"),
         "severity": Param("warning", "severity"),
@@ -210,7 +212,8 @@ class GradExplosion(SeriesRule):
         if s.count <= window:
             return None
         before = s.before_tail(1, window)
-        level = median(before)
+        early = median(s.first)
+        level = max(median(before), self.params["floor"] * early)
         value = s.values[-1]
         if level > 0:
             hard = value >= self.params["hard_ratio"] * level
@@ -221,7 +224,6 @@ class GradExplosion(SeriesRule):
                 return self.finding(latch.onset, [key], f"{key} spiked to {fmt(value)}, "
                                     f"{value / level:.0f}x its median of {fmt(level)} over "
                                     f"{span(list(s.steps)[:-1])}, at step {latch.onset}")
-        early = median(s.first)
         recent = median(s.tail(self.params["recent"]))
         gone = early > 0 and recent <= self.params["vanish"] * early
         vanish = self.latch(key, "vanish")
@@ -277,9 +279,10 @@ class LengthBlowup(SeriesRule):
                    and recent - level >= self.params["clip_rise"])
             latch = self.latch(key, "clip")
             if latch.check(bad, steps[-recent_n]):
+                where = span([x for x in steps if x < latch.onset])
                 return self.finding(latch.onset, [key], f"{key} (the share of truncated "
                                     f"responses) climbed to {fmt(recent)} from {fmt(level)} "
-                                    f"({span([x for x in steps if x < latch.onset])}) at step {latch.onset}")
+                                    f"({where}) at step {latch.onset}")
             return None
         noise = self.params["sigmas"] * robust_sigma(before)
         grow = level > 0 and recent >= self.params["grow"] * level and recent - level >= noise
@@ -289,8 +292,9 @@ class LengthBlowup(SeriesRule):
         other.check(False, step)
         if latch.check(grow or shrink, steps[-recent_n]):
             what = "ran away to" if grow else "collapsed to"
+            where = span([x for x in steps if x < latch.onset])
             return self.finding(latch.onset, [key], f"{key} {what} {fmt(recent)}, "
-                                f"{recent / level:.1f}x its level of {fmt(level)} ({span([x for x in steps if x < latch.onset])}), "
+                                f"{recent / level:.1f}x its level of {fmt(level)} ({where}), "
                                 f"at step {latch.onset}")
         return None
 

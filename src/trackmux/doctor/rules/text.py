@@ -62,16 +62,37 @@ EXTRACTORS: dict[str, Callable[[Any, Callable[[str], bool], Callable[[str], bool
 }
 
 
+def tandem_repeat(words: list[str], repeats: int) -> tuple[float, str, int] | None:
+    """The longest back-to-back repetition of a phrase of 1-4 words ("the the the",
+    "this question this question ..."), as (share of the words, phrase, times)."""
+    total = len(words)
+    best: tuple[float, str, int] | None = None
+    for n in (1, 2, 3, 4):
+        i = 0
+        while i + 2 * n <= total:
+            times = 1
+            while i + (times + 1) * n <= total and \
+                    words[i + times * n:i + (times + 1) * n] == words[i:i + n]:
+                times += 1
+            if times >= repeats and (best is None or times * n / total > best[0]):
+                best = (times * n / total, " ".join(words[i:i + n]), times)
+            i += max(1, (times - 1) * n) if times > 1 else 1
+    return best
+
+
 def repeated_phrase(text: str, repeats: int, coverage: float) -> tuple[str, int] | None:
-    """The phrase of 1-3 words repeated at least ``repeats`` times and covering at least
-    ``coverage`` of the words, if any (the one covering most)."""
+    """A phrase of 1-4 words repeated back to back, or of 2-3 words anywhere, at least
+    ``repeats`` times and covering at least ``coverage`` of the words (the one covering
+    most), if any."""
     words = text.split()
     total = len(words)
     if total < repeats:
         return None
-    best: tuple[float, str, int] | None = None
-    for n in (1, 2, 3):
-        if total < n * repeats or (n == 1 and total < 4 * repeats):
+    best = tandem_repeat(words, repeats)
+    if best is not None and best[0] < coverage:
+        best = None
+    for n in (2, 3):
+        if total < n * repeats:
             continue
         grams = Counter(tuple(words[i:i + n]) for i in range(0, total - n + 1))
         gram, count = grams.most_common(1)[0]
