@@ -17,7 +17,7 @@ from typing import Any
 from trackmux.core.events import Event, HistogramEvent, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
-from trackmux.doctor.rules.series import SeriesRule, fmt, span
+from trackmux.doctor.rules.series import SeriesRule, first_past, fmt, span
 from trackmux.doctor.stats import Latch, Series, median, robust_sigma
 
 
@@ -99,7 +99,8 @@ class RewardCollapse(SeriesRule):
         scale = max(ref - early, abs(ref), 1e-12)
         fall = ref - recent
         bad = fall >= self.params["drop"] * scale and fall >= self.params["sigmas"] * sigma
-        if not self.latch(key).check(bad, steps[-recent_n]):
+        line = ref - max(self.params["drop"] * scale, self.params["sigmas"] * sigma)
+        if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v <= line)):
             return None
         onset = self.latch(key).onset
         pct = f"{fall / abs(ref):.0%}" if abs(ref) > 1e-9 else fmt(fall)
@@ -141,9 +142,10 @@ class KlBlowup(SeriesRule):
         before = s.before_tail(recent_n, window)
         level = median(before)
         base = max(level, self.params["floor"])
-        bad = (recent >= self.params["ratio"] * base
-               and recent - level >= self.params["sigmas"] * robust_sigma(before))
-        if not self.latch(key).check(bad, steps[-recent_n]):
+        noise = self.params["sigmas"] * robust_sigma(before)
+        bad = recent >= self.params["ratio"] * base and recent - level >= noise
+        line = max(self.params["ratio"] * base, level + noise)
+        if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
         onset = self.latch(key).onset
         return self.finding(onset, [key], f"{key} rose {recent / base:.1f}x above its level "
@@ -177,8 +179,10 @@ class EntropyCollapse(SeriesRule):
             return None
         early = median(s.first)
         recent = median(s.tail(self.params["recent"]))
-        bad = early > 0 and recent <= self.params["fraction"] * early
-        if not self.latch(key).check(bad, s.steps[0]):
+        line = self.params["fraction"] * early
+        bad = early > 0 and recent <= line
+        if not self.latch(key).check(bad, first_past(s, self.params["recent"],
+                                                      lambda v: v <= line)):
             return None
         onset = self.latch(key).onset
         return self.finding(onset, [key], f"{key} collapsed to {fmt(recent)}, "

@@ -61,3 +61,10 @@ class SeriesRule(Detector):
         if latch is None:
             latch = self.latches[(key, what)] = Latch(int(self.params.get("persist", 3)))
         return latch
+
+
+def first_past(s: Series, n: int, past: Callable[[float], bool]) -> int:
+    """The step of the first of the last ``n`` points for which ``past`` holds (the
+    onset of a change the recent median just showed); the first of them if none does."""
+    steps, values = list(s.steps)[-n:], list(s.values)[-n:]
+    return next((st for st, v in zip(steps, values) if past(v)), steps[0])

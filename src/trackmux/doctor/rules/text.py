@@ -89,8 +89,9 @@ def repeated_phrase(text: str, repeats: int, coverage: float) -> tuple[str, int]
     if total < repeats:
         return None
     best = tandem_repeat(words, repeats)
-    if best is not None and best[0] < coverage:
-        best = None
+    if best is not None and best[0] >= coverage:
+        return best[1], best[2]
+    best = None
     for n in (2, 3):
         if total < n * repeats:
             continue
