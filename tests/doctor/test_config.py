@@ -1,0 +1,79 @@
+"""init(doctor=...), TRACKMUX_DOCTOR and rules files: checked at init, naming what is bad."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import trackmux
+from trackmux.doctor.config import resolve
+
+
+def test_forms() -> None:
+    assert resolve(False) == {} and resolve("off") == {}
+    every = resolve(True)
+    assert set(every) == {"nonfinite", "reward_collapse", "kl_blowup", "entropy_collapse",
+                          "grad_explosion", "length_blowup", "degenerate_text", "stall",
+                          "val_regression"}
+    tuned = resolve({"kl_blowup": {"ratio": 5, "keys": ["my/kl"]}, "stall": False})
+    assert "stall" not in tuned and tuned["kl_blowup"]["ratio"] == 5.0
+    assert tuned["kl_blowup"]["keys"] == ["my/kl"]
+    assert "stall" not in resolve({"stall": {"enabled": False}})
+
+
+@pytest.mark.parametrize("setting,named", [
+    ({"kl_blowp": {}}, "unknown doctor rule(s) ['kl_blowp']"),
+    ({"kl_blowup": {"ratoi": 3}}, "doctor rule 'kl_blowup' has no parameter(s) ['ratoi']"),
+    ({"kl_blowup": {"ratio": -1}}, "'ratio' must be > 0"),
+    ({"kl_blowup": {"ratio": "high"}}, "'ratio' must be a finite number"),
+    ({"reward_collapse": {"drop": 1.5}}, "'drop' must be in (0, 1]"),
+    ({"reward_collapse": {"keys": ["re:(unclosed"]}}, "bad regular expression 're:(unclosed'"),
+    ({"reward_collapse": {"keys": [""]}}, "an empty pattern"),
+    ({"stall": {"severity": "fatal"}}, "'severity' must be one of"),
+    ({"stall": 3}, "must be true, false or a mapping"),
+    (42, "doctor must be True, False"),
+])
+def test_bad_settings_fail_at_init_naming_them(tmp_path: Path, setting: Any, named: str) -> None:
+    with pytest.raises(ValueError) as err:
+        trackmux.init(project="p", backends=["file"], dir=tmp_path, doctor=setting)
+    assert named in str(err.value)
+    assert not (tmp_path / "p").exists()  # before any I/O
+
+
+def test_rules_files_toml_and_yaml(tmp_path: Path) -> None:
+    toml = tmp_path / "rules.toml"
+    toml.write_text('[kl_blowup]\nratio = 6.0\nkeys = ["actor/ppo_kl"]\n\n[stall]\nenabled = false\n')
+    assert resolve(str(toml))["kl_blowup"]["ratio"] == 6.0 and "stall" not in resolve(str(toml))
+    yaml = tmp_path / "rules.yaml"
+    yaml.write_text("entropy_collapse:\n  fraction: 0.05\nval_regression: false\n")
+    got = resolve(str(yaml))
+    assert got["entropy_collapse"]["fraction"] == 0.05 and "val_regression" not in got
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[kl_blowup]\nratio = 0\n")
+    with pytest.raises(ValueError, match="'ratio' must be > 0"):
+        trackmux.init(project="p", backends=["file"], dir=tmp_path, doctor=str(bad))
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kl_blowup: [\n")
+    with pytest.raises(ValueError, match="broken.yaml"):
+        resolve(str(broken))
+    with pytest.raises(ValueError, match="does not exist"):
+        resolve(str(tmp_path / "missing.toml"))
+    with pytest.raises(ValueError, match="use .toml, .yaml or .yml"):
+        resolve(str(toml.with_suffix(".ini").write_text("x") and toml.with_suffix(".ini")))
+
+
+def test_environment_variable(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("TRACKMUX_DOCTOR", str(tmp_path / "nope.yaml"))
+    with pytest.raises(ValueError, match="nope.yaml"):
+        trackmux.init(project="p", backends=["file"], dir=tmp_path)
+    monkeypatch.setenv("TRACKMUX_DOCTOR", "off")
+    run = trackmux.init(project="p", backends=["file"], dir=tmp_path,
+                        backend_options={"file": {"root": str(tmp_path / "o")}})
+    run.finish(timeout=30)
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(run.dir)
+    assert "watchers" not in reader.meta()  # the doctor did not watch this run
+    reader.close()
