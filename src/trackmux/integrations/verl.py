@@ -49,6 +49,7 @@ OPTIONS = {
     "orphan_timeout": "orphan_timeout",
     "system_metrics": "system_metrics",
     "histograms": "histograms",  # not an init() argument: the drop-in's own switch
+    "doctor": "doctor",  # off, on, rule overrides or a rules file (docs/doctor.md)
 }
 GENERATIONS_KEY = "val/generations"
 GENERATIONS_COLUMNS = ("step", "input", "output", "score")
