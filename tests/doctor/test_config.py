@@ -81,7 +81,8 @@ def test_environment_variable(tmp_path: Path, monkeypatch: Any) -> None:
 
 def test_verl_option_reaches_init_and_is_checked(tmp_path: Path) -> None:
     """``+trainer.trackmux.doctor=...``: the drop-in's option table hands it to init()
-    (the drop-in itself runs in the verl tox env)."""
+    (importing the drop-in needs verl: this runs where verl is installed)."""
+    pytest.importorskip("verl.utils")
     from trackmux.integrations.verl import trackmux_options
 
     config = {"trainer": {"trackmux": {"dir": str(tmp_path),
