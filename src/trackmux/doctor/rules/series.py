@@ -67,4 +67,4 @@ def first_past(s: Series, n: int, past: Callable[[float], bool]) -> int:
     """The step of the first of the last ``n`` points for which ``past`` holds (the
     onset of a change the recent median just showed); the first of them if none does."""
     steps, values = list(s.steps)[-n:], list(s.values)[-n:]
-    return next((st for st, v in zip(steps, values) if past(v)), steps[0])
+    return next((st for st, v in zip(steps, values, strict=True) if past(v)), steps[0])
