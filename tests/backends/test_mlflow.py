@@ -537,3 +537,24 @@ def test_resume_continues_the_run_and_the_latest_value_per_step_is_the_resumed_o
     assert sorted((p.step, p.value) for p in client.get_metric_history(
         only.info.run_id, "loss")) == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 4.0), (5, 5.5),
                                        (6, 6.5), (7, 7.5), (8, 8.5), (9, 9.5)]
+
+
+def test_a_finding_of_the_doctor_is_a_tag_and_a_line_of_the_note(tmp_path: Path) -> None:
+    """issue 22: the rule's tag holds the latest finding; the run's note lists each once,
+    after the user's own note, also when a batch is delivered again."""
+    from trackmux.core.events import FindingEvent
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    backend = MlflowBackend({"tracking_uri": uri, "artifact_location": str(tmp_path / "a")})
+    backend.open(RunInfo("p", "n", "r1", tmp_path, 1.7e9), ResumeState())
+    client = MlflowClient(tracking_uri=uri)
+    client.set_tag(backend.remote_id, "mlflow.note.content", "my own notes")  # type: ignore[arg-type]
+    finding = FindingEvent("kl_blowup", "warning", ("actor/ppo_kl",),
+                           "actor/ppo_kl rose 3.4x above its level", 50, 1.7e9, seq=1)
+    backend.write([finding])
+    backend.write([finding])  # redelivered: not a second line
+    backend.close("finished")
+    tags = client.get_run(backend.remote_id).data.tags  # type: ignore[arg-type]
+    assert tags["trackmux.doctor.kl_blowup"] == finding.line()
+    assert tags["mlflow.note.content"] == ("my own notes\n\n**trackmux doctor**\n- "
+                                           + finding.line())

@@ -53,6 +53,18 @@ class KeyMatcher:
             target = self.exclude if pattern.startswith("!") else self.include
             target.append(compile_pattern(pattern.removeprefix("!")))
         self._cache: dict[str, bool] = {}
+        self._selected: dict[tuple[str, ...], list[str]] = {}
+
+    def select(self, keys: Any) -> list[str]:
+        """The matching ones of ``keys`` (a dict's keys, in order), cached per key set: a
+        trainer logs the same keys every step, so this is one dict lookup per event."""
+        names = tuple(keys)
+        hit = self._selected.get(names)
+        if hit is None:
+            hit = [k for k in names if self(k)]
+            if len(self._selected) < 1000:
+                self._selected[names] = hit
+        return hit
 
     def __call__(self, key: str) -> bool:
         hit = self._cache.get(key)

@@ -17,7 +17,7 @@ from typing import Any
 from trackmux.core.events import Event, HistogramEvent, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
-from trackmux.doctor.rules.series import SeriesRule, first_past, fmt, span
+from trackmux.doctor.rules.series import SeriesRule, _Either, first_past, fmt, span
 from trackmux.doctor.stats import Latch, Series, median, robust_sigma
 
 
@@ -40,6 +40,11 @@ class Nonfinite(Detector):
     def update(self, event: Event) -> Sequence[Finding]:
         bad: dict[str, str] = {}
         if isinstance(event, MetricsEvent):
+            try:  # one C-level sum: finite when every value is (overflow: look closer)
+                if math.isfinite(sum(event.data.values())):
+                    return ()
+            except TypeError:
+                pass
             for key, value in event.data.items():
                 if not math.isfinite(value) and self.match(key):
                     bad[key] = "nan" if math.isnan(value) else "inf"
@@ -303,14 +308,6 @@ class LengthBlowup(SeriesRule):
         return None
 
 
-class _Either:
-    def __init__(self, *matchers: KeyMatcher) -> None:
-        self.matchers = matchers
-
-    def __call__(self, key: str) -> bool:
-        return any(m(key) for m in self.matchers)
-
-
 class ValRegression(Detector):
     """A validation score (higher is better) drops ``drop`` below its best so far (of the
     best, or of the gain since the first evaluation, whichever is larger) for ``persist``
@@ -336,8 +333,9 @@ class ValRegression(Detector):
             return ()
         out: list[Finding] = []
         keys: list[str] = []
-        for key, value in event.data.items():
-            if not self.match(key) or not math.isfinite(value):
+        for key in self.match.select(event.data):
+            value = event.data[key]
+            if not math.isfinite(value):
                 continue
             best, best_step, first = self.best.get(key, (value, event.step, value))
             scale = max(best - first, abs(best), 1e-12)

@@ -12,6 +12,24 @@ from trackmux.doctor.findings import Finding
 from trackmux.doctor.stats import Latch, Series
 
 
+class _Either:
+    """Keys that match any of several matchers (a rule with two kinds of keys)."""
+
+    def __init__(self, *matchers: KeyMatcher) -> None:
+        self.matchers = matchers
+        self._selected: dict[tuple[str, ...], list[str]] = {}
+
+    def __call__(self, key: str) -> bool:
+        return any(m(key) for m in self.matchers)
+
+    def select(self, keys: Any) -> list[str]:
+        names = tuple(keys)
+        hit = self._selected.get(names)
+        if hit is None:
+            hit = self._selected[names] = [k for k in names if self(k)]
+        return hit
+
+
 def fmt(value: float) -> str:
     return f"{value:.3g}"
 
@@ -28,7 +46,7 @@ class SeriesRule(Detector):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
-        self.match: Callable[[str], bool] = KeyMatcher(self.params["keys"])
+        self.match: KeyMatcher | _Either = KeyMatcher(self.params["keys"])
         self.series: dict[str, Series] = {}
         self.latches: dict[tuple[str, str], Latch] = {}
 
@@ -39,9 +57,10 @@ class SeriesRule(Detector):
         if not isinstance(event, MetricsEvent):
             return ()
         out: list[Finding] = []
-        match, series = self.match, self.series
-        for key, value in event.data.items():
-            if not match(key) or not math.isfinite(value):
+        series, data = self.series, event.data
+        for key in self.match.select(data):
+            value = data[key]
+            if not math.isfinite(value):
                 continue
             s = series.get(key)
             if s is None:
