@@ -44,7 +44,8 @@ def test_bad_settings_fail_at_init_naming_them(tmp_path: Path, setting: Any, nam
 
 def test_rules_files_toml_and_yaml(tmp_path: Path) -> None:
     toml = tmp_path / "rules.toml"
-    toml.write_text('[kl_blowup]\nratio = 6.0\nkeys = ["actor/ppo_kl"]\n\n[stall]\nenabled = false\n')
+    toml.write_text('[kl_blowup]\nratio = 6.0\nkeys = ["actor/ppo_kl"]\n\n'
+                    '[stall]\nenabled = false\n')
     assert resolve(str(toml))["kl_blowup"]["ratio"] == 6.0 and "stall" not in resolve(str(toml))
     yaml = tmp_path / "rules.yaml"
     yaml.write_text("entropy_collapse:\n  fraction: 0.05\nval_regression: false\n")
@@ -56,17 +57,17 @@ def test_rules_files_toml_and_yaml(tmp_path: Path) -> None:
         trackmux.init(project="p", backends=["file"], dir=tmp_path, doctor=str(bad))
     broken = tmp_path / "broken.yaml"
     broken.write_text("kl_blowup: [\n")
-    with pytest.raises(ValueError, match="broken.yaml"):
+    with pytest.raises(ValueError, match=r"broken\.yaml"):
         resolve(str(broken))
     with pytest.raises(ValueError, match="does not exist"):
         resolve(str(tmp_path / "missing.toml"))
-    with pytest.raises(ValueError, match="use .toml, .yaml or .yml"):
+    with pytest.raises(ValueError, match=r"use \.toml, \.yaml or \.yml"):
         resolve(str(toml.with_suffix(".ini").write_text("x") and toml.with_suffix(".ini")))
 
 
 def test_environment_variable(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("TRACKMUX_DOCTOR", str(tmp_path / "nope.yaml"))
-    with pytest.raises(ValueError, match="nope.yaml"):
+    with pytest.raises(ValueError, match=r"nope\.yaml"):
         trackmux.init(project="p", backends=["file"], dir=tmp_path)
     monkeypatch.setenv("TRACKMUX_DOCTOR", "off")
     run = trackmux.init(project="p", backends=["file"], dir=tmp_path,

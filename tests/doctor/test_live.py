@@ -27,7 +27,7 @@ from trackmux.doctor.read import load_findings
 class _Hook(http.server.BaseHTTPRequestHandler):
     bodies: list[dict[str, Any]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])
         _Hook.bodies.append(json.loads(self.rfile.read(length)))
         self.send_response(204)

@@ -8,14 +8,13 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synthetic import healthy, metrics, noisy, rising, run_doctor, serious, table
 
 from trackmux.core.events import HistogramEvent, MetricsEvent
 from trackmux.doctor.detector import Detector
 from trackmux.doctor.engine import Doctor
 from trackmux.doctor.rules.text import why_degenerate
 from trackmux.doctor.rules.time import Stall
-
-from synthetic import healthy, metrics, noisy, rising, run_doctor, serious, table
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -135,7 +134,7 @@ def test_degenerate_text_rows(text: str, why: str) -> None:
 
 def test_degenerate_text_finding_names_rows_and_healthy_tables_pass() -> None:
     rng = random.Random(0)
-    words = "the model reasons about the answer step by step and then checks it".split()
+    words = ["the", "model", "reasons", "about", "the", "answer", "step", "by", "step", "and", "then", "checks", "it"]
     fine = [" ".join(rng.choice(words) for _ in range(60)) for _ in range(16)]
     digits = [" ".join(str(rng.randrange(10)) for _ in range(7)) for _ in range(16)]
     assert run_doctor([table(10, fine), table(20, digits)]) == []
