@@ -33,7 +33,8 @@ from benchmarks.loop import TABLE_EVERY, Workload, _proc_cpu_s, _table
 
 
 def _words(rng: random.Random, n: int) -> str:
-    vocab = ["the", "answer", "is", "so", "we", "add", "then", "divide", "by", "two", "and", "check", "that", "the", "result", "holds", "for", "every", "case", "of", "the", "problem"]
+    vocab = ("the answer is so we add then divide by two and check that the result "
+             "holds for every case of the problem").split()  # noqa: SIM905
     return " ".join(rng.choice(vocab) for _ in range(n))
 
 
@@ -59,8 +60,9 @@ def build_run(root: Path, points: int, tables: int) -> Path:
 
 def b8a(root: Path, points: int, tables: int) -> dict[str, Any]:
     run_dir = build_run(root / "a", points, tables)
-    started = time.perf_counter()
     cli = str(Path(sys.executable).parent / "trackmux")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
     done = subprocess.run([cli, "doctor", "--json", str(run_dir)], capture_output=True,
                           text=True, check=False)
     seconds = time.perf_counter() - started
