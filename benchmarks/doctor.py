@@ -33,7 +33,9 @@ from benchmarks.loop import TABLE_EVERY, Workload, _proc_cpu_s, _table
 
 
 def _words(rng: random.Random, n: int) -> str:
-    vocab = ["the", "answer", "is", "so", "we", "add", "then", "divide", "by", "two", "and", "check", "that", "the", "result", "holds", "for", "every", "case", "of", "the", "problem"]
+    vocab = ["the", "answer", "is", "so", "we", "add", "then", "divide", "by", "two", "and",
+             "check", "that", "the", "result", "holds", "for", "every", "case", "of", "the",
+             "problem"]
     return " ".join(rng.choice(vocab) for _ in range(n))
 
 

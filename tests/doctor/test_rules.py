@@ -134,7 +134,8 @@ def test_degenerate_text_rows(text: str, why: str) -> None:
 
 def test_degenerate_text_finding_names_rows_and_healthy_tables_pass() -> None:
     rng = random.Random(0)
-    words = ["the", "model", "reasons", "about", "the", "answer", "step", "by", "step", "and", "then", "checks", "it"]
+    words = ["the", "model", "reasons", "about", "the", "answer", "step", "by", "step", "and",
+             "then", "checks", "it"]
     fine = [" ".join(rng.choice(words) for _ in range(60)) for _ in range(16)]
     digits = [" ".join(str(rng.randrange(10)) for _ in range(7)) for _ in range(16)]
     assert run_doctor([table(10, fine), table(20, digits)]) == []
