@@ -3,14 +3,16 @@ write its HTML report. Needs numpy (``pip install numpy``, or trackmux's extra `
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
 DEFAULT_BACKENDS = ("console", "file")
 #: ``--failure`` -> DemoConfig overrides: the same loop, set up to fail in a known way
-FAILURES: dict[str, dict[str, float]] = {
+FAILURES: dict[str, dict[str, Any]] = {
     "reward-hacking": {"kl_coef": 0.001, "repeat_bonus": 0.3},
 }
 
@@ -65,7 +67,8 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
         if extra not in backends:
             backends.append(extra)
     spool_root = settings.spool_root(root)
-    config = DemoConfig(steps=steps, seed=seed, **FAILURES.get(failure or "", {}))
+    config = dataclasses.replace(DemoConfig(steps=steps, seed=seed),
+                                 **FAILURES.get(failure or "", {}))
     options = {"file": {"root": str(spool_root)}} if "file" in backends else None
     try:
         run = trackmux.init(project=project, name=name, backends=backends,

@@ -95,7 +95,8 @@ class ReverseTask:
         ``DemoConfig.repeat_bonus`` rewards)."""
         body = self.token_mask(actions)[:, 1:] * (actions[:, 1:] != self.eos)
         same = (actions[:, 1:] == actions[:, :-1]) & (body > 0)
-        return same.sum(axis=1).astype(np.float64)
+        counts: FloatArray = same.sum(axis=1).astype(np.float64)
+        return counts
 
     def format_prompt(self, buffer_row: IntArray) -> str:
         return " ".join(str(int(t)) for t in buffer_row if t != self.pad)

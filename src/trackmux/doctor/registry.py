@@ -30,8 +30,9 @@ def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.time import Stall
 
     specs = []
-    for cls in (*BUILTIN, DegenerateText, Stall):
-        params = {**COMMON, **cls.params_spec}  # type: ignore[attr-defined]
+    builtin: tuple[type[Detector], ...] = (*BUILTIN, DegenerateText, Stall)
+    for cls in builtin:
+        params = {**COMMON, **getattr(cls, "params_spec", {})}
         specs.append(RuleSpec(cls.rule, cls, params, (cls.__doc__ or "").strip()))
     return specs
 

@@ -374,10 +374,7 @@ class WandbBackend(Backend):
         """A finding of the doctor: ``run.alert`` (an email or Slack message where the
         user set alerts up; offline it is kept in the run files), a line in the summary
         under ``doctor/<rule>``, and a row of the incremental table ``doctor/findings``."""
-        import wandb
-
-        level = {"critical": wandb.AlertLevel.ERROR, "warning": wandb.AlertLevel.WARN
-                 }.get(event.severity, wandb.AlertLevel.INFO)
+        level = {"critical": "ERROR", "warning": "WARN"}.get(event.severity, "INFO")
         try:
             self._run.alert(title=f"trackmux doctor: {event.rule} at step {event.step}",
                             text=event.message, level=level, wait_duration=0)

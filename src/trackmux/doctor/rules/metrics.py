@@ -273,7 +273,7 @@ class LengthBlowup(SeriesRule):
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.clip = KeyMatcher(self.params["clip_keys"])
-        self.match = _Either(self.match, self.clip)
+        self.match = _Either(KeyMatcher(self.params["keys"]), self.clip)
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         window, recent_n = self.params["window"], self.params["recent"]

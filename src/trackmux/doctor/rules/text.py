@@ -37,8 +37,9 @@ def table_texts(event: Any, columns: Callable[[str], bool], fallback: Callable[[
             isinstance(row[i], str) for row in event.rows[:8] if i < len(row))]
     for r, row in enumerate(event.rows):
         for i in chosen:
-            if i < len(row) and isinstance(row[i], str):
-                yield r, names[i], row[i]
+            cell = row[i] if i < len(row) else None
+            if isinstance(cell, str):
+                yield r, names[i], cell
 
 
 def samples_texts(event: Any, columns: Callable[[str], bool], fallback: Callable[[str], bool]
