@@ -99,3 +99,46 @@ def test_verl_option_reaches_init_and_is_checked(tmp_path: Path) -> None:
     reader = SpoolReader(run.dir)
     assert reader.meta()["watchers"] == ["trackmux.doctor.live:watcher"]
     reader.close()
+
+
+def test_a_plugin_ships_a_detector_users_tune_it_and_it_runs() -> None:
+    """``trackmux_register_detectors``: a third party's rule, checked and run like ours."""
+    from trackmux.core.backends.registry import get_registry
+    from trackmux.core.events import MetricsEvent
+    from trackmux.doctor import registry
+    from trackmux.doctor.detector import Detector, Param
+    from trackmux.doctor.engine import Doctor
+    from trackmux.hookspecs import hookimpl
+
+    class ZeroSignal(Detector):
+        rule = "zero_signal"
+
+        def update(self, event: Any) -> list[Any]:
+            share = event.data.get("grpo/zero_share", 0.0) if isinstance(
+                event, MetricsEvent) else 0.0
+            if share > self.params["max_share"]:
+                return [self.finding(event.step, ["grpo/zero_share"], f"{share:.0%} no signal")]
+            return []
+
+    class Plugin:
+        @hookimpl
+        def trackmux_register_detectors(self, register: Any) -> None:
+            register("zero_signal", ZeroSignal,
+                     params={"max_share": Param(0.5, "fraction"), "persist": 5})
+
+    manager = get_registry().manager
+    plugin = Plugin()
+    manager.register(plugin)
+    try:
+        registry.rules(reload=True)
+        with pytest.raises(ValueError, match="'max_share' must be in"):
+            resolve({"zero_signal": {"max_share": 2}})
+        rules = resolve({"zero_signal": {"max_share": 0.8}})
+        assert rules["zero_signal"]["max_share"] == 0.8 and rules["zero_signal"]["persist"] == 5
+        doctor = Doctor(rules)
+        assert doctor.feed(MetricsEvent({"grpo/zero_share": 0.7}, 1, 1.0)) == []
+        [found] = doctor.feed(MetricsEvent({"grpo/zero_share": 0.9}, 2, 2.0))
+        assert (found.rule, found.step, found.message) == ("zero_signal", 2, "90% no signal")
+    finally:
+        manager.unregister(plugin)
+        registry.rules(reload=True)
