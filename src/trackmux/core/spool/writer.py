@@ -361,7 +361,11 @@ class SpoolWriter:
         # too (the delivery process appends the doctor's findings, append_events below), so
         # seq stays contiguous and in commit order whoever commits.
         conn.execute("BEGIN IMMEDIATE")
-        seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+        try:
+            seq = max(self._last_seq, int(conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]))
+        except (sqlite3.DatabaseError, TypeError, ValueError):  # a damaged index: ours
+            seq = self._last_seq
         rows = []
         for (kind, step, ts, body), blob in encoded:
             if blob is not None:
