@@ -1,14 +1,14 @@
-"""B8: what the doctor (issue 22) costs and how fast it answers.
+"""B9: what the doctor (issue 22) costs and how fast it answers.
 
     python -m benchmarks.doctor [--points 1000000] [--tables 500] [--rounds 3]
 
-- B8a ``trackmux doctor`` over a finished run of 1M points (10,000 steps x 100 keys, with
+- B9a ``trackmux doctor`` over a finished run of 1M points (10,000 steps x 100 keys, with
   verl's key names among them) and 500 sample tables (64 rows of ~400 characters each):
   wall time of the CLI process (target < 10 s);
-- B8b the delivery process's CPU with the doctor on and off, at B7's rate (B7's workload,
+- B9b the delivery process's CPU with the doctor on and off, at B7's rate (B7's workload,
   100 floats a step, a table every 10 steps, B7's backends where installed, else file),
   measured from the first acknowledgement to the drain of the loop (target <= 5% more);
-- B8c latency from the ``log()`` that completes a finding (a NaN) to its line in the
+- B9c latency from the ``log()`` that completes a finding (a NaN) to its line in the
   file backend's findings file and to the console's line in the trainer (target < 2 s).
 """
 
@@ -43,7 +43,7 @@ def build_run(root: Path, points: int, tables: int) -> Path:
     """A finished run written through the public API with the doctor off."""
     import trackmux
 
-    run = trackmux.init(project="b8", name="big", backends=[], dir=root, doctor=False)
+    run = trackmux.init(project="b9", name="big", backends=[], dir=root, doctor=False)
     assert isinstance(run, trackmux.Run)
     steps = points // 100
     rng = random.Random(0)
@@ -59,7 +59,7 @@ def build_run(root: Path, points: int, tables: int) -> Path:
     return run.dir
 
 
-def b8a(root: Path, points: int, tables: int) -> dict[str, Any]:
+def b9a(root: Path, points: int, tables: int) -> dict[str, Any]:
     run_dir = build_run(root / "a", points, tables)
     cli = str(Path(sys.executable).parent / "trackmux")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -92,7 +92,7 @@ def one_round(root: Path, doctor: bool, steps: int) -> dict[str, float]:
                "mlflow": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}"},
                "tensorboard": {"root": str(root / "tensorboard")},
                "file": {"root": str(root / "file")}}
-    run = trackmux.init(project="b8", name=f"doctor-{doctor}", backends=backends,
+    run = trackmux.init(project="b9", name=f"doctor-{doctor}", backends=backends,
                         dir=root / "spool", doctor=doctor,
                         backend_options={b: options[b] for b in backends})
     assert isinstance(run, trackmux.Run)
@@ -123,13 +123,13 @@ def one_round(root: Path, doctor: bool, steps: int) -> dict[str, float]:
     return {"delivery_cpu_s": cpu, "loop_s": loop_s}
 
 
-def b8b(root: Path, rounds: int, steps: int) -> dict[str, Any]:
+def b9b(root: Path, rounds: int, steps: int) -> dict[str, Any]:
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
     for r in range(rounds):
         for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
             result = one_round(root / f"b{r}-{mode}", mode == "on", steps)
             runs[mode].append(result)
-            print(f"B8b round {r + 1} doctor {mode:3s}: delivery CPU "
+            print(f"B9b round {r + 1} doctor {mode:3s}: delivery CPU "
                   f"{result['delivery_cpu_s']:.2f} s, loop {result['loop_s']:.2f} s", flush=True)
     off = statistics.median(x["delivery_cpu_s"] for x in runs["off"])
     on = statistics.median(x["delivery_cpu_s"] for x in runs["on"])
@@ -149,7 +149,7 @@ class _Stamped(io.TextIOBase):
         return len(text)
 
 
-def b8c(root: Path, repeats: int) -> dict[str, Any]:
+def b9c(root: Path, repeats: int) -> dict[str, Any]:
     import trackmux
 
     file_s, console_s = [], []
@@ -157,7 +157,7 @@ def b8c(root: Path, repeats: int) -> dict[str, Any]:
         stamped = _Stamped()
         saved, sys.stdout = sys.stdout, stamped  # type: ignore[assignment]
         try:
-            run = trackmux.init(project="b8c", name=f"latency-{r}",
+            run = trackmux.init(project="b9c", name=f"latency-{r}",
                                 backends=["console", "file"], dir=root / "c",
                                 backend_options={"file": {"root": str(root / "c-out")},
                                                  "console": {"interval": 60}})
@@ -167,7 +167,7 @@ def b8c(root: Path, repeats: int) -> dict[str, Any]:
                 time.sleep(0.05)
             sent = time.time()
             run.log({"loss": float("nan")}, step=20)
-            findings = root / "c-out" / "b8c" / f"{run.name}.findings.jsonl"
+            findings = root / "c-out" / "b9c" / f"{run.name}.findings.jsonl"
             seen: float | None = None
             while time.time() - sent < 10 and (seen is None or stamped.at is None):
                 if seen is None and findings.exists() and findings.stat().st_size:
@@ -180,7 +180,7 @@ def b8c(root: Path, repeats: int) -> dict[str, Any]:
             file_s.append(seen - sent)
         if stamped.at is not None:
             console_s.append(stamped.at - sent)
-        print(f"B8c {r + 1}: file {file_s[-1] if seen else 'none'}, console "
+        print(f"B9c {r + 1}: file {file_s[-1] if seen else 'none'}, console "
               f"{console_s[-1] if stamped.at else 'none'}", flush=True)
     return {"file_s": file_s, "console_s": console_s,
             "file_median_s": statistics.median(file_s) if file_s else None,
@@ -200,25 +200,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ.setdefault("WANDB_MODE", "offline")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     result: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="trackmux-b8-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trackmux-b9-") as tmp:
         root = Path(tmp)
         os.chdir(root)
         if "a" in args.only:
-            result["B8a"] = b8a(root, args.points, args.tables)
-            print(f"B8a trackmux doctor over {args.points:,} points and {args.tables} tables: "
-                  f"{result['B8a']['seconds']:.2f} s wall, {result['B8a']['cpu_seconds']:.2f} s "
-                  f"CPU (exit {result['B8a']['exit']}, load {result['B8a']['load']:.1f})",
+            result["B9a"] = b9a(root, args.points, args.tables)
+            print(f"B9a trackmux doctor over {args.points:,} points and {args.tables} tables: "
+                  f"{result['B9a']['seconds']:.2f} s wall, {result['B9a']['cpu_seconds']:.2f} s "
+                  f"CPU (exit {result['B9a']['exit']}, load {result['B9a']['load']:.1f})",
                   flush=True)
         if "b" in args.only:
-            result["B8b"] = b8b(root, args.rounds, args.steps)
-            b = result["B8b"]
-            print(f"B8b delivery CPU ({', '.join(b['backends'])}): doctor off "
+            result["B9b"] = b9b(root, args.rounds, args.steps)
+            b = result["B9b"]
+            print(f"B9b delivery CPU ({', '.join(b['backends'])}): doctor off "
                   f"{b['off_cpu_s']:.2f} s, on {b['on_cpu_s']:.2f} s "
                   f"({b['increase']:+.1%})", flush=True)
         if "c" in args.only:
-            result["B8c"] = b8c(root, args.latency_repeats)
-            c = result["B8c"]
-            print(f"B8c finding latency: file median {c['file_median_s']}, console median "
+            result["B9c"] = b9c(root, args.latency_repeats)
+            c = result["B9c"]
+            print(f"B9c finding latency: file median {c['file_median_s']}, console median "
                   f"{c['console_median_s']}", flush=True)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
