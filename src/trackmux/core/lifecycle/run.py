@@ -643,6 +643,9 @@ class DisabledRun:
     def problems(self) -> list[Problem]:
         return []
 
+    def findings(self) -> list[dict[str, Any]]:
+        return []
+
     def finish(self, timeout: float | None = None, exit_code: int = 0) -> FinishSummary:
         normalize.exit_code(exit_code)
         if timeout is not None:
