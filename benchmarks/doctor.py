@@ -123,6 +123,46 @@ def one_round(root: Path, doctor: bool, steps: int) -> dict[str, float]:
     return {"delivery_cpu_s": cpu, "loop_s": loop_s}
 
 
+def own_cpu(steps: int, repeats: int = 5) -> float:
+    """CPU seconds of the doctor's thread over B7's events (``steps`` steps of 100 floats,
+    a table every 10 steps), reading and decoding them from a spool as the watch thread
+    does, then feeding the detectors: the thread's CPU clock, so other processes on a loaded
+    machine barely move it. Median of ``repeats``."""
+    from trackmux.core.events import MetricsEvent, TableEvent
+    from trackmux.doctor.config import resolve
+    from trackmux.doctor.engine import Doctor
+
+    work = Workload()
+    events: list[Any] = []
+    for step in range(steps):
+        scores, loss = work.step(step)
+        data = payload(step)
+        data["actor/pg_loss"] = loss
+        events.append(MetricsEvent(data, step, 1000.0 + step * 0.005))
+        if step % TABLE_EVERY == 0:
+            columns, rows = _table(step, scores)
+            events.append(TableEvent("rollout/samples", tuple(columns),
+                                     tuple(tuple(r) for r in rows), step, 1000.0))
+    from trackmux.core.spool.reader import SpoolReader
+    from trackmux.core.spool.writer import SpoolWriter
+
+    with tempfile.TemporaryDirectory(prefix="trackmux-b9-own-") as tmp:
+        writer = SpoolWriter(Path(tmp))
+        for event in events:
+            writer.append(event)
+        writer.close()
+        times = []
+        for _ in range(repeats):  # as the watch thread does: read, decode, feed
+            doctor = Doctor(resolve(True))
+            started = time.thread_time()
+            reader = SpoolReader(Path(tmp))
+            for event in reader.iter_events():
+                doctor.feed(event)
+            reader.close()
+            times.append(time.thread_time() - started)
+    return statistics.median(times)
+
+
 def b9b(root: Path, rounds: int, steps: int) -> dict[str, Any]:
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
     for r in range(rounds):
@@ -133,8 +173,11 @@ def b9b(root: Path, rounds: int, steps: int) -> dict[str, Any]:
                   f"{result['delivery_cpu_s']:.2f} s, loop {result['loop_s']:.2f} s", flush=True)
     off = statistics.median(x["delivery_cpu_s"] for x in runs["off"])
     on = statistics.median(x["delivery_cpu_s"] for x in runs["on"])
+    own = own_cpu(steps)
     return {"backends": _backends(), "steps": steps, "rounds": rounds, "off_cpu_s": off,
-            "on_cpu_s": on, "increase": on / off - 1 if off else None, "runs": runs}
+            "on_cpu_s": on, "increase": on / off - 1 if off else None,
+            "doctor_own_cpu_s": own, "own_share_of_off": own / off if off else None,
+            "load": os.getloadavg()[0], "runs": runs}
 
 
 class _Stamped(io.TextIOBase):
@@ -214,7 +257,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             b = result["B9b"]
             print(f"B9b delivery CPU ({', '.join(b['backends'])}): doctor off "
                   f"{b['off_cpu_s']:.2f} s, on {b['on_cpu_s']:.2f} s "
-                  f"({b['increase']:+.1%})", flush=True)
+                  f"({b['increase']:+.1%}); the doctor's own CPU over the same events "
+                  f"{b['doctor_own_cpu_s'] * 1000:.0f} ms ({b['own_share_of_off']:.1%} of the "
+                  f"delivery process's; load {b['load']:.1f})", flush=True)
         if "c" in args.only:
             result["B9c"] = b9c(root, args.latency_repeats)
             c = result["B9c"]
