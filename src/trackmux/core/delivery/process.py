@@ -200,7 +200,7 @@ class DeliveryProcess:
             target, status = self._mark_crashed()
         if self.watch.active:  # the findings of the last events go out with them
             target = self.watch.catch_up(target, self.deadline)
-            self._send({"settled": target})
+        self._send({"settled": target})  # always: the trainer waits for it (host.settled)
         log.info("trackmux delivery: finishing at seq %d (%s)", target, status)
         for worker in self.workers:
             worker.finish(target, status, self.deadline)
