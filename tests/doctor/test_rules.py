@@ -166,11 +166,11 @@ def test_stall_live_and_after_the_fact() -> None:
     stall = Stall(resolve_stall())
     for step in range(10):
         stall.update(MetricsEvent({"x": 1.0}, step, 1000.0 + 2 * step))
-    assert stall.tick(1030.0, True) == ()  # 12 s: under the 60 s minimum
+    assert stall.tick(1200.0, True) == ()  # 182 s: under the 300 s minimum
     assert stall.tick(2000.0, False) == ()  # the trainer is gone: not a stall
-    found = stall.tick(1200.0, True)
+    found = stall.tick(1400.0, True)
     assert len(found) == 1 and "since step 9" in found[0].message
-    assert stall.tick(1300.0, True) == ()  # once per episode
+    assert stall.tick(1500.0, True) == ()  # once per episode
     # a finished run with a gap it recovered from, and a step time that jumped
     found = run_doctor(metrics({"x": [1.0] * 30}, interval=2.0))
     assert found == []

@@ -27,7 +27,8 @@ class Stall(Detector):
     rule = "stall"
     params_spec = {
         "factor": Param(10.0, "positive", "a gap of this many usual step intervals"),
-        "min_seconds": Param(60.0, "positive", "and at least this long"),
+        "min_seconds": Param(300.0, "positive", "and at least this long (a validation pass "
+                             "or a checkpoint save can take minutes)"),
         "window": Param(20, "count", "step intervals in the usual interval"),
         "min_steps": Param(5, "count", "steps seen before judging"),
         "jump": Param(4.0, "positive", "step time this many times the usual one"),
