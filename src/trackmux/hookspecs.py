@@ -8,6 +8,7 @@ with functions decorated by :data:`trackmux.hookimpl`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
@@ -61,3 +62,23 @@ def trackmux_register_backends(register: RegisterBackend) -> None:
 @hookspec
 def trackmux_register_commands(cli: click.Group) -> None:
     """Called when the ``trackmux`` CLI starts; add click commands to ``cli``. Returns nothing."""
+
+
+class RegisterDetector(Protocol):
+    """The ``register`` callback handed to :func:`trackmux_register_detectors`;
+    ``factory(params)`` returns a ``trackmux.doctor.detector.Detector``."""
+
+    def __call__(self, name: str, factory: Callable[[Mapping[str, Any]], Any], *,
+                 params: Mapping[str, Any] | None = None, description: str = "") -> None: ...
+
+
+@hookspec
+def trackmux_register_detectors(register: RegisterDetector) -> None:
+    """Called once when the doctor first builds its rules (docs/doctor.md). Call
+    ``register(name, factory, params={...}, description=...)`` for each rule the plugin
+    provides: ``factory(params)`` returns a ``trackmux.doctor.detector.Detector`` whose
+    ``update(event)`` and ``tick(now, alive)`` return findings; ``params`` maps each
+    parameter to its default (or a ``Param``), so users can override and are checked.
+    Detectors run in the delivery process on every event: no I/O, no blocking. A name
+    that is taken is skipped. Returns nothing.
+    """

@@ -577,6 +577,8 @@ def test_provenance_in_mlflows_source_tags_and_artifacts(tmp_path: Path) -> None
     diff = Path(client.download_artifacts(run.info.run_id, "provenance/uncommitted.diff",
                                           str(download))).read_text()
     assert diff == DIFF
+
+
 # -- distinct keys stay distinct (issue 27 item 2) -----------------------------------------
 DISTINCT_KEYS = ["a@b", "a_at_b", "loss#1", "loss_1", "x//y", "x/y", "loss/", "loss",
                  "val-core/acc/mean@5"]
@@ -669,3 +671,24 @@ def test_distinct_config_keys_stay_distinct_params(tmp_path: Path) -> None:
     assert params["opt/lr_at_1"] == "2"
     (other,) = [k for k in params if k.startswith("opt/lr_at_1_")]
     assert params[other] == "1"
+
+
+def test_a_finding_of_the_doctor_is_a_tag_and_a_line_of_the_note(tmp_path: Path) -> None:
+    """issue 22: the rule's tag holds the latest finding; the run's note lists each once,
+    after the user's own note, also when a batch is delivered again."""
+    from trackmux.core.events import FindingEvent
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    backend = MlflowBackend({"tracking_uri": uri, "artifact_location": str(tmp_path / "a")})
+    backend.open(RunInfo("p", "n", "r1", tmp_path, 1.7e9), ResumeState())
+    client = MlflowClient(tracking_uri=uri)
+    client.set_tag(backend.remote_id, "mlflow.note.content", "my own notes")  # type: ignore[arg-type]
+    finding = FindingEvent("kl_blowup", "warning", ("actor/ppo_kl",),
+                           "actor/ppo_kl rose 3.4x above its level", 50, 1.7e9, seq=1)
+    backend.write([finding])
+    backend.write([finding])  # redelivered: not a second line
+    backend.close("finished")
+    tags = client.get_run(backend.remote_id).data.tags  # type: ignore[arg-type]
+    assert tags["trackmux.doctor.kl_blowup"] == finding.line()
+    assert tags["mlflow.note.content"] == ("my own notes\n\n**trackmux doctor**\n- "
+                                           + finding.line())

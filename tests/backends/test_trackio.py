@@ -261,3 +261,24 @@ def test_provenance_in_the_run_config(tmp_path: Path) -> None:
     config = read_trackio(project).config
     assert config is not None and config["lr"] == 0.1
     assert config["_provenance.git.commit"] == COMMIT
+
+
+def test_a_finding_of_the_doctor_is_a_trackio_alert(tmp_path: Path) -> None:
+    """issue 22: read back with trackio's own ``get_alerts``; a redelivery adds none."""
+    from trackio.sqlite_storage import SQLiteStorage
+
+    from trackmux.core.events import FindingEvent
+
+    project = project_of(tmp_path)
+    backend = TrackioBackend({"dir": str(TRACKIO_DIR), "project": project})
+    backend.open(_info(project, tmp_path), ResumeState())
+    finding = FindingEvent("reward_collapse", "critical", ("critic/score/mean",),
+                           "critic/score/mean fell 61%", 120, 1_700_000_100.0, seq=1)
+    backend.write([finding])
+    again = TrackioBackend({"dir": str(TRACKIO_DIR), "project": project})
+    again.open(_info(project, tmp_path), ResumeState(remote_id=backend.remote_id))
+    again.write([finding])  # a batch delivered again after a lost acknowledgement
+    alerts = SQLiteStorage.get_alerts(project)
+    assert [(a["title"], a["text"], a["level"], a["step"]) for a in alerts] == [
+        ("trackmux doctor: reward_collapse at step 120", "critic/score/mean fell 61%",
+         "error", 120)]

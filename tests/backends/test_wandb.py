@@ -556,3 +556,25 @@ def test_provenance_as_config_section_and_code_artifact(tmp_path: Path) -> None:
     assert files == {"provenance.json", "diff.patch"}  # the entry script is not on this host
     patch = next(tmp_path.rglob("trackmux-code-*/diff.patch"))
     assert patch.read_text() == DIFF
+
+
+def test_a_finding_of_the_doctor_is_an_alert_a_summary_line_and_a_table_row(
+        tmp_path: Path) -> None:
+    """issue 22: offline, wandb keeps the alert in the run's transaction log; the summary
+    and the ``doctor/findings`` table are what the UI shows."""
+    from trackmux.core.events import FindingEvent
+
+    finding = FindingEvent("kl_blowup", "warning", ("actor/ppo_kl",),
+                           "actor/ppo_kl rose 3.4x above its level", 3, T0 + 3)
+    deliver_wandb(spool(tmp_path, [MetricsEvent({"x": 1.0}, 1, T0), finding]))
+    [path] = all_run_files(tmp_path)
+    records = leet_records(path)
+    alerts = [r["alert"] for r in records if r.get("type") == "alert"]
+    assert alerts and alerts[0]["title"] == "trackmux doctor: kl_blowup at step 3"
+    assert alerts[0]["text"] == finding.message
+    out = subprocess.run([wandb_cli(), "leet", "inspect", "--json", "--summary", str(path)],
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout)["summary"]["doctor/kl_blowup"] == finding.line()
+    readback, _ = read_wandb(tmp_path)
+    [(step, rows)] = readback.tables["doctor/findings"]
+    assert step == 3 and rows == [[3, "kl_blowup", "warning", "actor/ppo_kl", finding.message]]

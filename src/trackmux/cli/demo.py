@@ -4,12 +4,18 @@ in the checkout)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 import click
 
 DEFAULT_BACKENDS = ("console", "file")
+#: ``--failure`` -> DemoConfig overrides: the same loop, set up to fail in a known way
+FAILURES: dict[str, dict[str, Any]] = {
+    "reward-hacking": {"kl_coef": 0.001, "repeat_bonus": 0.3},
+}
 
 
 def _limit_blas_threads() -> None:
@@ -34,8 +40,12 @@ def _limit_blas_threads() -> None:
               help="Spool root (default: TRACKMUX_DIR, else ./trackmux).")
 @click.option("--report/--no-report", "write_report", default=True, show_default=True,
               help="Write report.html into the run directory at the end.")
+@click.option("--failure", type=click.Choice(sorted(FAILURES)), default=None,
+              help="Reproduce a classic failure for the doctor to find (docs/doctor.md): "
+                   "'reward-hacking' trains with a KL coefficient far too small on a reward "
+                   "with a flaw (it pays for repeated digits).")
 def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, project: str,
-         name: str | None, root: Path | None, write_report: bool) -> None:
+         name: str | None, root: Path | None, write_report: bool, failure: str | None) -> None:
     """Train a tiny policy with GRPO (KL to a frozen reference) on a digit-reversal task.
 
     Logs reward, KL, loss, entropy, length and throughput every step, and a table of
@@ -58,12 +68,14 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
         if extra not in backends:
             backends.append(extra)
     spool_root = settings.spool_root(root)
-    config = DemoConfig(steps=steps, seed=seed)
+    config = dataclasses.replace(DemoConfig(steps=steps, seed=seed),
+                                 **FAILURES.get(failure or "", {}))
     try:  # the file backend writes into the run folder (its default): a project folder
         # holds run folders only, so `trackmux report trackmux/trackmux-demo/*` works
         run = trackmux.init(project=project, name=name, backends=backends,
                             config=config.as_config(), dir=spool_root,
-                            tags=("demo",), all_ranks=True)
+                            tags=("demo",) + ((failure,) if failure else ()),
+                            all_ranks=True, doctor=True)
     except UnknownBackendError as exc:
         raise click.BadParameter(str(exc), param_hint="--backends") from exc
     assert isinstance(run, trackmux.Run)
@@ -81,6 +93,12 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
     click.echo(f"trained {steps} steps in {result.seconds:.1f} s: reward/mean {first:.3f} "
                f"(first 10 steps) -> {last:.3f} (last 10)")
     click.echo(f"run {run.id} is in {run.dir}")
+    found = run.findings()
+    serious = [f for f in found if f["severity"] in ("warning", "critical")]
+    click.echo(f"doctor: {len(serious)} warning/critical finding(s)" if serious
+               else "doctor: no warning or critical finding")
+    for f in serious:
+        click.echo(f"  {f['severity'].upper()} {f['rule']} @ step {f['step']}: {f['message']}")
     if summary.pending:
         click.echo(f"undelivered: {summary.pending}; deliver with: trackmux sync {run.dir} "
                    f"--to {','.join(summary.pending)}")

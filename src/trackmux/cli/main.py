@@ -18,6 +18,7 @@ COMMANDS = {
     "report": "trackmux.cli.report:report",
     "ui": "trackmux.cli.ui:ui",
     "diff": "trackmux.cli.diff:diff",
+    "doctor": "trackmux.cli.doctor:doctor",
 }
 
 

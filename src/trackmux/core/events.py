@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 EventKind = Literal["metrics", "config", "table", "image", "text", "histogram", "artifact",
-                    "provenance"]
+                    "provenance", "finding"]
 #: Every kind of event; backends declare which of these they show natively.
 EVENT_KINDS: frozenset[str] = frozenset({"metrics", "config", "table", "image", "text",
-                                         "histogram", "artifact", "provenance"})
+                                         "histogram", "artifact", "provenance",
+                                         "finding"})
 
 Scalar = Union[int, float]  # noqa: UP007 - runtime alias, kept readable on 3.10
 Cell = Union[str, int, float, bool, None]  # noqa: UP007
@@ -168,6 +169,41 @@ class ProvenanceEvent:
     kind: Literal["provenance"] = field(default="provenance", init=False)
 
 
+# -- added for the doctor (issue 22): what a watcher of the run found -----------------------
+#: Severities of a finding, mildest first.
+SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
+
+
+@dataclass(frozen=True, slots=True)
+class FindingEvent:
+    """Something a watcher of the run (the doctor, trackmux/doctor/) found in its events:
+    ``rule`` that fired, ``severity`` (one of :data:`SEVERITIES`), the onset ``step``, the
+    ``keys`` it concerns and a ``message`` in a researcher's words. Appended to the spool by
+    the delivery process, so every backend, a resync and every reader see it."""
+
+    rule: str
+    severity: str
+    keys: tuple[str, ...]
+    message: str
+    step: int
+    time: float
+    seq: int = 0
+    kind: Literal["finding"] = field(default="finding", init=False)
+
+    @property
+    def key(self) -> str:
+        return f"doctor/{self.rule}"
+
+    def line(self) -> str:
+        """The finding as one line of text (console, text fallbacks)."""
+        return f"[trackmux doctor] {self.severity.upper()} {self.rule} @ step {self.step}: " \
+               f"{self.message}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"rule": self.rule, "severity": self.severity, "step": self.step,
+                "keys": list(self.keys), "message": self.message}
+
+
 Event = Union[  # noqa: UP007
     MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent, HistogramEvent,
-    ArtifactEvent, ProvenanceEvent]
+    ArtifactEvent, ProvenanceEvent, FindingEvent]

@@ -170,6 +170,8 @@ def watch_spec(raw: str | None = None) -> tuple[str, int] | None:
     if steps < 1:
         raise ValueError(f"TRACKMUX_WATCH: EVERY must be >= 1, got {raw!r}")
     return mode, steps
+
+
 def backend_providers(value: str | None = None) -> dict[str, str]:
     """Which provider serves a backend name two plugins provide:
     ``TRACKMUX_BACKEND_PROVIDERS="mlflow=trackmux,console=trackmux-csv"`` (a distribution
@@ -185,3 +187,21 @@ def backend_providers(value: str | None = None) -> dict[str, str]:
                              f"separated by commas, got {part.strip()!r}")
         out[name.strip()] = provider.strip()
     return out
+
+
+def doctor(value: object) -> object:
+    """``doctor`` argument, then ``TRACKMUX_DOCTOR``, then ``True`` (the default rules).
+
+    The variable reads ``off``/``0``/``false``, ``on``/``1``/``true``, or a path to a TOML or
+    YAML rules file; trackmux/doctor/config.py checks what it names."""
+    if value is not None:
+        return value
+    raw = (os.environ.get("TRACKMUX_DOCTOR") or "").strip()
+    if not raw:
+        return True
+    lowered = raw.lower()
+    if lowered in ("off", "0", "false", "no"):
+        return False
+    if lowered in ("on", "1", "true", "yes"):
+        return True
+    return raw

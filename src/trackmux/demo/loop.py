@@ -44,6 +44,10 @@ class DemoConfig:
     init_scale: float = 0.5
     sample_every: int = 20
     samples_shown: int = 8
+    #: a flaw in the reward the policy is trained on (0: none): a bonus per response token
+    #: that repeats the one before it, like a reward model that likes what it has seen
+    #: often. ``trackmux demo --failure`` sets it with a KL coefficient far too small.
+    repeat_bonus: float = 0.0
     task: ReverseTask = field(default_factory=ReverseTask)
 
     def __post_init__(self) -> None:
@@ -60,6 +64,7 @@ class DemoConfig:
         raw = asdict(self)
         return {
             "task": {"name": "reverse-digits", **raw.pop("task")},
+            "reward": {"repeat_bonus": raw.pop("repeat_bonus")},
             "algorithm": {"name": "grpo", "kl_estimator": "k3", "loss_agg": "token-mean",
                           "kl_coef": raw.pop("kl_coef"), "clip_ratio": raw.pop("clip_ratio"),
                           "group_size": raw.pop("group_size"),
@@ -100,7 +105,10 @@ def train(config: DemoConfig, logger: Logger) -> DemoResult:
         actions = policy.sample(rng, inputs)
         mask = task.token_mask(actions)
         rewards, exact = task.rewards(actions, buffer, lengths)
-        advantages = group_advantages(rewards, config.group_size)
+        trained_on = rewards
+        if config.repeat_bonus:
+            trained_on = rewards + config.repeat_bonus * task.repeats(actions)
+        advantages = group_advantages(trained_on, config.group_size)
         stats = grpo_update(policy, reference, optimizer, inputs, actions, mask, advantages,
                             kl_coef=config.kl_coef, clip=config.clip_ratio,
                             epochs=config.ppo_epochs)
@@ -119,6 +127,8 @@ def train(config: DemoConfig, logger: Logger) -> DemoResult:
             "policy/grad_norm": stats.grad_norm,
             "generation/length": float(task.response_lengths(actions).mean()),
             "throughput/samples_per_second": len(rewards) / max(elapsed, 1e-9),
+            **({"reward/model_score": float(trained_on.mean())} if config.repeat_bonus
+               else {}),
         }, step=step)
         if step % config.sample_every == 0 or step == config.steps - 1:
             _log_samples(config, logger, step, buffer, actions, mask, rewards, advantages,

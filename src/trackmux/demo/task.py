@@ -90,6 +90,14 @@ class ReverseTask:
         reward = hits / (lengths + 1)
         return reward.astype(np.float64), hits == lengths + 1
 
+    def repeats(self, actions: IntArray) -> FloatArray:
+        """Per response: how many of its digits repeat the digit before them (the flaw
+        ``DemoConfig.repeat_bonus`` rewards)."""
+        body = self.token_mask(actions)[:, 1:] * (actions[:, 1:] != self.eos)
+        same = (actions[:, 1:] == actions[:, :-1]) & (body > 0)
+        counts: FloatArray = same.sum(axis=1).astype(np.float64)
+        return counts
+
     def format_prompt(self, buffer_row: IntArray) -> str:
         return " ".join(str(int(t)) for t in buffer_row if t != self.pad)
 

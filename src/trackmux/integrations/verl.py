@@ -56,6 +56,7 @@ OPTIONS = {
     "watch_every": "watch_every",
     "provenance": "provenance",
     "save_code": "save_code",
+    "doctor": "doctor",  # off, on, rule overrides or a rules file (docs/doctor.md)
 }
 GENERATIONS_KEY = "val/generations"
 GENERATIONS_COLUMNS = ("step", "input", "output", "score")

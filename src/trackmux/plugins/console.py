@@ -7,7 +7,8 @@ fast loop does not flood the terminal. A table prints its first ``rows`` rows (d
 ``CONSOLE_TEXT_LINES`` lines: a terminal is no place for 100k rows, and the spool keeps
 them all (``trackmux show``, the report, every other backend). A histogram is one summary line
 ``[reward/dist @ step 3] n=512 mean=0.41 std=0.2 min=-0.9 p50=0.4 max=1.0`` (with
-``nan=``/``inf=`` counts when any values were not finite).
+``nan=``/``inf=`` counts when any values were not finite). A finding of the doctor is one
+line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``.
 
 Options: ``interval`` (seconds), ``stream`` ("stdout" or "stderr"), ``rows`` (table rows
 shown, >= 0).
@@ -29,6 +30,7 @@ from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.delivery.fallbacks import table_to_markdown
 from trackmux.core.events import (
     Event,
+    FindingEvent,
     HistogramEvent,
     MetricsEvent,
     ProvenanceEvent,
@@ -98,7 +100,8 @@ def format_step(step: int, data: dict[str, Any]) -> str:
 
 class ConsoleBackend(Backend):
     name = "console"
-    capabilities = frozenset({"metrics", "text", "histogram", "table", "provenance"})
+    capabilities = frozenset({"metrics", "text", "histogram", "table", "provenance",
+                              "finding"})
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -150,6 +153,9 @@ class ConsoleBackend(Backend):
                 from trackmux.provenance.text import summary_line
 
                 print(f"[provenance] {summary_line(event.data)}", file=self.stream)
+            elif isinstance(event, FindingEvent):  # the doctor: one line, never rate-limited
+                self._emit_pending(force=True)
+                print(event.line(), file=self.stream)
         self._emit_pending(force=False, keep_latest=True)
 
     def _emit_pending(self, force: bool, keep_latest: bool = False) -> None:

@@ -11,6 +11,8 @@
   "neginf"}``;
 - provenance (issue 25): ``<stem>.provenance.json`` (what produced the run) and, when the
   tree had uncommitted changes, ``<stem>.provenance.diff``;
+- findings of the doctor: ``<stem>.findings.jsonl``, one line ``{"step", "rule",
+  "severity", "keys", "message"}`` per finding;
 - artifacts: a copy of each file under ``<stem>_artifacts/<name>/step<step>/<path>`` and one
   line per artifact in ``<stem>.artifacts.jsonl`` (name, type, step, files with sha256).
 
@@ -55,6 +57,7 @@ from trackmux.core.events import (
     ArtifactEvent,
     ConfigEvent,
     Event,
+    FindingEvent,
     HistogramEvent,
     MetricsEvent,
     ProvenanceEvent,
@@ -64,7 +67,7 @@ from trackmux.core.events import (
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
 log = logging.getLogger("trackmux")
-KINDS = ("metrics", "table", "text", "histogram", "artifact")
+KINDS = ("metrics", "table", "text", "histogram", "artifact", "finding")
 
 
 def resolve_path(options: dict[str, Any], run: RunInfo) -> Path:
@@ -87,7 +90,7 @@ OPTIONS = ("path", "root")
 class FileBackend(Backend):
     name = "file"
     capabilities = frozenset({"metrics", "table", "text", "config", "histogram", "artifact",
-                              "provenance"})
+                              "provenance", "finding"})
     destination_options = ("path", "root")
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
@@ -159,7 +162,8 @@ class FileBackend(Backend):
         paths = {"metrics": path, "table": _sibling(path, ".tables.jsonl"),
                  "text": _sibling(path, ".text.jsonl"),
                  "histogram": _sibling(path, ".histograms.jsonl"),
-                 "artifact": _sibling(path, ".artifacts.jsonl")}
+                 "artifact": _sibling(path, ".artifacts.jsonl"),
+                 "finding": _sibling(path, ".findings.jsonl")}
         fds = {kind: os.open(p, os.O_RDWR | os.O_CREAT, 0o644) for kind, p in paths.items()}
         try:
             _lock(fds["metrics"])
@@ -230,6 +234,8 @@ class FileBackend(Backend):
                 out["histogram"].append(orjson.dumps(line))
             elif isinstance(event, ArtifactEvent):
                 out["artifact"].append(orjson.dumps(self._copy_artifact(event)))
+            elif isinstance(event, FindingEvent):
+                out["finding"].append(orjson.dumps({"step": event.step, **event.as_dict()}))
             elif isinstance(event, ConfigEvent):
                 config = event
             elif isinstance(event, ProvenanceEvent):

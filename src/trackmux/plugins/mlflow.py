@@ -66,6 +66,7 @@ from trackmux.core.events import (
     ArtifactEvent,
     ConfigEvent,
     Event,
+    FindingEvent,
     ImageEvent,
     MetricsEvent,
     ProvenanceEvent,
@@ -88,6 +89,8 @@ DEFAULT_PARAM_VALUE_LIMIT = 6000  # mlflow >= 2.x; read from mlflow at open() wh
 SEQ_TAG_PREFIX = "trackmux.seq."
 RUN_ID_TAG = "trackmux.run_id"
 CONFIG_ARTIFACT = "trackmux/config.json"
+NOTE_TAG = "mlflow.note.content"  # the run's description in mlflow's UI
+DOCTOR_HEADING = "**trackmux doctor**"
 STATUS = {"finished": "FINISHED", "crashed": "FAILED"}
 
 HTTP_OPTIONS = {  # option -> (environment variable, default)
@@ -189,7 +192,7 @@ class MlflowBackend(Backend):
 
     name = "mlflow"
     capabilities = frozenset({"metrics", "config", "table", "image", "text", "artifact",
-                              "provenance"})
+                              "provenance", "finding"})
     destination_options = ("tracking_uri", "experiment_name")
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
@@ -493,6 +496,8 @@ class MlflowBackend(Backend):
             self._log_artifact(event)
         elif isinstance(event, ProvenanceEvent):
             self._provenance(event)
+        elif isinstance(event, FindingEvent):
+            self._finding(event)
         self._batch(done=event.seq)
 
     def _provenance(self, event: ProvenanceEvent) -> None:
@@ -525,6 +530,21 @@ class MlflowBackend(Backend):
                               "provenance/provenance.json")
         if event.diff:
             self._client.log_text(self._run_id, event.diff, "provenance/uncommitted.diff")
+
+    def _finding(self, event: FindingEvent) -> None:
+        """A finding of the doctor: a tag ``trackmux.doctor.<rule>`` (the latest of that
+        rule) and a line in the run's note (``mlflow.note.content``, the UI's
+        description), under a heading of its own; the user's note above it is kept."""
+        assert self._client is not None and self._run_id is not None
+        line = event.line()
+        rule = re.sub(r"[^A-Za-z0-9_.\-]", "_", event.rule)
+        self._client.set_tag(self._run_id, f"trackmux.doctor.{rule}", line[:5000])
+        note = self._client.get_run(self._run_id).data.tags.get(NOTE_TAG, "")
+        if line in note:
+            return  # redelivered
+        if DOCTOR_HEADING not in note:
+            note = (note + "\n\n" if note else "") + DOCTOR_HEADING
+        self._client.set_tag(self._run_id, NOTE_TAG, f"{note}\n- {line}")
 
     def _log_artifact(self, event: ArtifactEvent) -> None:
         """Stage the files under their own names (symlinks to the copies or referenced

@@ -12,6 +12,8 @@ What each event becomes (see docs/backends/trackio.md):
 - table: a ``trackio.Table`` in a row of its own (cells as logged: str, numbers, None);
 - image: a ``trackio.Image`` (PNG under trackio's media dir) with its caption;
 - text: a ``trackio.Markdown``;
+- finding of the doctor: a trackio alert (``bulk_alert``: title, text, level, step; the
+  dashboard and ``trackio alerts`` list it) and a ``trackio.Markdown`` row ``doctor/<rule>``;
 - config: the run's config (``configs`` table), plus ``_Created`` and ``_Group`` as
   trackio's run sets them; the row carrying it holds no metrics.
 
@@ -48,6 +50,7 @@ from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ConfigEvent,
     Event,
+    FindingEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -104,7 +107,7 @@ def _check_options(options: Mapping[str, Any]) -> None:
 
 class TrackioBackend(Backend):
     name = "trackio"
-    capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+    capabilities = frozenset({"metrics", "config", "table", "image", "text", "finding"})
     destination_options = ("dir", "project")
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
@@ -172,9 +175,12 @@ class TrackioBackend(Backend):
         times: list[str] = []
         ids: list[str] = []
         config: dict[str, Any] | None = None
+        findings: list[FindingEvent] = []
         for event in fresh:
             if event.seq and self.log_id(event.seq) in stored:
                 continue
+            if isinstance(event, FindingEvent):
+                findings.append(event)
             if isinstance(event, ConfigEvent):
                 config = {**event.config, **self._config_extra}
                 row: dict[str, Any] = {}
@@ -188,6 +194,14 @@ class TrackioBackend(Backend):
             SQLiteStorage.bulk_log(project=self._project, run=self._run_name, run_id=self._run_id,
                                    metrics_list=rows, steps=steps, timestamps=times,
                                    config=config, log_ids=ids)
+        if findings:  # trackio's own alerts (its dashboard and ``trackio alerts`` list them)
+            SQLiteStorage.bulk_alert(
+                project=self._project, run=self._run_name, run_id=self._run_id,
+                titles=[f"trackmux doctor: {f.rule} at step {f.step}" for f in findings],
+                texts=[f.message for f in findings],
+                levels=[ALERT_LEVELS.get(f.severity, "info") for f in findings],
+                steps=[f.step for f in findings], timestamps=[iso_time(f.time) for f in findings],
+                alert_ids=[self.log_id(f.seq) + "-alert" for f in findings])
         for event in events:
             self._seq = max(self._seq, event.seq)
 
@@ -224,10 +238,17 @@ class TrackioBackend(Backend):
             from trackio.markdown import Markdown
 
             return {trackio_key(event.key): Markdown(event.text)._to_dict()}
+        if isinstance(event, FindingEvent):  # also an alert (write); a row to see it at its step
+            from trackio.markdown import Markdown
+
+            return {trackio_key(event.key): Markdown(event.line())._to_dict()}
         raise TypeError(f"unknown event kind {event.kind!r}")
 
     def close(self, status: str) -> None:
         """Nothing to end: every row is committed by ``write``."""
+
+
+ALERT_LEVELS = {"critical": "error", "warning": "warn", "info": "info"}  # trackio.AlertLevel values
 
 
 @hookimpl

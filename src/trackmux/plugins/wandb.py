@@ -72,6 +72,7 @@ from trackmux.core.events import (
     ArtifactEvent,
     ConfigEvent,
     Event,
+    FindingEvent,
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
@@ -304,7 +305,7 @@ _SET_BY_US: set[str] = set()
 class WandbBackend(Backend):
     name = "wandb"
     capabilities = frozenset({"metrics", "config", "table", "image", "text", "histogram",
-                              "artifact", "provenance"})
+                              "artifact", "provenance", "finding"})
     destination_options = ("dir", "entity", "project")
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
@@ -395,6 +396,8 @@ class WandbBackend(Backend):
                 self._provenance(event)
             elif isinstance(event, ArtifactEvent):
                 self._artifact(event)
+            elif isinstance(event, FindingEvent):
+                self._finding(event)
             else:
                 row = self._checked_row(event)
                 row[STEP_KEY] = event.step
@@ -402,6 +405,24 @@ class WandbBackend(Backend):
                 self._run.log(row, step=self._next_step, commit=True)
                 self._next_step += 1
             self._seq = max(self._seq, event.seq)
+
+    def _finding(self, event: FindingEvent) -> None:
+        """A finding of the doctor: ``run.alert`` (an email or Slack message where the
+        user set alerts up; offline it is kept in the run files), a line in the summary
+        under ``doctor/<rule>``, and a row of the incremental table ``doctor/findings``."""
+        level = {"critical": "ERROR", "warning": "WARN"}.get(event.severity, "INFO")
+        try:
+            self._run.alert(title=f"trackmux doctor: {event.rule} at step {event.step}",
+                            text=event.message, level=level, wait_duration=0)
+        except Exception as exc:  # an alert is a courtesy; the record below is the data
+            log.info("trackmux: wandb alert for %s not sent: %s", event.rule, exc)
+        self._run.summary[f"doctor/{event.rule}"] = event.line()
+        table = self._table("doctor/findings", ("step", "rule", "severity", "keys", "message"))
+        table.add_data(event.step, event.rule, event.severity, ", ".join(event.keys),
+                       event.message)
+        self._run.log({"doctor/findings": table, STEP_KEY: event.step, SEQ_KEY: event.seq},
+                      step=self._next_step, commit=True)
+        self._next_step += 1
 
     def _artifact(self, event: ArtifactEvent) -> None:
         import wandb

@@ -102,7 +102,7 @@ def segments(points: Sequence[tuple[int, float]]) -> list[list[tuple[int, float]
 
 
 def line_chart(key: str, series: Sequence[Series], width: int = WIDTH,
-               height: int = HEIGHT) -> str:
+               height: int = HEIGHT, marks: Sequence[tuple[int, str, str]] = ()) -> str:
     """One ``<svg class="chart">`` for ``key`` with one polyline per series segment."""
     shown = [Series(s.label, s.colour, thin(s.points)) for s in series]
     finite = [(x, y) for s in shown for x, y in s.points if math.isfinite(y)]
@@ -142,6 +142,12 @@ def line_chart(key: str, series: Sequence[Series], width: int = WIDTH,
                      f'{escape(fmt(value))}</text>')
     parts.append(f'<text class="axis-label" x="{width - RIGHT}" y="{height - 3}" '
                  f'text-anchor="end">step</text>')
+    for step, severity, label in marks:  # the onset of a finding of the doctor
+        if x0 <= step <= x1:
+            x = sx(step)
+            parts.append(f'<line class="onset {escape(severity)}" x1="{x:.1f}" x2="{x:.1f}" '
+                         f'y1="{TOP}" y2="{height - BOTTOM}"><title>{escape(label)}</title>'
+                         "</line>")
     for original, s in zip(series, shown, strict=True):
         label = escape(s.label)
         raw = s.points

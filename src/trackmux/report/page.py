@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from trackmux.report import sections
+from trackmux.report import findings, sections
 from trackmux.report.artifacts import artifacts_section
 from trackmux.report.charts import PALETTE
 from trackmux.report.histograms import histograms_section
@@ -21,13 +21,15 @@ def render(runs: Sequence[RunData], title: str | None = None,
     if not runs:
         raise ValueError("a report needs at least one run")
     title = title or "trackmux report: " + ", ".join(run.label for run in runs)
-    body = [sections.runs_section(runs), sections.metrics_section(runs),
+    found = findings.load(runs)  # the doctor's findings open the report (issue 22)
+    body = [findings.findings_section(runs, found), sections.runs_section(runs),
+            sections.metrics_section(runs, findings.marks(found)),
             histograms_section(runs, PALETTE),
             sections.tables_section(runs, table_pages), sections.images_section(runs),
             sections.texts_section(runs), artifacts_section(runs),
             sections.config_section(runs), provenance_section(runs),
             sections.delivery_section(runs)]
-    nav = [('runs', 'Runs'), ('metrics', 'Metrics')]
+    nav = [('findings', 'Doctor'), ('runs', 'Runs'), ('metrics', 'Metrics')]
     nav += [(sections.anchor(p), p) for p in sections.metric_groups(runs)]
     nav += [(section, section.capitalize()) for section in ("histograms", "tables", "images",
                                                             "text", "artifacts", "config",

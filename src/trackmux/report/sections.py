@@ -151,7 +151,8 @@ def anchor(prefix: str) -> str:
     return "metrics-" + "".join(c if c.isalnum() else "-" for c in prefix)
 
 
-def metrics_section(runs: Sequence[RunData]) -> str:
+def metrics_section(runs: Sequence[RunData],
+                    marks: Mapping[str, Sequence[tuple[int, str, str]]] | None = None) -> str:
     groups = metric_groups(runs)
     if not groups:
         return ('<section id="metrics"><h2>Metrics</h2><p class="hint">no metrics logged'
@@ -162,7 +163,8 @@ def metrics_section(runs: Sequence[RunData]) -> str:
         for key in keys:
             series = [Series(run.label, colour(i), run.metrics[key])
                       for i, run in enumerate(runs) if key in run.metrics]
-            out.append(f'<div class="panel">{line_chart(key, series)}</div>')
+            chart = line_chart(key, series, marks=(marks or {}).get(key, ()))
+            out.append(f'<div class="panel">{chart}</div>')
         out.append("</div>")
     out.append("</section>")
     return "".join(out)

@@ -54,4 +54,12 @@ pre { background: #f9fafb; border: 1px solid var(--line); border-radius: 6px; pa
       overflow: auto; max-height: 420px; }
 .warning { color: var(--bad); }
 footer { color: var(--muted); font-size: 12px; padding: 0 28px 24px; }
+tr.finding { color: inherit; }
+.sev { display: inline-block; padding: 1px 7px; border-radius: 9px; font-size: 12px;
+       color: #fff; background: #6b7280; }
+.sev.warning { background: #d97706; color: #fff; }
+.sev.critical { background: #dc2626; }
+line.onset { stroke: #d97706; stroke-width: 1.4; stroke-dasharray: 4 3; }
+line.onset.critical { stroke: #dc2626; }
+line.onset.info { stroke: #6b7280; }
 """

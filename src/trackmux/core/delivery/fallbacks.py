@@ -12,6 +12,8 @@
   ``_provenance`` (done by the worker, which holds the merged config: see
   :func:`provenance_config`), else becomes a markdown text event ``provenance`` where
   text is shown (:func:`provenance_markdown`);
+- a finding of the doctor becomes one line of text (key ``doctor/<rule>``) where text is
+  shown, else a metric ``doctor/<rule>`` (1 warning, 2 critical) at its onset step;
 - anything else the backend cannot show is skipped and reported once, never silently.
 
 Before any of that, a table longer than its cap (the event's ``max_rows``, the backend's
@@ -32,6 +34,7 @@ from trackmux.core.events import (
     ArtifactEvent,
     Cell,
     Event,
+    FindingEvent,
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
@@ -42,6 +45,8 @@ from trackmux.core.events import (
 from trackmux.core.values import artifacts
 from trackmux.core.values.histogram import summary_scalars
 
+#: a finding as a metric, where no text can be shown (fallbacks.adapt)
+SEVERITY_LEVEL = {"info": 0, "warning": 1, "critical": 2}
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_MARKDOWN_CELL = 2000
 
@@ -188,6 +193,11 @@ def adapt(events: Sequence[Event], backend: Backend,
             elif "config" not in caps:  # with config: merged into it by the worker
                 report("no-provenance", "this backend shows neither provenance, config nor "
                        "text; provenance is skipped (it stays in the spool)")
+        elif isinstance(event, FindingEvent) and "text" in caps:
+            out.append(TextEvent(event.key, event.line(), event.step, event.time, event.seq))
+        elif isinstance(event, FindingEvent) and "metrics" in caps:
+            out.append(MetricsEvent({event.key: SEVERITY_LEVEL.get(event.severity, 0)},
+                                    event.step, event.time, event.seq))
         elif isinstance(event, HistogramEvent) and "metrics" in caps:
             out.append(histogram_metrics(event))
         elif isinstance(event, ImageEvent) and backend.media_dir() is not None:

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,9 @@ import orjson
 
 from trackmux.core.backends.contract import Backend, RunInfo
 from trackmux.core.delivery.reporting import Reporter
+from trackmux.core.delivery.watch import WatcherSpec
 from trackmux.core.delivery.worker import DeliveryWorker, acquire_delivery_lock
+from trackmux.core.events import FindingEvent
 
 log = logging.getLogger("trackmux")
 
@@ -102,8 +104,12 @@ class ProcessDelivery:
     mode = "process"
 
     def __init__(self, run_dir: Path, info: RunInfo, options: Mapping[str, Mapping[str, Any]],
-                 reporter: Reporter, *, orphan_timeout: float) -> None:
+                 reporter: Reporter, *, orphan_timeout: float,
+                 watchers: Sequence[WatcherSpec] = (),
+                 on_found: Callable[[list[FindingEvent]], None] | None = None) -> None:
         self.run_dir = run_dir
+        self._on_found = on_found
+        self._settled: int | None = None
         self._names = list(options)
         self._reporter = reporter
         self._config = {
@@ -113,6 +119,7 @@ class ProcessDelivery:
             "backends": {name: dict(opts) for name, opts in options.items()},
             "parent": os.getpid(),
             "orphan_timeout": orphan_timeout,
+            "watchers": [w.as_json() for w in watchers],
         }
         self._cond = threading.Condition()
         self._send_lock = threading.Lock()
@@ -165,6 +172,19 @@ class ProcessDelivery:
             self._finish = {"target": target, "status": status,
                             "wait": max(0.0, deadline - time.monotonic())}
         self._send({"finish": self._finish}, deadline)
+
+    def settled(self, target: int, deadline: float) -> int:
+        """After ``request_finish``, with watchers: the seq delivery goes up to once they
+        read every event (their findings included); ``target`` if no answer by then."""
+        if not self._config["watchers"]:
+            return target
+        with self._cond:
+            while self._settled is None and not self._gone:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(min(remaining, 0.2))
+            return max(target, self._settled or 0)
 
     def wait(self, target: int, deadline: float) -> None:
         """Until the process has exited: every backend closed (a backend writes its last
@@ -290,6 +310,12 @@ class ProcessDelivery:
         if "problem" in message:
             self._reporter.replay(*message["problem"])
             return
+        if "found" in message:  # the watchers' findings (already in the spool)
+            if self._on_found is not None:
+                self._on_found([FindingEvent(f["rule"], f["severity"], tuple(f["keys"]),
+                                             f["message"], f["step"], f["time"])
+                                for f in message["found"]])
+            return
         if "log" in message:  # a backend's warning meant for the user
             level, text = message["log"]
             log.log(int(level), "%s", text)
@@ -301,6 +327,8 @@ class ProcessDelivery:
                 self._failed.update(message["failed"])
             if "quarantined" in message:
                 self._quarantined.update(message["quarantined"])
+            if "settled" in message:
+                self._settled = int(message["settled"])
             if message.get("done"):
                 self._done = True
             self._cond.notify_all()

@@ -12,7 +12,10 @@ does a changed parent pid, checked every second (a forked child of the trainer m
 the pipe open). Either way this process delivers every committed event, marks the run
 crashed, and exits at the latest at the orphan deadline.
 
-Status pipe (here -> trainer): JSON lines with progress and forwarded problems.
+Status pipe (here -> trainer): JSON lines with progress and forwarded problems, and the
+findings of the run's watchers (``{"found": [...]}``, core/delivery/watch.py: the doctor
+runs here, once per run, never in the trainer); after ``finish`` the seq delivery goes up
+to once the watchers have read everything (``{"settled": N}``).
 stdout and stderr are ``delivery.log`` in the run directory, never the trainer's.
 """
 
@@ -33,8 +36,10 @@ import orjson
 from trackmux.core.backends.contract import RunInfo
 from trackmux.core.backends.registry import get_registry
 from trackmux.core.delivery.reporting import Reporter
+from trackmux.core.delivery.watch import WatcherSpec, WatchRunner, runner_problem_reporter
 from trackmux.core.delivery.worker import ENDED, DeliveryWorker, Progress, acquire_delivery_lock
 from trackmux.core.errors import SpoolLockedError
+from trackmux.core.events import FindingEvent
 from trackmux.core.spool.reader import SpoolReader
 
 log = logging.getLogger("trackmux")
@@ -77,6 +82,10 @@ class DeliveryProcess:
             self.workers.append(DeliveryWorker(
                 name, functools.partial(spec.factory, dict(options)), self.info,
                 self.reporter, lock=lock, on_progress=self._progress))
+        self.watch = WatchRunner(
+            [WatcherSpec.from_json(w) for w in config.get("watchers", [])], self.info,
+            alive=lambda: self._finish is None and self._orphaned is None,
+            on_found=self._found, on_problem=runner_problem_reporter(self.reporter.report))
 
     # -- messages to the trainer ---------------------------------------------------------
     def _send(self, message: dict[str, Any]) -> None:
@@ -90,6 +99,12 @@ class DeliveryProcess:
 
     def _forward(self, op: str, backend: str, kind: str, message: str) -> None:
         self._send({"problem": [op, backend, kind, message]})
+
+    def _found(self, findings: list[FindingEvent]) -> None:
+        """Findings were appended to the spool: wake the workers, tell the trainer."""
+        for worker in self.workers:
+            worker.notify()
+        self._send({"found": [{**f.as_dict(), "time": f.time} for f in findings]})
 
     def _progress(self, progress: Progress) -> None:
         message: dict[str, Any] = {"acked": {progress.backend: progress.acked},
@@ -111,6 +126,7 @@ class DeliveryProcess:
             if not line:
                 for worker in self.workers:
                     worker.notify()
+                self.watch.notify()
                 continue
             try:
                 message = orjson.loads(line)
@@ -143,6 +159,7 @@ class DeliveryProcess:
     def run(self) -> int:
         for worker in self.workers:
             worker.start()
+        self.watch.start()
         self._send({"ready": os.getpid()})
         started_finish = False
         while True:
@@ -154,7 +171,8 @@ class DeliveryProcess:
             if not started_finish and (self._finish is not None or self._orphaned):
                 started_finish = True
                 self._start_finish()
-            if all(w.state in ENDED for w in self.workers):
+            # with no backend here (only watchers), the end is the finish
+            if (self.workers or started_finish) and all(w.state in ENDED for w in self.workers):
                 for worker in self.workers:  # each is past its last report: ending now
                     worker.join(5.0)
                 break
@@ -166,6 +184,7 @@ class DeliveryProcess:
                 for worker in self.workers:
                     worker.join(5.0)
                 break
+        self.watch.stop()
         self._send({"done": True, "acked": {w.name: w.acked for w in self.workers}})
         return 0
 
@@ -179,6 +198,9 @@ class DeliveryProcess:
         else:
             log.warning("trackmux delivery: %s; delivering what it committed", self._orphaned)
             target, status = self._mark_crashed()
+        if self.watch.active:  # the findings of the last events go out with them
+            target = self.watch.catch_up(target, self.deadline)
+        self._send({"settled": target})  # always: the trainer waits for it (host.settled)
         log.info("trackmux delivery: finishing at seq %d (%s)", target, status)
         for worker in self.workers:
             worker.finish(target, status, self.deadline)

@@ -11,6 +11,7 @@ import atexit
 import functools
 import logging
 import os
+import queue
 import socket
 import sys
 import threading
@@ -30,11 +31,13 @@ from trackmux.core.backends.contract import RunInfo, check_max_rows
 from trackmux.core.backends.registry import BackendSpec, get_registry
 from trackmux.core.delivery.host import ProcessDelivery, ThreadDelivery, stop_orphaned_delivery
 from trackmux.core.delivery.reporting import Problem, Reporter
+from trackmux.core.delivery.watch import WatcherSpec, WatchRunner, runner_problem_reporter
 from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import (
     ArtifactEvent,
     ConfigEvent,
     Event,
+    FindingEvent,
     ImageEvent,
     MetricsEvent,
     TableEvent,
@@ -105,6 +108,31 @@ def _announce_finish(run: Run, deadline: float) -> None:
                         getattr(hook, "__qualname__", hook), type(exc).__name__, exc)
 
 
+# -- watchers (issue 22): a wing turns an init() argument into the run's watchers ----------
+_watch_options: dict[str, Callable[[Any], list[WatcherSpec]]] = {}
+
+
+def register_watch_option(name: str, resolve: Callable[[Any], list[WatcherSpec]]) -> None:
+    """Let a wing turn ``init(<name>=value)`` into watchers (the doctor registers
+    ``doctor``). ``resolve(value)`` runs in ``init()``, before any I/O: it validates the
+    value and raises naming what is wrong; ``value`` is None when the argument was not
+    given (the wing reads its environment variable then)."""
+    _watch_options[name] = resolve
+
+
+def _resolve_watchers(values: Mapping[str, Any]) -> list[WatcherSpec]:
+    specs: list[WatcherSpec] = []
+    for name, value in values.items():
+        resolve = _watch_options.get(name)
+        if resolve is None:
+            if value not in (None, False, "off"):
+                raise ValueError(f"{name}={value!r}: no installed part of trackmux provides "
+                                 f"{name!r}")
+            continue
+        specs += resolve(value)
+    return specs
+
+
 _live_runs: weakref.WeakSet[Run] = weakref.WeakSet()
 # Run names, projects and tags: long enough for any real name, short enough for backends
 # (each backend maps longer file names safely; see plugins/file.py).
@@ -159,7 +187,9 @@ class Run:
                  resume_plan: attempts.ResumePlan | None = None, delivery: str = "process",
                  orphan_timeout: float = settings.DEFAULT_ORPHAN_TIMEOUT,
                  system_metrics: float | None = None, strict: bool = False,
-                 provenance: bool = False, save_code: bool = False) -> None:
+                 provenance: bool = False, save_code: bool = False,
+                 watchers: Sequence[WatcherSpec] = (),
+                 on_finding: Callable[[dict[str, Any]], None] | None = None) -> None:
         registry = get_registry()
         specs = [registry.backend(b, (backend_options or {}).get(b))  # unknown names fail
                  for b in backends]  # before any I/O
@@ -195,6 +225,12 @@ class Run:
         self._went_back = False
         self._deliveries: list[ThreadDelivery | ProcessDelivery] = []
         self._sinks: list[Any] = []  # what serves attached workers (trackmux.attach)
+        self._watchers = list(watchers)
+        self._watch: WatchRunner | None = None  # watchers on a thread here (thread mode)
+        self._findings: list[FindingEvent] = []
+        self._findings_lock = threading.Lock()
+        self._on_finding = on_finding
+        self._finding_queue: queue.SimpleQueue[FindingEvent | None] | None = None
         self._spool = SpoolWriter(self.dir, durability=durability, max_bytes=max_spool_bytes,
                                   max_buffered=max_buffered,
                                   on_commit=self._committed,
@@ -219,6 +255,8 @@ class Run:
             backend_options=redact.redact(normalize.to_json_value(options)),
             trackmux_version=_version(), attempt=self.attempt.number,
         )
+        if self._watchers:  # readers know the run was watched live (no findings = healthy)
+            self._spool.set_meta(watchers=[w.target for w in self._watchers])
         if config is not None:
             self.log_config(config)
         if earlier:  # the crashed attempt's delivery process may still be retrying
@@ -379,6 +417,12 @@ class Run:
         last = self._spool.last_seq
         return {name: (acked, last) for name, acked in self._acked().items()}
 
+    def findings(self) -> list[dict[str, Any]]:
+        """What the run's watchers (the doctor) found so far, oldest first: dicts with
+        ``rule``, ``severity``, ``step``, ``keys``, ``message``."""
+        with self._findings_lock:
+            return [f.as_dict() for f in self._findings]
+
     @property
     def delivery_pid(self) -> int | None:
         """The pid of this run's delivery process (None in thread mode)."""
@@ -428,8 +472,16 @@ class Run:
         self._spool.set_meta(state=status, finished_at=time.time(), exit_code=exit_code)
         self._spool.flush(budget)
         target = self._spool.last_seq
+        if self._watch is not None:  # thread mode: the last events' findings go out too
+            target = self._watch.catch_up(target, deadline)
+            self._watch.stop()
+        for host in self._deliveries:  # the delivery process first: its watchers settle
+            if isinstance(host, ProcessDelivery):
+                host.request_finish(target, status, deadline)
+                target = max(target, host.settled(target, deadline))
         for host in self._deliveries:
-            host.request_finish(target, status, deadline)
+            if not isinstance(host, ProcessDelivery):
+                host.request_finish(target, status, deadline)
         for host in self._deliveries:
             host.wait(target, deadline)
         acked = self._acked()
@@ -441,6 +493,8 @@ class Run:
         pending = {name: total - n for name, n in acked.items() if n < total}
         self._run_lock.release()
         _live_runs.discard(self)
+        if self._finding_queue is not None:
+            self._finding_queue.put(None)
         summary = FinishSummary(status, total, acked, pending, self.problems(),
                                 self._spool.status.dropped, *self._outcomes(),
                                 input_dropped=self._intake.total)
@@ -557,6 +611,36 @@ class Run:
     def _committed(self, last_seq: int) -> None:
         for host in self._deliveries:
             host.notify()
+        if self._watch is not None:
+            self._watch.notify()
+
+    def _found(self, findings: list[FindingEvent]) -> None:
+        """From the delivery monitor (or the watch thread): findings are in the spool.
+        Wake the backends here (the console), keep them, hand them to ``on_finding``."""
+        for host in self._deliveries:
+            if not isinstance(host, ProcessDelivery):
+                host.notify()
+        with self._findings_lock:
+            self._findings.extend(findings)
+        if self._on_finding is None:
+            return
+        if self._finding_queue is None:
+            self._finding_queue = queue.SimpleQueue()
+            threading.Thread(target=self._call_on_finding, args=(self._finding_queue,),
+                             name="trackmux-on-finding", daemon=True).start()
+        for finding in findings:
+            self._finding_queue.put(finding)
+
+    def _call_on_finding(self, findings: queue.SimpleQueue[FindingEvent | None]) -> None:
+        """The user's callback, on a thread of its own: a slow one delays nothing else."""
+        assert self._on_finding is not None
+        while (finding := findings.get()) is not None:
+            try:
+                self._on_finding(finding.as_dict())
+            except Exception as exc:
+                self._reporter.report("doctor", "on_finding",
+                                      f"the on_finding callback raised {type(exc).__name__}: "
+                                      f"{exc}")
 
     def _acked(self) -> dict[str, int]:
         acked: dict[str, int] = {}
@@ -575,11 +659,14 @@ class Run:
         local = {s.name: functools.partial(s.factory, dict(options.get(s.name, {})))
                  for s in specs if s.name not in remote}
         hosts: list[ThreadDelivery | ProcessDelivery] = []
-        if remote:
+        watch_there = mode == "process" and bool(self._watchers)
+        if remote or watch_there:
             try:
                 hosts.append(ProcessDelivery(self.dir, self._info, remote, self._reporter,
-                                             orphan_timeout=orphan_timeout))
+                                             orphan_timeout=orphan_timeout,
+                                             watchers=self._watchers, on_found=self._found))
             except OSError as exc:
+                watch_there = False
                 log.warning("trackmux: cannot start a delivery process (%s); delivering on "
                             "threads of this process instead", exc)
                 by_name = {s.name: s for s in specs}
@@ -587,6 +674,11 @@ class Run:
                               for name, opts in remote.items()})
         if local:
             hosts.insert(0, ThreadDelivery(self.dir, self._info, local, self._reporter))
+        if self._watchers and not watch_there:  # thread mode: the watchers run here too
+            self._watch = WatchRunner(self._watchers, self._info,
+                                      alive=lambda: not self._finished, on_found=self._found,
+                                      on_problem=runner_problem_reporter(self._reporter.report))
+            self._watch.start()
         self._spool.set_meta(delivery=mode, delivery_pid=next(
             (h.pid for h in hosts if isinstance(h, ProcessDelivery)), None))
         return hosts
@@ -701,6 +793,9 @@ class DisabledRun:
         """Bad input this rank dropped (nothing else happens here)."""
         return input_problems(self._intake)
 
+    def findings(self) -> list[dict[str, Any]]:
+        return []
+
     def finish(self, timeout: float | None = None, exit_code: int = 0) -> FinishSummary:
         normalize.exit_code(exit_code)
         if timeout is not None:
@@ -725,7 +820,9 @@ def init(project: str | None = None, name: str | None = None,
          rewind_to: int | None = None, delivery: str | None = None,
          orphan_timeout: float | None = None, system_metrics: bool | float | None = None,
          strict: bool | None = None, provenance: bool | None = None,
-         save_code: bool = False) -> Run | DisabledRun:
+         save_code: bool = False, doctor: Any = None,
+         on_finding: Callable[[dict[str, Any]], None] | None = None
+         ) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
     ``backends``: names (or a comma string); None reads ``TRACKMUX_BACKENDS``, then uses
@@ -758,6 +855,12 @@ def init(project: str | None = None, name: str | None = None,
     state, command line, packages, host and GPUs once (docs/provenance.md).
     ``save_code=True`` also stores the entry script and the uncommitted diff as the
     artifact ``code``.
+    ``doctor`` (docs/doctor.md): watches the run for RL failure modes in the delivery
+    process and appends findings that every backend shows. None reads ``TRACKMUX_DOCTOR``
+    (default: on); False or "off"; True or "on" for the default rules; a dict of per-rule
+    overrides; or a path to a TOML or YAML rules file. Checked here, naming a bad rule,
+    threshold or pattern. ``on_finding(dict)`` is called with each finding on a thread
+    of this process; ``run.findings()`` lists them.
     """
     project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
                                    "project", MAX_NAME_LENGTH)
@@ -771,6 +874,9 @@ def init(project: str | None = None, name: str | None = None,
     if config is not None:  # a config the spool cannot store fails here, not in the writer
         config = normalize.to_json_value(config)
     run_id = attempts.check_args(run_id, resume, rewind_to)
+    if on_finding is not None and not callable(on_finding):
+        raise TypeError(f"on_finding must be callable, got {type(on_finding).__name__}")
+    watchers = _resolve_watchers({"doctor": doctor})
     names = settings.backends_from(backends)
     mode = settings.delivery_mode(delivery)
     orphan = settings.orphan_timeout(orphan_timeout)
@@ -801,7 +907,8 @@ def init(project: str | None = None, name: str | None = None,
                max_buffered=settings.positive_int("max_buffered", max_buffered,
                                                   "TRACKMUX_MAX_BUFFERED", 1_000_000),
                delivery=mode, orphan_timeout=orphan, system_metrics=sample_every,
-               strict=strict, provenance=record, save_code=save_code)
+               strict=strict, provenance=record, save_code=save_code,
+               watchers=watchers, on_finding=on_finding)
 
 
 

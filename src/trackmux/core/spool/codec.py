@@ -23,6 +23,7 @@ from trackmux.core.events import (
     ArtifactFile,
     ConfigEvent,
     Event,
+    FindingEvent,
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
@@ -82,6 +83,9 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
                              "inf": event.inf, "neginf": event.neginf})
     elif isinstance(event, ProvenanceEvent):
         body = orjson.dumps({"data": event.data, "diff": event.diff})
+    elif isinstance(event, FindingEvent):
+        body = orjson.dumps({"rule": event.rule, "severity": event.severity,
+                             "keys": event.keys, "message": event.message})
     else:  # pragma: no cover - the Event union is closed
         raise TypeError(f"not an event: {event!r}")
     return (event.kind, event.step, event.time, body), blob
@@ -138,6 +142,9 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
                               data.get("neginf", 0), seq)
     if kind == "provenance":
         return ProvenanceEvent(data["data"], data.get("diff", ""), step, time, seq)
+    if kind == "finding":
+        return FindingEvent(data["rule"], data["severity"], tuple(data["keys"]),
+                            data["message"], step, time, seq)
     raise ValueError(f"unknown event kind {kind!r} at seq {seq}")
 
 

@@ -253,6 +253,19 @@ class SpoolReader:
             return []
         return self._decode_rows(rows)
 
+    def events_of_kind(self, kind: str) -> list[Event]:
+        """Every intact, not superseded event of one ``kind``, in order (added for the
+        doctor: the findings a run already has, without decoding the whole spool)."""
+        try:
+            rows = self._conn.execute(
+                "SELECT e.seq, e.kind, e.step, e.time, e.body, e.crc FROM events e "
+                "LEFT JOIN superseded s ON s.seq = e.seq WHERE e.kind = ? AND s.seq IS NULL "
+                "ORDER BY e.seq", (kind,)).fetchall()
+        except _READ_ERRORS as exc:
+            self._note(f"{kind} events: {exc}")
+            return []
+        return self._decode_rows(rows)
+
     def _salvage(self, seq: int, limit: int) -> Batch:
         """Read row by row past a damaged page; give up at the last readable seq."""
         last = self._probe_last_seq()

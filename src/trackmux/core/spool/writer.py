@@ -429,8 +429,15 @@ class SpoolWriter:
                               "counted in dropped_events): %s: %s", event.kind,
                               f" {getattr(event, 'key', '')!r}" if hasattr(event, "key")
                               else "", event.step, type(exc).__name__, exc)
-        conn.execute("BEGIN")
-        seq = self._last_seq
+        # IMMEDIATE, and the next seq read inside the write lock: another process may append
+        # too (the delivery process appends the doctor's findings, append_events below), so
+        # seq stays contiguous and in commit order whoever commits.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            seq = max(self._last_seq, int(conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]))
+        except (sqlite3.DatabaseError, TypeError, ValueError):  # a damaged index: ours
+            seq = self._last_seq
         rows = []
         for (kind, step, ts, body), blob in encoded:
             if blob is not None:
@@ -509,3 +516,34 @@ class SpoolWriter:
                       "up to %d events (%d MB) wait in memory and are retried, then new "
                       "events are dropped and counted.", self.path, reason, self.max_buffered,
                       self.max_buffered_bytes // 2**20)
+
+
+def append_events(run_dir: Path, events: list[Event]) -> int:
+    """Append ``events`` to a run's spool from a process that is not the run's writer (the
+    delivery process appending the doctor's findings). One transaction under SQLite's write
+    lock, seq read inside it, so the run's own writer (which does the same) and this never
+    collide. Returns the last seq written (0 if nothing was). Raises ``sqlite3.Error`` or
+    ``OSError`` when the spool cannot be written; the caller reports it."""
+    if not events:
+        return 0
+    encoded = [codec.encode(event) for event in events]
+    conn = connect(run_dir / SPOOL_FILE)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+            for (kind, step, ts, body), blob in encoded:
+                if blob is not None:
+                    conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
+                seq += 1
+                conn.execute("INSERT INTO events(seq, kind, step, time, body, crc) "
+                             "VALUES (?, ?, ?, ?, ?, ?)",
+                             (seq, kind, step, ts, body, codec.row_crc(seq, kind, step, ts, body)))
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        return seq
+    finally:
+        conn.close()

@@ -1,0 +1,199 @@
+"""Watchers: code that reads a live run's events once per run (not once per backend) and
+may append findings to the spool. The doctor (trackmux/doctor/) is the one trackmux ships.
+
+A watcher is named by a :class:`WatcherSpec` (``"module:callable"`` plus JSON options), so
+it crosses the pipe to the delivery process as plain data and core never imports the wing
+that provides it. :class:`WatchRunner` runs every watcher of a run on one thread: in the
+delivery process (the default), or on a thread of the trainer with ``delivery="thread"``.
+It follows the spool like a delivery worker (woken by commits, reading from seq 0 on each
+start), feeds each event in spool order, ticks the watchers every second with the wall time
+and whether the trainer is alive (a hang shows as the absence of events), and appends what
+they return with :func:`~trackmux.core.spool.writer.append_events`, so every backend, a
+resync and every reader get the findings like any other event.
+
+A finding already in the spool (same rule, step and keys) is not appended again: a
+restarted delivery process re-reads the run and finds the same things. A watcher that
+raises is reported once and switched off for the run; delivery never stops for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from trackmux.core.backends.contract import RunInfo
+from trackmux.core.events import Event, FindingEvent
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.writer import append_events
+
+log = logging.getLogger("trackmux")
+
+TICK = 1.0
+READ_PAGE = 2000
+
+
+class Watcher(Protocol):
+    """What a watcher factory returns. Called on the runner's thread only."""
+
+    def feed(self, event: Event) -> Sequence[FindingEvent]:
+        """One event, in spool order; returns findings it completes (usually none)."""
+
+    def tick(self, now: float, alive: bool) -> Sequence[FindingEvent]:
+        """Every second: wall time and whether the trainer is alive and not finished."""
+
+
+@dataclass(frozen=True)
+class WatcherSpec:
+    """A watcher by name: ``target`` is ``"module:callable"``, called as
+    ``callable(options, run_info)`` in the process that runs it."""
+
+    target: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"target": self.target, "options": dict(self.options)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> WatcherSpec:
+        return cls(str(data["target"]), dict(data.get("options") or {}))
+
+    def build(self, info: RunInfo) -> Watcher:
+        module, _, attribute = self.target.partition(":")
+        factory: Callable[[Mapping[str, Any], RunInfo], Watcher] = getattr(
+            importlib.import_module(module), attribute)
+        return factory(dict(self.options), info)
+
+
+def identity(finding: FindingEvent) -> tuple[str, int, tuple[str, ...]]:
+    return (finding.rule, finding.step, tuple(finding.keys))
+
+
+class WatchRunner:
+    """Every watcher of one run on one thread, following the run's spool."""
+
+    def __init__(self, specs: Sequence[WatcherSpec], info: RunInfo, *,
+                 alive: Callable[[], bool],
+                 on_found: Callable[[list[FindingEvent]], None],
+                 on_problem: Callable[[str, str], None]) -> None:
+        self.info = info
+        self._alive = alive
+        self._on_found = on_found
+        self._on_problem = on_problem
+        self._watchers: list[tuple[str, Watcher]] = []
+        for spec in specs:
+            try:
+                self._watchers.append((spec.target, spec.build(info)))
+            except Exception as exc:  # a watcher that cannot start never stops delivery
+                on_problem(spec.target, f"cannot start: {type(exc).__name__}: {exc}")
+        self.cursor = 0
+        self.last_appended = 0
+        self._known: set[tuple[str, int, tuple[str, ...]]] = set()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._cond = threading.Condition()
+        self._write_reported = False
+        self.thread = threading.Thread(target=self._main, name="trackmux-watch", daemon=True)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._watchers)
+
+    def start(self) -> None:
+        if self._watchers:
+            self.thread.start()
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def catch_up(self, target: int, deadline: float) -> int:
+        """Wait (until ``deadline``, monotonic) until every event up to ``target`` was fed;
+        returns the seq that delivery should reach so the findings go out too."""
+        if not self._watchers or not self.thread.is_alive():
+            return max(target, self.last_appended)
+        self._wake.set()
+        with self._cond:
+            while self.cursor < target and self.thread.is_alive():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(min(remaining, 0.1))
+            return max(target, self.last_appended)
+
+    # -- the runner's thread ------------------------------------------------------------
+    def _main(self) -> None:
+        try:
+            reader = SpoolReader(self.info.run_dir)
+        except Exception as exc:
+            self._on_problem("watch", f"cannot read the spool: {exc}")
+            return
+        try:
+            for event in reader.events_of_kind("finding"):
+                if isinstance(event, FindingEvent):
+                    self._known.add(identity(event))
+            next_tick = time.monotonic()
+            while not self._stop.is_set():
+                self._wake.clear()
+                batch = reader.read(self.cursor, READ_PAGE)
+                found: list[FindingEvent] = []
+                for event in batch.events:
+                    found += self._each("feed", event)
+                if time.monotonic() >= next_tick:
+                    next_tick = time.monotonic() + TICK
+                    found += self._each("tick", time.time(), self._alive())
+                self._emit(found)
+                with self._cond:
+                    self.cursor = max(self.cursor, batch.upto)
+                    self._cond.notify_all()
+                if batch.upto > 0 and len(batch.events) >= READ_PAGE:
+                    continue  # more to read now
+                self._wake.wait(max(0.0, min(TICK, next_tick - time.monotonic())))
+        finally:
+            reader.close()
+            with self._cond:
+                self._cond.notify_all()
+
+    def _each(self, method: str, *args: Any) -> list[FindingEvent]:
+        found: list[FindingEvent] = []
+        for entry in list(self._watchers):
+            name, watcher = entry
+            try:
+                found.extend(getattr(watcher, method)(*args))
+            except Exception as exc:
+                self._watchers.remove(entry)
+                self._on_problem(name, f"{method} raised {type(exc).__name__}: {exc}; "
+                                 "switched off for this run")
+        return found
+
+    def _emit(self, found: list[FindingEvent]) -> None:
+        fresh = []
+        for finding in found:
+            key = identity(finding)
+            if key not in self._known:
+                self._known.add(key)
+                fresh.append(finding)
+        if not fresh:
+            return
+        try:
+            self.last_appended = append_events(self.info.run_dir, list(fresh))
+        except Exception as exc:
+            if not self._write_reported:
+                self._write_reported = True
+                self._on_problem("watch", f"cannot append findings to the spool: {exc}")
+        self._on_found(fresh)
+
+
+def runner_problem_reporter(report: Callable[[str, str, str], object]
+                            ) -> Callable[[str, str], None]:
+    """Adapt a :class:`~trackmux.core.delivery.reporting.Reporter`'s ``report``."""
+    def on_problem(name: str, message: str) -> None:
+        report("doctor" if "doctor" in name else "watch", "watcher", f"{name}: {message}")
+    return on_problem

@@ -1,0 +1,146 @@
+"""The detector contract, key patterns, and the parameter checks every rule shares.
+
+A detector is a pure, incremental object: ``update(event)`` is called with every event of
+the run in spool order and returns the findings that event completes; ``tick(now, alive)``
+is called about once a second on a live run (``alive``: the trainer is running and has not
+finished) for rules that need wall time. Neither may block or do I/O; the engine catches
+what one raises, reports it once and switches that detector off for the run.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trackmux.core.events import SEVERITIES, Event
+from trackmux.doctor.findings import Finding
+
+
+class Detector:
+    """Base class of every rule. ``rule`` is the stable name; ``params`` the checked
+    parameters (defaults merged with the user's overrides)."""
+
+    rule = ""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.params = dict(params)
+        self.severity: str = str(self.params.get("severity", "warning"))
+
+    def update(self, event: Event) -> Sequence[Finding]:
+        return ()
+
+    def tick(self, now: float, alive: bool) -> Sequence[Finding]:
+        return ()
+
+    def finding(self, step: int, keys: Sequence[str], message: str, *, time: float = 0.0,
+                severity: str | None = None) -> Finding:
+        return Finding(self.rule, severity or self.severity, step, tuple(keys), message, time)
+
+
+class KeyMatcher:
+    """Glob patterns (``actor/*kl*``), ``re:`` regular expressions, ``!`` to exclude.
+    A key matches if an including pattern matches and no excluding one does; the answer
+    is cached per key (a run has a few hundred keys, logged millions of times)."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self.include: list[Callable[[str], bool]] = []
+        self.exclude: list[Callable[[str], bool]] = []
+        for pattern in patterns:
+            target = self.exclude if pattern.startswith("!") else self.include
+            target.append(compile_pattern(pattern.removeprefix("!")))
+        self._cache: dict[str, bool] = {}
+        self._selected: dict[tuple[str, ...], list[str]] = {}
+
+    def select(self, keys: Any) -> list[str]:
+        """The matching ones of ``keys`` (a dict's keys, in order), cached per key set: a
+        trainer logs the same keys every step, so this is one dict lookup per event."""
+        names = tuple(keys)
+        hit = self._selected.get(names)
+        if hit is None:
+            hit = [k for k in names if self(k)]
+            if len(self._selected) < 1000:
+                self._selected[names] = hit
+        return hit
+
+    def __call__(self, key: str) -> bool:
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = any(p(key) for p in self.include) and not any(p(key) for p in self.exclude)
+            if len(self._cache) < 100_000:
+                self._cache[key] = hit
+        return hit
+
+
+def compile_pattern(pattern: str) -> Callable[[str], bool]:
+    """One pattern as a predicate; raises ValueError for a bad one."""
+    if not pattern:
+        raise ValueError("an empty pattern")
+    if pattern.startswith("re:"):
+        try:
+            regex = re.compile(pattern[3:])
+        except re.error as exc:
+            raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
+        return lambda key: regex.search(key) is not None
+    regex = re.compile(fnmatch.translate(pattern))
+    return lambda key: regex.match(key) is not None
+
+
+# -- parameter checks -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a rule: its default and how a user's value is checked."""
+
+    default: Any
+    kind: str  # patterns | positive | fraction | count | severity | bound | bool
+    help: str = ""
+
+
+def check_param(rule: str, name: str, param: Param, value: Any) -> Any:
+    """``value`` checked for ``param``; raises ValueError naming the rule and parameter."""
+    where = f"doctor rule {rule!r} parameter {name!r}"
+    kind = param.kind
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be true or false, got {value!r}")
+        return value
+    if kind == "severity":
+        if value not in SEVERITIES:
+            raise ValueError(f"{where} must be one of {list(SEVERITIES)}, got {value!r}")
+        return value
+    if kind == "patterns":
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, (list, tuple)) or not value or \
+                not all(isinstance(p, str) for p in value):
+            raise ValueError(f"{where} must be a non-empty list of key patterns, got {value!r}")
+        for pattern in value:
+            try:
+                compile_pattern(pattern.removeprefix("!"))
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+        return list(value)
+    if kind == "bound" and value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number, got {value!r}")
+    if kind == "count":
+        if int(value) != value or value < 1:
+            raise ValueError(f"{where} must be an integer >= 1, got {value!r}")
+        return int(value)
+    if kind == "fraction":
+        if not 0 < value <= 1:
+            raise ValueError(f"{where} must be in (0, 1], got {value!r}")
+        return float(value)
+    if value <= 0:  # positive, bound
+        raise ValueError(f"{where} must be > 0, got {value!r}")
+    return float(value)
+
+
+COMMON = {
+    "enabled": Param(True, "bool", "false switches the rule off"),
+}

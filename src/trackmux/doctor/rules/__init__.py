@@ -1,0 +1,1 @@
+"""The built-in rules, one module per family (metrics, text, time)."""

@@ -1,0 +1,89 @@
+"""What the curve rules share: per-key series of the matched metrics, latches, numbers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from trackmux.core.events import Event, MetricsEvent
+from trackmux.doctor.detector import Detector, KeyMatcher
+from trackmux.doctor.findings import Finding
+from trackmux.doctor.stats import Latch, Series
+
+
+class _Either:
+    """Keys that match any of several matchers (a rule with two kinds of keys)."""
+
+    def __init__(self, *matchers: KeyMatcher) -> None:
+        self.matchers = matchers
+        self._selected: dict[tuple[str, ...], list[str]] = {}
+
+    def __call__(self, key: str) -> bool:
+        return any(m(key) for m in self.matchers)
+
+    def select(self, keys: Any) -> list[str]:
+        names = tuple(keys)
+        hit = self._selected.get(names)
+        if hit is None:
+            hit = self._selected[names] = [k for k in names if self(k)]
+        return hit
+
+
+def fmt(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def span(steps: Sequence[int]) -> str:
+    return f"steps {steps[0]}-{steps[-1]}" if steps else "the start"
+
+
+class SeriesRule(Detector):
+    """A rule over the finite values of the metrics its ``keys`` patterns match."""
+
+    #: points kept per key; the run's first ``keep_first`` are kept apart (an early level)
+    keep_first = 0
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.match: KeyMatcher | _Either = KeyMatcher(self.params["keys"])
+        self.series: dict[str, Series] = {}
+        self.latches: dict[tuple[str, str], Latch] = {}
+
+    def size(self) -> int:
+        return int(self.params.get("window", 20)) + int(self.params.get("recent", 5))
+
+    def update(self, event: Event) -> Sequence[Finding]:
+        if not isinstance(event, MetricsEvent):
+            return ()
+        out: list[Finding] = []
+        series, data = self.series, event.data
+        for key in self.match.select(data):
+            value = data[key]
+            if not math.isfinite(value):
+                continue
+            s = series.get(key)
+            if s is None:
+                s = series[key] = Series(self.size())
+            s.add(event.step, float(value), self.keep_first)
+            found = self.check(key, s, event.step)
+            if found is not None:
+                found.time = event.time
+                out.append(found)
+        return out
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        raise NotImplementedError
+
+    def latch(self, key: str, what: str = "") -> Latch:
+        latch = self.latches.get((key, what))
+        if latch is None:
+            latch = self.latches[(key, what)] = Latch(int(self.params.get("persist", 3)))
+        return latch
+
+
+def first_past(s: Series, n: int, past: Callable[[float], bool]) -> int:
+    """The step of the first of the last ``n`` points for which ``past`` holds (the
+    onset of a change the recent median just showed); the first of them if none does."""
+    steps, values = list(s.steps)[-n:], list(s.values)[-n:]
+    return next((st for st, v in zip(steps, values, strict=True) if past(v)), steps[0])

@@ -1,0 +1,85 @@
+"""``trackmux doctor``: text, --json, exit codes 0/1/2; the demo's real runs: the healthy
+default gives no warning, ``--failure reward-hacking`` is found in the console and report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import trackmux
+from trackmux.cli.main import cli
+
+
+def _run(root: Path, broken: bool) -> Path:
+    run = trackmux.init(project="p", backends=["file"], dir=root, doctor=False,
+                        backend_options={"file": {"root": str(root / "out")}})
+    for step in range(60):
+        kl = 0.02 * (2 ** (step - 39) if broken and step >= 40 else 1)
+        run.log({"kl/divergence": kl, "reward/mean": 0.4 + 0.002 * step}, step=step)
+    run.finish(timeout=30)
+    return run.dir
+
+
+def test_exit_codes_text_and_json(tmp_path: Path) -> None:
+    good, bad = _run(tmp_path, False), _run(tmp_path, True)
+    result = CliRunner().invoke(cli, ["doctor", str(good)])
+    assert result.exit_code == 0, result.output
+    assert f"{good.name}: no findings" in result.output
+    result = CliRunner().invoke(cli, ["doctor", str(good), str(bad)])
+    assert result.exit_code == 1
+    assert "WARNING  kl_blowup @ step 41 [kl/divergence]" in result.output
+    result = CliRunner().invoke(cli, ["doctor", "--json", str(good), str(bad)])
+    assert result.exit_code == 1
+    objects = [json.loads(line) for line in result.output.splitlines()]
+    assert objects[0] == {"run": good.name, "findings": []}
+    [finding] = objects[1]["findings"]
+    assert objects[1]["run"] == bad.name
+    assert set(finding) == {"rule", "severity", "step", "keys", "message"}
+    assert (finding["rule"], finding["step"], finding["keys"]) == ("kl_blowup", 41,
+                                                                  ["kl/divergence"])
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[kl_blowup]\nenabled = false\n")
+    result = CliRunner().invoke(cli, ["doctor", "--rules", str(rules), str(bad)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("args,named", [
+    (["doctor", "no-such-run"], "no run 'no-such-run'"),
+    (["doctor", "--rules", "{bad}.toml", "x"], "does not exist"),
+    (["doctor"], "Missing argument"),
+])
+def test_bad_usage_exits_2(tmp_path: Path, args: list[str], named: str) -> None:
+    result = CliRunner().invoke(cli, [*args[:1], "--dir", str(tmp_path), *args[1:]]
+                                if len(args) > 1 else args)
+    assert result.exit_code == 2
+    assert named in result.output
+
+
+def test_demo_healthy_has_no_warning_and_failure_is_found(tmp_path: Path, capsys: Any) -> None:
+    """Both demo runs are real (the GRPO loop on CPU, 200 steps, about 2 s each)."""
+    from trackmux.cli.demo import demo
+
+    result = CliRunner().invoke(demo, ["--dir", str(tmp_path), "--no-report", "--name", "ok"])
+    assert result.exit_code == 0, result.output
+    assert "doctor: no warning or critical finding" in result.output
+    [ok] = (tmp_path / "trackmux-demo").glob("*/spool.db")
+    ok = ok.parent
+    from trackmux.doctor.read import load_findings
+
+    assert [f for f in load_findings(ok) if f["severity"] != "info"] == []
+    result = CliRunner().invoke(demo, ["--dir", str(tmp_path / "f"), "--failure",
+                                       "reward-hacking"])
+    assert result.exit_code == 0, result.output
+    [failed] = (tmp_path / "f" / "trackmux-demo").glob("*/spool.db")
+    failed = failed.parent
+    rules = {f["rule"] for f in load_findings(failed)}
+    assert {"entropy_collapse", "degenerate_text"} <= rules
+    assert "WARNING degenerate_text @ step 40" in result.output
+    assert "[trackmux doctor] WARNING entropy_collapse" in capsys.readouterr().out + \
+        result.output
+    html = (failed / "report.html").read_text()
+    assert "degenerate_text" in html and "Doctor" in html

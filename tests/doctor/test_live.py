@@ -1,0 +1,143 @@
+"""The doctor on live runs: in the delivery process (and in thread mode), findings reach
+the console in the trainer's terminal, the file backend, a webhook on 127.0.0.1, the
+trainer (run.findings(), on_finding on a thread), the spool and a resync."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+import trackmux
+from trackmux.core.backends.contract import RunInfo
+from trackmux.core.delivery.sync import deliver_by_name
+from trackmux.core.delivery.watch import WatcherSpec, WatchRunner
+from trackmux.core.events import FindingEvent
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.doctor.read import load_findings
+
+
+class _Hook(http.server.BaseHTTPRequestHandler):
+    bodies: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers["Content-Length"])
+        _Hook.bodies.append(json.loads(self.rfile.read(length)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    _Hook.bodies = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", _Hook.bodies
+    server.shutdown()
+    server.server_close()
+
+
+def _train(run: Any) -> None:
+    for step in range(60):
+        kl = 0.02 if step < 40 else 0.02 * 2 ** (step - 39)
+        run.log({"kl/divergence": kl, "reward/mean": 0.5 + 0.001 * step,
+                 "loss": float("nan") if step == 30 else 1.0}, step=step)
+
+
+@pytest.mark.parametrize("delivery", ["process", "thread"])
+def test_findings_reach_console_file_webhook_and_the_trainer(
+        tmp_path: Path, capsys: Any, webhook: tuple[str, list[dict[str, Any]]],
+        delivery: str) -> None:
+    url, bodies = webhook
+    threads: list[str] = []
+    called: list[dict[str, Any]] = []
+
+    def on_finding(finding: dict[str, Any]) -> None:
+        threads.append(threading.current_thread().name)
+        called.append(finding)
+
+    run = trackmux.init(project="p", backends=["console", "file", "webhook"], dir=tmp_path,
+                        delivery=delivery, on_finding=on_finding,
+                        backend_options={"file": {"root": str(tmp_path / "out")},
+                                         "console": {"interval": 60},
+                                         "webhook": {"url": url}})
+    assert isinstance(run, trackmux.Run)
+    _train(run)
+    summary = run.finish(timeout=30)
+    assert summary.complete, summary
+    rules = [f["rule"] for f in run.findings()]
+    assert rules == ["nonfinite", "kl_blowup"]
+    assert called == run.findings()
+    assert threads and all(name != threading.main_thread().name for name in threads)
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("[trackmux doctor]")]
+    assert lines == [
+        "[trackmux doctor] CRITICAL nonfinite @ step 30: first non-finite values at step 30 "
+        "in 1 key: loss (nan)",
+        f"[trackmux doctor] WARNING kl_blowup @ step 41: {run.findings()[1]['message']}"]
+    [findings_file] = (tmp_path / "out" / "p").glob("*.findings.jsonl")
+    written = [orjson.loads(line) for line in findings_file.read_bytes().splitlines()]
+    assert [w["rule"] for w in written] == rules and written[1]["keys"] == ["kl/divergence"]
+    assert [b["rule"] for b in bodies] == rules  # min_severity warning: both are
+    assert bodies[0]["run"] == run.id and bodies[0]["text"] == lines[0]
+    assert load_findings(run.dir) == run.findings()
+
+
+def test_resync_delivers_findings_and_a_rerun_adds_none(tmp_path: Path) -> None:
+    run = trackmux.init(project="p", backends=["file"], dir=tmp_path,
+                        backend_options={"file": {"root": str(tmp_path / "a")}})
+    _train(run)
+    run.finish(timeout=30)
+    deliver_by_name(run.dir, ["file"], {"file": {"root": str(tmp_path / "b")}})
+    [again] = (tmp_path / "b" / "p").glob("*.findings.jsonl")
+    assert [orjson.loads(x)["rule"] for x in again.read_bytes().splitlines()] == [
+        "nonfinite", "kl_blowup"]
+    # a restarted delivery process reads the run again: it finds the same, appends none
+    from trackmux.doctor.config import resolve
+
+    reader = SpoolReader(run.dir)
+    before = reader.last_seq()
+    info = RunInfo("p", run.name, run.id, run.dir, 0.0)
+    found: list[FindingEvent] = []
+    runner = WatchRunner([WatcherSpec("trackmux.doctor.live:watcher", {"rules": resolve(True)})],
+                         info, alive=lambda: False, on_found=found.extend,
+                         on_problem=lambda *a: None)
+    runner.start()
+    runner.catch_up(before, time.monotonic() + 20)
+    runner.stop()
+    assert found == [] and reader.last_seq() == before
+    reader.close()
+
+
+def test_doctor_off_stores_nothing_and_readers_diagnose(tmp_path: Path,
+                                                        monkeypatch: Any) -> None:
+    monkeypatch.setenv("TRACKMUX_DOCTOR", "off")
+    run = trackmux.init(project="p", backends=["file"], dir=tmp_path,
+                        backend_options={"file": {"root": str(tmp_path / "a")}})
+    _train(run)
+    run.finish(timeout=30)
+    assert run.findings() == []
+    reader = SpoolReader(run.dir)
+    assert reader.events_of_kind("finding") == []
+    reader.close()
+    assert [f["rule"] for f in load_findings(run.dir)] == ["nonfinite", "kl_blowup"]
+
+
+def test_a_healthy_run_with_the_doctor_on_has_no_finding(tmp_path: Path) -> None:
+    run = trackmux.init(project="p", backends=["file"], dir=tmp_path, doctor=True,
+                        backend_options={"file": {"root": str(tmp_path / "a")}})
+    for step in range(50):
+        run.log({"reward/mean": 0.1 + 0.01 * step, "kl/divergence": 0.02}, step=step)
+    run.finish(timeout=30)
+    assert run.findings() == [] and load_findings(run.dir) == []
