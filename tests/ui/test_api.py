@@ -40,7 +40,7 @@ def test_run_list_shows_state_delivery_last_step_and_findings(tmp_path: Path, se
     rows = {r["name"]: r for r in get(server, "/api/runs").json()["runs"]}
     assert rows["a"]["state"] == "finished" and rows["a"]["last_step"] == 29
     assert rows["b"]["last_step"] == 19 and rows["b"]["backends"] == []
-    assert rows["a"]["findings"] is None  # the doctor is not installed here
+    assert rows["a"]["findings"] == 0  # the live doctor watched it and found nothing
     install(monkeypatch)
     write_findings(b, [{"rule": "kl_blowup", "severity": "critical", "step": 12,
                         "keys": ["kl/divergence"], "message": "KL rose 3x"}])
@@ -51,8 +51,11 @@ def test_run_list_shows_state_delivery_last_step_and_findings(tmp_path: Path, se
     assert rows["b"]["findings"] == 1 and rows["b"]["findings_bad"] == 1
 
 
-def test_findings_and_samples_say_unavailable_without_their_packages(tmp_path: Path,
-                                                                     server_for: Any) -> None:
+def test_findings_and_samples_say_unavailable_without_their_packages(
+        tmp_path: Path, server_for: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an install without the doctor and the ledger: their modules fail to import
+    monkeypatch.setitem(sys.modules, "trackmux.doctor.read", None)
+    monkeypatch.setitem(sys.modules, "trackmux.samples.read", None)
     make_run(tmp_path, "a", 5)
     server = server_for(tmp_path)
     rid = ids(server)["a"]

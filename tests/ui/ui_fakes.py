@@ -48,7 +48,8 @@ def fake_step_payload(run_dir: Path, key: str, step: int) -> dict[str, Any]:
 def install(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make ``trackmux.doctor.read`` and ``trackmux.samples.read`` importable as fakes."""
     for package, name, functions in (
-            ("trackmux.doctor", "trackmux.doctor.read", {"load_findings": fake_load_findings}),
+            ("trackmux.doctor", "trackmux.doctor.read", {"load_findings": fake_load_findings,
+                                                     "load_stored_findings": fake_load_findings}),
             ("trackmux.samples", "trackmux.samples.read",
              {"list_sample_keys": fake_list_sample_keys, "step_payload": fake_step_payload})):
         module = types.ModuleType(name)

@@ -32,6 +32,15 @@ def stored_findings(run_dir: Path) -> list[FindingEvent] | None:
         reader.close()
 
 
+def load_stored_findings(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]] | None:
+    """Only what the live doctor stored, without diagnosing (one read of the finding rows:
+    cheap enough for a run list over hundreds of runs); None if it never watched the run."""
+    found = stored_findings(Path(run_dir))
+    if found is None:
+        return None
+    return [f.as_dict() for f in sorted(found, key=lambda f: (f.step, f.seq))]
+
+
 def load_findings(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     path = Path(run_dir)
     found = stored_findings(path)

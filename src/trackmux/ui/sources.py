@@ -55,6 +55,14 @@ def load_findings(run_dir: Path) -> list[dict[str, Any]]:
     return findings
 
 
+def load_stored_findings(run_dir: Path) -> list[dict[str, Any]] | None:
+    """What the live doctor stored, never a diagnosis (the run list must stay cheap over
+    hundreds of runs); None when the doctor did not watch the run."""
+    found: list[dict[str, Any]] | None = _module("trackmux.doctor.read").load_stored_findings(
+        run_dir)
+    return found
+
+
 def list_sample_keys(run_dir: Path) -> dict[str, list[int]]:
     keys: dict[str, list[int]] = _module("trackmux.samples.read").list_sample_keys(run_dir)
     return keys

@@ -184,7 +184,9 @@ class Store:
                 row["state"] = "damaged"
                 row["damage"] = [*row["damage"], cache.error]
         try:
-            findings = sources.load_findings(path)
+            findings = sources.load_stored_findings(path)
+            if findings is None:  # not watched live: the run's findings view diagnoses it
+                raise sources.Unavailable("not diagnosed yet")
             row["findings"] = len(findings)
             row["findings_bad"] = sum(1 for f in findings
                                       if f.get("severity") in ("warning", "critical"))
