@@ -96,6 +96,7 @@ class AttachedRun:
         self._thread = threading.Thread(target=self._loop, name="trackmux-attach-flusher",
                                         daemon=True)
         self._thread.start()
+        self.samples_problems: dict[str, int] = {}  # as Run.samples_problems
         _handles.add(self)
 
     # -- the worker's API ------------------------------------------------------------
@@ -158,6 +159,26 @@ class AttachedRun:
         warn_nonfinite(key, binned, self._nonfinite)
         if not self._gone:
             self._put(binned.event(self._key(key), self._attach_step(step), time.time()))
+
+    def log_samples(self, key: str, samples: Any, step: int | None = None,
+                    tokens: Mapping[str, Any] | None = None, *,
+                    token_lengths: Any = None, token_dtype: str = "float16",
+                    max_rows: int | None = None, strict: bool = False) -> None:
+        """Log a batch of samples under ``role/key`` (as ``Run.log_samples``), converted
+        here in the worker: only the packed columns and token arrays travel to the sink."""
+        from trackmux.core.backends.contract import check_max_rows
+        from trackmux.core.values import samples as samples_mod
+
+        key = normalize.check_key(key)
+        cap = None if max_rows is None else check_max_rows(max_rows)
+        event, problems = samples_mod.to_event(
+            self._key(key), samples, self._attach_step(step), time.time(), tokens=tokens,
+            token_lengths=token_lengths, token_dtype=token_dtype, max_rows=cap,
+            strict=strict)
+        if problems:
+            samples_mod.report_once(problems, key, self.samples_problems, log)
+        if not self._gone:
+            self._put(event)
 
     def log_artifact(self, path: Any, name: str | None = None, type: str | None = None,
                      step: int | None = None, copy_max_bytes: int | None = None) -> None:

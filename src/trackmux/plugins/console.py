@@ -50,6 +50,7 @@ def format_step(step: int, data: dict[str, Any]) -> str:
 class ConsoleBackend(Backend):
     name = "console"
     capabilities = frozenset({"metrics", "text", "histogram"})
+    max_sample_rows = 4  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)

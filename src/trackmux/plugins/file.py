@@ -79,6 +79,7 @@ OPTIONS = ("path", "root")
 class FileBackend(Backend):
     name = "file"
     capabilities = frozenset({"metrics", "table", "text", "config", "histogram", "artifact"})
+    max_sample_rows = 256  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)

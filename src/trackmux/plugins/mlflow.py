@@ -173,6 +173,7 @@ class MlflowBackend(Backend):
 
     name = "mlflow"
     capabilities = frozenset({"metrics", "config", "table", "image", "text", "artifact"})
+    max_sample_rows = 100  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

@@ -195,6 +195,7 @@ def drain(run: Any, timeout: float) -> bool:
 class SwanLabBackend(Backend):
     name = "swanlab"
     capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+    max_sample_rows = 64  # samples shown per log_samples batch (docs/samples.md)
     #: swanlab allows one run per process; deliveries to it take turns.
     _process_lock = threading.Lock()
 

@@ -105,6 +105,7 @@ def _check_options(options: Mapping[str, Any]) -> None:
 class TrackioBackend(Backend):
     name = "trackio"
     capabilities = frozenset({"metrics", "config", "table", "image", "text"})
+    max_sample_rows = 64  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

@@ -173,6 +173,9 @@ class Run:
         self._deliveries = self._start_delivery(specs, options, delivery, orphan_timeout)
         self._sampler: Any = None
         self._nonfinite_keys: set[str] = set()  # histogram keys warned about NaN/inf
+        #: log_samples problems (bad cells, columns of the wrong length), reported once
+        #: each: message pattern -> how many times it happened
+        self.samples_problems: dict[str, int] = {}
         if system_metrics:
             from trackmux.core.lifecycle.system_metrics import SystemSampler
 
@@ -240,6 +243,30 @@ class Run:
         binned = histogram(values, bins)
         warn_nonfinite(key, binned, self._nonfinite_keys)
         self._append(binned.event(key, self._attach_step(step), time.time()))
+
+    def log_samples(self, key: str, samples: Any, step: int | None = None,
+                    tokens: Mapping[str, Any] | None = None, *,
+                    token_lengths: Any = None, token_dtype: str = "float16",
+                    max_rows: int | None = None, strict: bool = False) -> None:
+        """Log a batch of samples (the rollout ledger, docs/samples.md) at ``step``.
+
+        ``samples``: columns (``{"prompt": [...], "reward": [...]}``) or rows (a list of
+        dicts); ``tokens``: per-token arrays (ragged lists, numpy or torch; 2-D ones padded
+        on the right, ``token_lengths`` real values per row). Checked and converted here,
+        in the caller's thread; the spool keeps every sample, each backend shows at most
+        ``max_rows`` (and its own cap). A bad cell drops its sample, reported once and
+        counted in ``samples_problems``; ``strict=True`` raises instead."""
+        from trackmux.core.values import samples as samples_mod
+
+        key = normalize.check_key(key)
+        cap = None if max_rows is None else check_max_rows(max_rows)
+        event, problems = samples_mod.to_event(
+            key, samples, self._attach_step(step), time.time(), tokens=tokens,
+            token_lengths=token_lengths, token_dtype=token_dtype, max_rows=cap,
+            strict=strict)
+        if problems:
+            samples_mod.report_once(problems, key, self.samples_problems, log)
+        self._append(event)
 
     def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
                      type: str | None = None, step: int | None = None,
@@ -522,6 +549,20 @@ class DisabledRun:
 
         normalize.check_key(key)
         check_bins(bins)
+
+    def log_samples(self, key: str, samples: Any, step: int | None = None,
+                    tokens: Mapping[str, Any] | None = None, *,
+                    token_lengths: Any = None, token_dtype: str = "float16",
+                    max_rows: int | None = None, strict: bool = False) -> None:
+        from trackmux.core.values import samples as samples_mod
+
+        normalize.check_key(key)
+        if max_rows is not None:
+            check_max_rows(max_rows)
+        samples_mod.to_event(key, samples, 0, 0.0, tokens=tokens,
+                             token_lengths=token_lengths, token_dtype=token_dtype,
+                             strict=strict)
+        self._check_step(step)
 
     def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
                      type: str | None = None, step: int | None = None,

@@ -1,0 +1,140 @@
+"""The spool's encoding of a batch of samples (:class:`SamplesEvent`): columnar and compact.
+
+A samples event is one small row in ``events`` (key, count, column and token-array names,
+and the hash of its payload) and one payload in ``blobs``, so a reader lists every step of
+every key from the small rows and decodes only the step it shows.
+
+Payload layout (all integers little-endian)::
+
+    b"TMS1" | u32 header length | header (zlib'd JSON) | section 0 | section 1 | ...
+
+The header holds the columns: a text column whose cells repeat (a GRPO group's prompt is
+the same for every sample of the group) is stored once per distinct string plus an index
+per sample; other columns as plain JSON lists. Each token array is one section, its
+values packed in their dtype (float16 by default, float32 or int32) one sample after the
+other, with the per-sample lengths in the header; a section is zlib-compressed (level 1)
+only when that saves at least a tenth of it (float logprobs rarely compress, token ids and
+masks often do). Runs in the spool writer's thread, never in the trainer's.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import zlib
+from typing import Any
+
+import orjson
+
+from trackmux.core.events import Cell, SamplesEvent, TokenArray
+
+MAGIC = b"TMS1"
+_U32 = struct.Struct("<I")
+#: a section is compressed only when that saves at least this share of it
+MIN_SAVING = 0.1
+ITEM_SIZE = {"f2": 2, "f4": 4, "i4": 4}
+
+
+def _column_json(values: tuple[Cell, ...]) -> Any:
+    texts = [v for v in values if type(v) is str]
+    if len(texts) == len(values) and values:
+        distinct: dict[str, int] = {}
+        index = [distinct.setdefault(v, len(distinct)) for v in values]  # type: ignore[arg-type]
+        if len(distinct) < len(values):
+            return {"strings": list(distinct), "index": index}
+    if any(type(v) is float and not math.isfinite(v) for v in values):
+        return {"values": [_finite_or_tag(v) for v in values], "tagged": True}
+    return {"values": list(values)}
+
+
+def _finite_or_tag(value: Cell) -> Any:
+    if type(value) is float and not math.isfinite(value):
+        return {"f": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    return value
+
+
+def _column_values(data: dict[str, Any]) -> tuple[Cell, ...]:
+    if "strings" in data:
+        strings = data["strings"]
+        return tuple(strings[i] for i in data["index"])
+    values = data["values"]
+    if data.get("tagged"):
+        return tuple(float(v["f"]) if isinstance(v, dict) else v for v in values)
+    return tuple(values)
+
+
+def pack(event: SamplesEvent) -> tuple[dict[str, Any], bytes]:
+    """The row header (small JSON-able dict) and the payload of ``event``."""
+    sections: list[bytes] = []
+    tokens: list[dict[str, Any]] = []
+    lengths_seen: dict[tuple[int, ...], int] = {}
+    lengths: list[list[int]] = []
+    for array in event.tokens:
+        ref = lengths_seen.get(array.lengths)
+        if ref is None:
+            ref = lengths_seen[array.lengths] = len(lengths)
+            lengths.append(list(array.lengths))
+        data = array.data
+        packed = zlib.compress(data, 1) if len(data) > 64 else data
+        compressed = len(packed) <= len(data) * (1 - MIN_SAVING)
+        sections.append(packed if compressed else data)
+        tokens.append({"name": array.name, "dtype": array.dtype, "lengths": ref,
+                       "bytes": len(sections[-1]), "zlib": compressed})
+    header = {"columns": {name: _column_json(values)
+                          for name, values in zip(event.columns, event.values, strict=True)},
+              "order": list(event.columns), "count": event.count, "tokens": tokens,
+              "lengths": lengths}
+    head = zlib.compress(orjson.dumps(header), 6)
+    payload = b"".join([MAGIC, _U32.pack(len(head)), head, *sections])
+    row = {"key": event.key, "count": event.count, "columns": list(event.columns),
+           "tokens": [t.name for t in event.tokens]}
+    if event.max_rows is not None:
+        row["max_rows"] = event.max_rows
+    return row, payload
+
+
+def unpack(row: dict[str, Any], payload: bytes, step: int, time: float,
+           seq: int) -> SamplesEvent:
+    """Rebuild the event from its row header and payload (raises ValueError if damaged)."""
+    if payload[:4] != MAGIC:
+        raise ValueError("samples payload has no TMS1 header")
+    (size,) = _U32.unpack_from(payload, 4)
+    header = orjson.loads(zlib.decompress(payload[8:8 + size]))
+    columns = tuple(header["order"])
+    values = tuple(_column_values(header["columns"][name]) for name in columns)
+    offset = 8 + size
+    arrays = []
+    for spec in header["tokens"]:
+        raw = payload[offset:offset + spec["bytes"]]
+        offset += spec["bytes"]
+        data = zlib.decompress(raw) if spec["zlib"] else bytes(raw)
+        arrays.append(TokenArray(spec["name"], spec["dtype"],
+                                 tuple(header["lengths"][spec["lengths"]]), data))
+    return SamplesEvent(row["key"], columns, values, tuple(arrays), step, time, seq,
+                        row.get("max_rows"))
+
+
+def token_values(array: TokenArray) -> list[list[Any]]:
+    """The values of ``array`` per sample, as Python numbers (or strings), no numpy."""
+    if array.dtype == "s":
+        flat: list[Any] = orjson.loads(array.data)
+    else:
+        count = sum(array.lengths)
+        fmt = {"f2": "e", "f4": "f", "i4": "i"}[array.dtype]
+        flat = list(struct.unpack(f"<{count}{fmt}", array.data[:count * ITEM_SIZE[array.dtype]]))
+    out, start = [], 0
+    for n in array.lengths:
+        out.append(flat[start:start + n])
+        start += n
+    return out
+
+
+def token_row(array: TokenArray, index: int) -> list[Any]:
+    """The values of one sample of ``array`` (decodes only that sample's bytes)."""
+    start = sum(array.lengths[:index])
+    n = array.lengths[index]
+    if array.dtype == "s":
+        return list(orjson.loads(array.data)[start:start + n])
+    size = ITEM_SIZE[array.dtype]
+    fmt = {"f2": "e", "f4": "f", "i4": "i"}[array.dtype]
+    return list(struct.unpack_from(f"<{n}{fmt}", array.data, start * size))
