@@ -16,6 +16,7 @@ COMMANDS = {
     "sync": "trackmux.cli.sync:sync",
     "demo": "trackmux.cli.demo:demo",
     "report": "trackmux.cli.report:report",
+    "samples": "trackmux.cli.samples:samples",
 }
 
 

@@ -93,16 +93,25 @@ def pack(event: SamplesEvent) -> tuple[dict[str, Any], bytes]:
     return row, payload
 
 
-def unpack(row: dict[str, Any], payload: bytes, step: int, time: float,
-           seq: int) -> SamplesEvent:
-    """Rebuild the event from its row header and payload (raises ValueError if damaged)."""
+def read_header(payload: bytes) -> tuple[dict[str, Any], int]:
+    """The payload's header and where its first section starts (no token data decoded)."""
     if payload[:4] != MAGIC:
         raise ValueError("samples payload has no TMS1 header")
     (size,) = _U32.unpack_from(payload, 4)
-    header = orjson.loads(zlib.decompress(payload[8:8 + size]))
+    return orjson.loads(zlib.decompress(payload[8:8 + size])), 8 + size
+
+
+def columns_of(header: dict[str, Any]) -> tuple[tuple[str, ...], tuple[tuple[Cell, ...], ...]]:
+    """The column names and values a payload header holds."""
     columns = tuple(header["order"])
-    values = tuple(_column_values(header["columns"][name]) for name in columns)
-    offset = 8 + size
+    return columns, tuple(_column_values(header["columns"][name]) for name in columns)
+
+
+def unpack(row: dict[str, Any], payload: bytes, step: int, time: float,
+           seq: int) -> SamplesEvent:
+    """Rebuild the event from its row header and payload (raises ValueError if damaged)."""
+    header, offset = read_header(payload)
+    columns, values = columns_of(header)
     arrays = []
     for spec in header["tokens"]:
         raw = payload[offset:offset + spec["bytes"]]
