@@ -157,14 +157,19 @@ class ArtifactEvent:
 class TokenArray:
     """One per-token array of a batch of samples (logprob, entropy, token ids ...).
 
-    ``lengths[i]`` values belong to sample ``i``; ``data`` holds them all, packed
-    little-endian in ``dtype``: ``"f2"`` (float16), ``"f4"`` (float32), ``"i4"`` (int32),
-    or ``"s"`` (UTF-8 JSON list of strings, for token strings)."""
+    ``lengths[i]`` values belong to sample ``i``; ``data`` holds them, little-endian in
+    ``dtype``: ``"f2"`` (float16), ``"f4"`` (float32), ``"b2"`` (bfloat16), ``"i4"``
+    (int32), or ``"s"`` (UTF-8 JSON list of strings). In the spool they are packed one
+    sample after the other. Between the caller and the spool (so the trainer only copies
+    bytes) ``data`` may still be rows padded to ``width`` values, and in ``"f8"`` or
+    ``"i8"``; the spool writer packs them and converts them to ``store``."""
 
     name: str
     dtype: str
     lengths: tuple[int, ...]
     data: bytes
+    width: int = 0
+    store: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,31 @@ MAGIC = b"TMS1"
 _U32 = struct.Struct("<I")
 #: a section is compressed only when that saves at least this share of it
 MIN_SAVING = 0.1
-ITEM_SIZE = {"f2": 2, "f4": 4, "i4": 4}
+ITEM_SIZE = {"f2": 2, "f4": 4, "i4": 4, "b2": 2, "f8": 8, "i8": 8}
+_NUMPY = {"f2": "<f2", "f4": "<f4", "i4": "<i4", "b2": "<u2", "f8": "<f8", "i8": "<i8"}
+_STRUCT = {"f2": "e", "f4": "f", "i4": "i", "b2": "H"}
+
+
+def packed(array: TokenArray) -> TokenArray:
+    """``array`` packed sample after sample in its storage dtype (writer thread). Arrays
+    still padded or in a wider dtype come only from numpy/torch input, so numpy is there."""
+    store = array.store or array.dtype
+    if not array.width and store == array.dtype:
+        return array
+    import numpy as np
+
+    values = np.frombuffer(array.data, dtype=_NUMPY[array.dtype])
+    if array.width:
+        rows = values.reshape(-1, array.width)
+        if any(n != array.width for n in array.lengths):
+            values = np.concatenate([rows[i, :n] for i, n in enumerate(array.lengths)]
+                                    or [values[:0]])
+    if store != array.dtype:
+        if array.dtype == "b2":  # bfloat16 bits -> float32 -> store
+            values = (values.astype("<u4") << 16).view("<f4")
+        with np.errstate(over="ignore"):
+            values = values.astype(_NUMPY[store])
+    return TokenArray(array.name, store, array.lengths, values.tobytes())
 
 
 def _column_json(values: tuple[Cell, ...]) -> Any:
@@ -70,14 +94,15 @@ def pack(event: SamplesEvent) -> tuple[dict[str, Any], bytes]:
     lengths_seen: dict[tuple[int, ...], int] = {}
     lengths: list[list[int]] = []
     for array in event.tokens:
+        array = packed(array)
         ref = lengths_seen.get(array.lengths)
         if ref is None:
             ref = lengths_seen[array.lengths] = len(lengths)
             lengths.append(list(array.lengths))
         data = array.data
-        packed = zlib.compress(data, 1) if len(data) > 64 else data
-        compressed = len(packed) <= len(data) * (1 - MIN_SAVING)
-        sections.append(packed if compressed else data)
+        squeezed = zlib.compress(data, 1) if len(data) > 64 else data
+        compressed = len(squeezed) <= len(data) * (1 - MIN_SAVING)
+        sections.append(squeezed if compressed else data)
         tokens.append({"name": array.name, "dtype": array.dtype, "lengths": ref,
                        "bytes": len(sections[-1]), "zlib": compressed})
     header = {"columns": {name: _column_json(values)
@@ -129,8 +154,10 @@ def token_values(array: TokenArray) -> list[list[Any]]:
         flat: list[Any] = orjson.loads(array.data)
     else:
         count = sum(array.lengths)
-        fmt = {"f2": "e", "f4": "f", "i4": "i"}[array.dtype]
-        flat = list(struct.unpack(f"<{count}{fmt}", array.data[:count * ITEM_SIZE[array.dtype]]))
+        flat = list(struct.unpack(f"<{count}{_STRUCT[array.dtype]}",
+                                  array.data[:count * ITEM_SIZE[array.dtype]]))
+        if array.dtype == "b2":
+            flat = _bfloat16(flat)
     out, start = [], 0
     for n in array.lengths:
         out.append(flat[start:start + n])
@@ -145,5 +172,13 @@ def token_row(array: TokenArray, index: int) -> list[Any]:
     if array.dtype == "s":
         return list(orjson.loads(array.data)[start:start + n])
     size = ITEM_SIZE[array.dtype]
-    fmt = {"f2": "e", "f4": "f", "i4": "i"}[array.dtype]
-    return list(struct.unpack_from(f"<{n}{fmt}", array.data, start * size))
+    values = list(struct.unpack_from(f"<{n}{_STRUCT[array.dtype]}", array.data, start * size))
+    return _bfloat16(values) if array.dtype == "b2" else values
+
+
+def _bfloat16(bits: list[int]) -> list[float]:
+    """bfloat16 bit patterns as floats (the high half of a float32)."""
+    if not bits:
+        return []
+    return list(struct.unpack(f"<{len(bits)}f", struct.pack(f"<{len(bits)}I",
+                                                            *(b << 16 for b in bits))))

@@ -20,6 +20,7 @@ With ``strict=True`` the first problem raises ``ValueError``/``TypeError`` inste
 from __future__ import annotations
 
 import math
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -79,6 +80,25 @@ def _cell(value: object, column: str, row: int) -> Cell:
     return cell
 
 
+_PLAIN_NUMBERS = {int, float, bool, type(None)}
+
+
+def _fast_column(values: list[Any], n: int) -> list[Cell] | None:
+    """The column as it is when every cell is already plain (ASCII text, or numbers
+    within 64 bits): checked at C speed, no per-cell Python call; None otherwise."""
+    cells = values[:n] if len(values) != n else values
+    kinds = set(map(type, cells))
+    if kinds == {str}:
+        return list(cells) if all(map(str.isascii, cells)) else None
+    if kinds <= _PLAIN_NUMBERS:
+        if int in kinds:
+            ints = [v for v in cells if type(v) is int]
+            if min(ints) < -normalize.MAX_INT - 1 or max(ints) > normalize.MAX_INT:
+                return None
+        return list(cells)
+    return None
+
+
 def _columns(samples: object) -> dict[str, list[Any]]:
     if isinstance(samples, Mapping):
         return {normalize.check_key(k, "column name"): _listed(v, str(k))
@@ -130,18 +150,20 @@ def to_event(key: str, samples: object, step: int, time: float, *, tokens: objec
     keep = [True] * n
     cols: dict[str, list[Cell]] = {}
     for name, values in raw.items():
-        out: list[Cell] = []
-        for i in range(n):
-            try:
-                out.append(_cell(values[i], name, i))
-            except (SampleProblem, ValueError, TypeError) as exc:
-                if strict:
-                    raise SampleProblem(str(exc)) from None
-                keep[i] = False
-                out.append(None)
-                problems.append(f"{exc}; that sample is left out")
-        if any(isinstance(v, str) for v in out) and any(
-                v is not None and not isinstance(v, str) for v in out):
+        out = _fast_column(values, n)
+        if out is None:  # something else than plain text / numbers: cell by cell
+            out = []
+            for i in range(n):
+                try:
+                    out.append(_cell(values[i], name, i))
+                except (SampleProblem, ValueError, TypeError) as exc:
+                    if strict:
+                        raise SampleProblem(str(exc)) from None
+                    keep[i] = False
+                    out.append(None)
+                    problems.append(f"{exc}; that sample is left out")
+        kinds = set(map(type, out))
+        if str in kinds and kinds - {str, type(None)}:
             out = [v if v is None or isinstance(v, str) else str(v) for v in out]
         cols[name] = out
     lengths = _lengths(token_lengths, n, problem) if token_lengths is not None else None
@@ -247,9 +269,12 @@ def _clamp16(value: float) -> float:
 
 def _pack_array(name: str, value: Any, lengths: list[int] | None, kept: list[int] | None,
                 token_dtype: str) -> TokenArray:
-    """numpy or torch, 1-D per row is not allowed here (2-D, padded on the right)."""
+    """numpy or torch, 2-D (samples x tokens, padded on the right). Only the bytes are
+    copied here; the spool writer drops the padding and converts to the stored dtype
+    (core/spool/samplepack.py), off the trainer's thread."""
     import numpy as np
 
+    floats = TOKEN_DTYPES[token_dtype]
     module = type(value).__module__.split(".")[0]
     if module == "torch":
         import torch
@@ -258,64 +283,59 @@ def _pack_array(name: str, value: Any, lengths: list[int] | None, kept: list[int
         if tensor.dim() != 2:
             raise SampleProblem(f"must be 2-D (samples x tokens), got shape "
                                 f"{tuple(tensor.shape)}")
-        if tensor.is_floating_point():
-            tensor = tensor.to(torch.float16 if token_dtype == "float16" else torch.float32)
-            dtype = TOKEN_DTYPES[token_dtype]
-        elif tensor.dtype == torch.bool or not tensor.is_complex():
-            tensor = tensor.to(torch.int32)
-            dtype = "i4"
-        else:
+        if tensor.is_complex():
             raise SampleProblem("complex values cannot be kept")
         if kept is not None:
             tensor = tensor[torch.as_tensor(kept, dtype=torch.long, device=tensor.device)]
-        width = tensor.shape[1]
-        if lengths is not None:
-            sizes = [min(lengths[i], width) for i in kept] if kept is not None else [
-                min(n, width) for n in lengths]
-            if any(s != width for s in sizes):
-                mask = (torch.arange(width, device=tensor.device)[None, :]
-                        < torch.as_tensor(sizes, device=tensor.device)[:, None])
-                tensor = tensor[mask]
+        if tensor.dtype == torch.bfloat16:
+            dtype, store, tensor = "b2", "b2", tensor.view(torch.int16)
+        elif tensor.dtype == torch.float16:
+            dtype, store = "f2", "f2"
+        elif tensor.dtype == torch.float32:
+            dtype, store = "f4", floats
+        elif tensor.is_floating_point():
+            dtype, store, tensor = "f4", floats, tensor.to(torch.float32)
+        elif tensor.dtype == torch.int64:
+            dtype, store = "i8", "i4"
+        elif tensor.dtype == torch.int32:
+            dtype, store = "i4", "i4"
         else:
-            sizes = [width] * tensor.shape[0]
+            dtype, store, tensor = "i4", "i4", tensor.to(torch.int32)
         array = tensor.cpu().contiguous().numpy()
-        return TokenArray(name, dtype, tuple(sizes), array.tobytes())
-    array = np.asarray(value)
-    if array.ndim != 2:
-        raise SampleProblem(f"must be 2-D (samples x tokens), got shape {array.shape}")
-    if array.dtype.kind == "f":
-        dtype = TOKEN_DTYPES[token_dtype]
-        target = np.dtype("<f2" if dtype == "f2" else "<f4")
-    elif array.dtype.kind in "iub":
-        dtype, target = "i4", np.dtype("<i4")
-    elif array.dtype.kind in "UO":
-        rows = array.tolist()
-        return _pack_tokens(name, rows, lengths, kept, token_dtype)
     else:
-        raise SampleProblem(f"dtype {array.dtype} cannot be kept")
-    if kept is not None:
-        array = array[kept]
-    width = array.shape[1]
-    if lengths is not None:
-        sizes = [min(lengths[i], width) for i in kept] if kept is not None else [
-            min(n, width) for n in lengths]
-        if any(s != width for s in sizes):
-            mask = np.arange(width)[None, :] < np.asarray(sizes)[:, None]
-            array = array[mask]
+        array = np.asarray(value)
+        if array.ndim != 2:
+            raise SampleProblem(f"must be 2-D (samples x tokens), got shape {array.shape}")
+        if array.dtype.kind in "UO":
+            return _pack_tokens(name, array.tolist(), lengths, kept, token_dtype)
+        if kept is not None:
+            array = array[kept]
+        if array.dtype.kind == "f" and array.dtype.itemsize in (2, 4, 8):
+            dtype = {2: "f2", 4: "f4", 8: "f8"}[array.dtype.itemsize]
+            store = "f2" if dtype == "f2" else floats
+            array = array.astype(f"<f{array.dtype.itemsize}", copy=False)
+        elif array.dtype.kind in "iu" and array.dtype.itemsize == 8:
+            dtype, store, array = "i8", "i4", array.astype("<i8", copy=False)
+        elif array.dtype.kind in "iub":
+            dtype, store, array = "i4", "i4", array.astype("<i4", copy=False)
+        else:
+            raise SampleProblem(f"dtype {array.dtype} cannot be kept")
+    width = int(array.shape[1])
+    if lengths is None:
+        sizes = [width] * int(array.shape[0])
     else:
-        sizes = [width] * array.shape[0]
-    with np.errstate(over="ignore"):
-        data = array.astype(target, copy=False).tobytes()
-    return TokenArray(name, dtype, tuple(sizes), data)
+        rows = lengths if kept is None else [lengths[i] for i in kept]
+        sizes = [min(n, width) for n in rows]
+    return TokenArray(name, dtype, tuple(sizes), np.ascontiguousarray(array).tobytes(),
+                      width=width, store=store)
 
 
-_ROW = __import__("re").compile(r"\brow \d+")
+_ROW = re.compile(r"\brow \d+")
 
 
-def report_once(problems: list[str], key: str, seen: dict[str, int],
-                log: Any) -> None:
-    """Log each kind of problem of ``key`` once (WARNING) and count the repeats in
-    ``seen`` (the run's ``samples_dropped``-style tally: message pattern -> count)."""
+def report_once(problems: list[str], key: str, seen: dict[str, int], log: Any) -> None:
+    """Log each kind of problem of ``key`` once (WARNING) and count every occurrence in
+    ``seen`` (message pattern, row numbers elided -> count)."""
     for message in problems:
         pattern = f"{key}: " + _ROW.sub("row N", message)
         count = seen.get(pattern, 0)
