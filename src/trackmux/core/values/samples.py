@@ -330,14 +330,14 @@ def _pack_array(name: str, value: Any, lengths: list[int] | None, kept: list[int
                       width=width, store=store)
 
 
-_ROW = re.compile(r"\brow \d+")
+_ROW = re.compile(r"\brow \d+|, got [\w.]+| has \d+ (values|rows)|past row \d+")
 
 
 def report_once(problems: list[str], key: str, seen: dict[str, int], log: Any) -> None:
     """Log each kind of problem of ``key`` once (WARNING) and count every occurrence in
-    ``seen`` (message pattern, row numbers elided -> count)."""
+    ``seen`` (message pattern, row numbers and types elided -> count)."""
     for message in problems:
-        pattern = f"{key}: " + _ROW.sub("row N", message)
+        pattern = f"{key}: " + _ROW.sub("…", message)
         count = seen.get(pattern, 0)
         seen[pattern] = count + 1
         if count == 0:
