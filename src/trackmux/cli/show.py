@@ -54,7 +54,7 @@ def show(run_arg: str, root: str | None) -> None:
     config = None
     reader = SpoolReader(run_dir)
     try:
-        for event in reader.iter_events():
+        for event in reader.iter_events(skip=frozenset({"samples"})):
             if isinstance(event, MetricsEvent):
                 for key, value in event.data.items():
                     stats = metrics.get(key)
@@ -98,6 +98,13 @@ def show(run_arg: str, root: str | None) -> None:
                           ("histograms", histograms), ("artifacts", artifacts)):
         click.echo(f"{title} ({_keys(len(found))}):")
         for key, steps in sorted(found.items()):
+            click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
+    from trackmux.samples.read import list_sample_keys
+
+    samples = list_sample_keys(run_dir)  # from the small rows: no payload is decoded
+    if samples:
+        click.echo(f"samples ({_keys(len(samples))}; trackmux samples RUN --key K --step N):")
+        for key, steps in samples.items():
             click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
     click.echo("delivery:")
     for name in summary.backends:

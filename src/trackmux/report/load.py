@@ -105,7 +105,7 @@ def load_run(run_dir: Path) -> RunData:
     reader = SpoolReader(run_dir)
     try:
         data = RunData(run_dir=run_dir, meta=reader.meta())
-        for event in reader.iter_events():
+        for event in reader.iter_events(skip=frozenset({"samples"})):  # samples: read per step
             if isinstance(event, MetricsEvent):
                 for key, value in event.data.items():
                     data.metrics.setdefault(key, []).append((event.step, float(value)))
