@@ -140,11 +140,16 @@ def bench_growth(steps: int, dtype: str) -> dict[str, Any]:
                                for x in batch(0)[c]) / 1e6}
 
 
-def bench_read(steps: int) -> dict[str, Any]:
+def bench_read(steps: int, keep: str) -> dict[str, Any]:
     import trackmux
 
-    with tempfile.TemporaryDirectory() as tmp:
-        env = offline_env(Path(tmp) / "env")
+    tmp = keep or tempfile.mkdtemp()
+    env = offline_env(Path(tmp) / "env")
+    runs = sorted(Path(tmp).glob("bench/*/spool.db"))
+    write_s = None
+    if runs:  # --keep: a run of this benchmark written before
+        run_dir = runs[0].parent
+    else:
         run = trackmux.init(project="bench", backends=[], dir=tmp)
         cols = [batch(s) for s in range(4)]
         start = time.perf_counter()
@@ -153,23 +158,39 @@ def bench_read(steps: int) -> dict[str, Any]:
                             step=s, tokens=tokens(s, "numpy"))
             run._spool.flush(120)
         run.finish(timeout=300)
-        write_s = time.perf_counter() - start
-        size = _spool_bytes(run.dir)
-        times = {}
-        for args in (["--step", str(steps // 2)], ["--step", str(steps // 2), "--where",
-                     "reward < 0.2 and length > 100", "--sort", "-advantage"],
-                     ["--step", str(steps // 2), "--json", "--tokens"]):
+        write_s = round(time.perf_counter() - start, 1)
+        run_dir = run.dir
+    size = _spool_bytes(run_dir)
+    cli = [sys.executable, "-c", "from trackmux.cli.main import main; main()", "samples"]
+    times = {}
+    middle = str(steps // 2)
+    for args in (["--step", middle], ["--step", middle, "--where",
+                 "reward < 0.2 and length > 100", "--sort", "-advantage"],
+                 ["--step", middle, "--json", "--tokens"]):
+        runs_s = []
+        for _ in range(3):
             begin = time.perf_counter()
-            out = subprocess.run([sys.executable, "-m", "trackmux.cli.main", "samples",
-                                  str(run.dir), *args], capture_output=True, env=env,
+            out = subprocess.run([*cli, str(run_dir), *args], capture_output=True, env=env,
                                  check=True)
-            times[" ".join(args)] = {"seconds": round(time.perf_counter() - begin, 3),
-                                     "output_bytes": len(out.stdout)}
+            runs_s.append(time.perf_counter() - begin)
+        times[" ".join(args)] = {"seconds_median_of_3": round(sorted(runs_s)[1], 3),
+                                 "output_bytes": len(out.stdout)}
+    startup = []
+    for _ in range(3):
         begin = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import trackmux.cli.main"], env=env, check=True)
-        startup = time.perf_counter() - begin
-    return {"steps": steps, "spool_gb": size / 1e9, "write_s": round(write_s, 1),
-            "commands": times, "python_and_import_s": round(startup, 3)}
+        subprocess.run([*cli, "--help"], env=env, check=True, capture_output=True)
+        startup.append(time.perf_counter() - begin)
+    from trackmux.samples.read import Ledger
+
+    begin = time.perf_counter()
+    with Ledger(run_dir) as ledger:
+        found = ledger.step("rollouts", steps // 2, tokens=False)
+    in_process = time.perf_counter() - begin
+    assert found is not None and found.count == SAMPLES
+    return {"steps": steps, "spool_gb": round(size / 1e9, 2), "write_s": write_s,
+            "run_dir": str(run_dir), "commands": times,
+            "cli_startup_s_median_of_3": round(sorted(startup)[1], 3),
+            "in_process_read_one_step_s": round(in_process, 3)}
 
 
 def main() -> None:
@@ -180,6 +201,7 @@ def main() -> None:
     ap.add_argument("--input", default="torch", choices=("numpy", "torch", "torch-bf16"))
     ap.add_argument("--ragged", action="store_true")
     ap.add_argument("--token-dtype", default="float16", choices=("float16", "float32"))
+    ap.add_argument("--keep", default="", help="read: write the run here, or reuse it")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     os.environ.setdefault("TRACKMUX_DISABLE_PLUGIN_AUTOLOAD", "1")
@@ -188,7 +210,7 @@ def main() -> None:
     elif args.what == "growth":
         result = bench_growth(args.steps or 5, args.token_dtype)
     else:
-        result = bench_read(args.steps or 500)
+        result = bench_read(args.steps or 500, args.keep)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

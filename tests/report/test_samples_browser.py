@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
-from test_report_browser import CHROMIUM, browser, open_page  # noqa: F401 - the fixture
+from test_report_browser import ARGS, CHROMIUM, open_page
 
 import trackmux
 from trackmux.report import build_report
@@ -19,6 +19,18 @@ from trackmux.report import build_report
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                 reason=f"{CHROMIUM} is missing (apt-get install chromium)")
 STEPS = list(range(0, 60, 5))
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +53,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield build_report([run.dir], root / "report.html")
 
 
-def test_sample_browser_in_chromium(browser: Any, report: Path, tmp_path: Path) -> None:
+def test_sample_browser_in_chromium(chromium: Any, report: Path, tmp_path: Path) -> None:
     assert list(report.parent.glob("report_*")) == []  # one file, no side pages
-    page, problems, requests = open_page(browser, report)
+    page, problems, requests = open_page(chromium, report)
     try:
         page.wait_for_selector(".tms-mount[data-ready='1']", timeout=15000)
         assert page.locator(".tms-steplabel").inner_text() == "step 55"  # the last step
@@ -59,7 +71,8 @@ def test_sample_browser_in_chromium(browser: Any, report: Path, tmp_path: Path) 
         page.click(".tms-dir")
         values = page.eval_on_selector_all(
             ".tms-group[data-group='g0'] .tms-card",
-            "els => els.map(e => parseFloat(e.querySelector('.tms-meta').textContent.split(' ')[1]))")
+            "els => els.map(e => parseFloat("
+            "e.querySelector('.tms-meta').textContent.split(' ')[1]))")
         assert values == sorted(values)
         # the filter speaks the CLI's --where language; a bad one is named
         page.fill(".tms-filter", "reward < 0.5 and length > 6")

@@ -74,7 +74,8 @@ def samples(run_arg: str, key: str | None, step: int | None, last: bool, sort_by
     extra = derived_columns(rows)
     values = {**rows.values, **extra}
     columns = [*rows.columns, *extra]
-    table = [{"sample": i, **{c: values[c][i] for c in columns}} for i in range(rows.count)]
+    table: list[dict[str, Any]] = [{"sample": i, **{c: values[c][i] for c in columns}}
+                                   for i in range(rows.count)]
     if with_tokens and as_json:
         for i, row in enumerate(table):
             row["tokens"] = {n: (v[i] if v is not None else None)
@@ -139,10 +140,7 @@ def _list_keys(run: str, keys: dict[str, list[int]], as_json: bool) -> None:
 
 
 def _cell(value: Any, width: int) -> str:
-    if isinstance(value, float):
-        text = f"{value:.4g}"
-    else:
-        text = "" if value is None else str(value)
+    text = f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
     text = text.replace("\n", "⏎")
     return text if len(text) <= width else text[:width - 1] + "…"
 

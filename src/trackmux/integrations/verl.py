@@ -49,6 +49,7 @@ OPTIONS = {
     "orphan_timeout": "orphan_timeout",
     "system_metrics": "system_metrics",
     "histograms": "histograms",  # not an init() argument: the drop-in's own switch
+    "samples": "samples",  # the drop-in's too: rollout samples per step (verl_samples)
 }
 GENERATIONS_KEY = "val/generations"
 GENERATIONS_COLUMNS = ("step", "input", "output", "score")
@@ -155,6 +156,7 @@ class Tracking:
         self.backends = ours
         self.verl_backends = theirs
         self._histograms = _histogram_switch(options.pop("histograms", False))
+        self._samples = _samples_switch(options.pop("samples", False))
         backend_options = {name: dict(opts) for name, opts in
                            dict(options.pop("backend_options", {})).items() if name in ours}
         proxy = (plain.get("trainer") or {}).get("wandb_proxy")
@@ -201,6 +203,10 @@ class Tracking:
                 for key, values in take_pending().items():
                     if values.numel():
                         self.run.log_histogram(key, values, step=step)
+            if self._samples:
+                from trackmux.integrations.verl_samples import log_pending
+
+                log_pending(self.run, step)
         if self._verl is not None:
             self._verl.log(data=data, step=step, backend=backend)
 
@@ -254,6 +260,17 @@ def _histogram_switch(value: Any) -> bool:
     return False
 
 
+def _samples_switch(value: Any) -> bool:
+    """``trainer.trackmux.samples``: a budget of samples per step (true: all, false: off)."""
+    from trackmux.integrations import verl_samples
+
+    budget = verl_samples.check_budget(value)
+    if budget is None:
+        return False
+    verl_samples.find_tokenizer(depth=8)
+    return verl_samples.enable(budget)
+
+
 def active_tracking(project_name: str | None, experiment_name: str | None) -> Tracking | None:
     """The newest unfinished Tracking of this process, preferring the same project/name."""
     candidates = [t for t in (ref() for ref in reversed(_live))
@@ -284,6 +301,11 @@ class ValidationGenerationsLogger:
                 _warned.add("no-run")
                 log.warning("trackmux: validation generations at step %s are not logged: no "
                             "verl Tracking is active in this process", step)
+        elif tracking._samples:  # the ledger: prompt, response, score as samples
+            cells = [_sample(sample) for sample in samples]
+            tracking.run.log_samples(GENERATIONS_KEY, {
+                "prompt": [c[0] for c in cells], "response": [c[1] for c in cells],
+                "score": [c[2] for c in cells]}, step=step)
         else:
             rows = [[step, *_sample(sample)] for sample in samples]
             tracking.run.log_table(GENERATIONS_KEY, GENERATIONS_COLUMNS, rows, step=step)

@@ -34,7 +34,8 @@ BOOT = """
   function load(id) {
     var node = document.getElementById(id);
     if (!node) return Promise.reject(new Error("step not in this report"));
-    var bytes = Uint8Array.from(atob(node.textContent.trim()), function (c) { return c.charCodeAt(0); });
+    var text = atob(node.textContent.trim());
+    var bytes = Uint8Array.from(text, function (c) { return c.charCodeAt(0); });
     var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
     return new Response(stream).text().then(JSON.parse);
   }
@@ -53,7 +54,7 @@ BOOT = """
 
 def asset(name: str) -> str:
     """The text of ``assets/<name>`` (shipped in the wheel)."""
-    return resources.files("trackmux.report").joinpath("assets", name).read_text("utf-8")
+    return (resources.files("trackmux.report") / "assets" / name).read_text("utf-8")
 
 
 def spread(steps: list[int], most: int) -> list[int]:

@@ -121,6 +121,7 @@ class Ledger:
             payload = self._payload(ref)
             if payload is None:
                 continue
+            arrays: list[tuple[str, str, list[int], list[list[Any]] | None]]
             if tokens:
                 event = samplepack.unpack(ref.header, payload, ref.step, ref.time, ref.seq)
                 columns, values = event.columns, event.values
@@ -165,7 +166,7 @@ def _append(out: StepRows, columns: tuple[str, ...], values: tuple[tuple[Cell, .
         known[1].extend(lengths)
         if known[2] is not None and vals is not None:
             known[2].extend(vals)
-    for name, (_, lengths, vals) in out.tokens.items():  # arrays this call did not have
+    for _, lengths, vals in out.tokens.values():  # arrays this call did not have
         if len(lengths) < before + count:
             lengths.extend([0] * (before + count - len(lengths)))
             if vals is not None:

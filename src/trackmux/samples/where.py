@@ -154,7 +154,7 @@ def _compare(op: str, left: Any, right: Any) -> bool:
         return isinstance(left, str) and isinstance(right, str) and right in left
     if left is None or right is None:
         return False
-    if _number(left) and _number(right) or isinstance(left, str) and isinstance(right, str):
+    if (_number(left) and _number(right)) or (isinstance(left, str) and isinstance(right, str)):
         if op == "<":
             return bool(left < right)
         if op == "<=":

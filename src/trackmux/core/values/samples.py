@@ -65,9 +65,9 @@ def _listed(value: object, name: str) -> list[Any]:
 
 def _cell(value: object, column: str, row: int) -> Cell:
     if type(value) in (str, int, float, bool) or value is None:
-        if type(value) is str and not value.isascii():  # type: ignore[union-attr]
+        if type(value) is str and not value.isascii():
             normalize.check_text(value, f"column {column!r} row {row}")
-        elif type(value) is int and not -normalize.MAX_INT - 1 <= value <= normalize.MAX_INT:  # type: ignore[operator]
+        elif type(value) is int and not -normalize.MAX_INT - 1 <= value <= normalize.MAX_INT:
             return str(value)
         return value  # type: ignore[return-value]
     if isinstance(value, (Mapping, list, tuple, set)) or (
@@ -114,7 +114,7 @@ def _columns(samples: object) -> dict[str, list[Any]]:
         for k in row:
             if k not in names:
                 names[normalize.check_key(k, f"samples[{i}] column name")] = None
-    return {name: [row.get(name) for row in samples]  # type: ignore[union-attr]
+    return {name: [row.get(name) for row in samples]
             for name in names}
 
 
