@@ -449,3 +449,25 @@ def test_resume_with_rewind_shows_one_point_per_step(tmp_path: Path) -> None:
         (9, 9.5)]
     raw = [(e.step, e.value) for e in load(tmp_path / "tb").Scalars("loss")]
     assert (6, 6.0) in raw  # without purging, the superseded point is still in the file
+
+
+def test_samples_are_markdown_text_at_each_step(tmp_path: Path) -> None:
+    """log_samples on tensorboard: a markdown table per step (its text step slider)."""
+    from samples_support import OPTIONS, STEPS, check_rows, sample_events
+
+    from trackmux.core.spool.writer import SpoolWriter
+
+    run_dir = tmp_path / "spool" / "p" / "r1"
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="r1", project="p", name="samples", state="finished",
+                    started_at=1.7e9)
+    for event in sample_events(1.7e9):
+        writer.append(event)
+    writer.close()
+    result = deliver(run_dir, {"tb": lambda: TensorBoardBackend(
+        {"root": str(tmp_path / "tb"), **OPTIONS})}, timeout=60)
+    assert result.complete, result.problems
+    tables = readback_dir(next((tmp_path / "tb").rglob("*tfevents*")).parent).tables
+    assert [step for step, _ in tables["rollout/samples"]] == list(STEPS)
+    for step, rows in tables["rollout/samples"]:
+        check_rows(step, rows)

@@ -534,3 +534,16 @@ def test_resume_with_rewind_keeps_one_wandb_run(tmp_path: Path) -> None:
     (path,) = [p for p in fresh.rglob("run-*.wandb") if "latest-run" not in p.parts]
     got = [(int(r["trackmux/step"]), float(r["loss"])) for r in history_rows(path)]
     assert got == live
+
+
+def test_samples_are_a_table_with_every_step(tmp_path: Path) -> None:
+    """log_samples on wandb: the chosen samples of each step (best groups, capped) in the
+    incremental table, each row carrying its step: the history is kept, not overwritten."""
+    from samples_support import OPTIONS, STEPS, check_rows, sample_events
+
+    deliver_wandb(spool(tmp_path, sample_events(T0)), **OPTIONS)
+    readback, _ = read_wandb(tmp_path)
+    tables = readback.tables["rollout/samples"]
+    assert [step for step, _ in tables] == list(STEPS)
+    for step, rows in tables:
+        check_rows(step, rows)
