@@ -178,3 +178,18 @@ def test_attached_worker_logs_samples_into_the_run(memory_backend: Any,
     assert [(t.key, len(t.rows)) for t in tables] == [("rollout/gen", 8)]
     assert tables[0].columns[:2] == ("step", "sample")
     assert "lp/mean" in tables[0].columns
+
+
+def test_samples_travel_the_attach_wire_as_plain_tuples(tmp_path: Path) -> None:
+    import pickle
+
+    from trackmux.attached import wire
+    from trackmux.core.events import TokenArray
+    from trackmux.core.values.samples import to_event
+
+    event, _ = to_event("k", _batch(), 1, 2.0, tokens={"lp": np.ones((8, 4))},
+                        token_lengths=[4, 3, 2, 1, 4, 3, 2, 1])
+    sent = pickle.dumps(wire.encode([event]))
+    assert b"trackmux.core.events" not in sent  # builtins only: no class is pickled
+    (back,) = wire.decode(pickle.loads(sent))
+    assert back == event and isinstance(back.tokens[0], TokenArray)
