@@ -543,6 +543,7 @@ def test_samples_are_a_table_artifact_per_step(tmp_path: Path) -> None:
     """log_samples on mlflow: tables/<key>/step_<N>.json per step, the best groups."""
     from samples_support import OPTIONS, STEPS, check_rows, sample_events
 
+    from trackmux.core.delivery.sync import deliver
     from trackmux.core.spool.writer import SpoolWriter
 
     run_dir = tmp_path / "spool" / "p" / "r1"
