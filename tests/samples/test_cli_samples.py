@@ -84,3 +84,12 @@ def test_where_language() -> None:
                          ("(a > 1", "missing ')'"), ("zz == 1", "unknown column 'zz'")]:
         with pytest.raises(WhereError, match=re.escape(message)):
             compile_where(bad, ["a"])
+
+
+def test_show_lists_samples_keys_without_decoding_them(run_dir: Path) -> None:
+    from trackmux.cli.show import show
+
+    result = CliRunner().invoke(show, [str(run_dir)])
+    assert result.exit_code == 0, result.output
+    assert "samples (2 keys" in result.output
+    assert "rollouts: 4 at steps 0..10" in result.output
