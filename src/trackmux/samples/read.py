@@ -110,9 +110,11 @@ class Ledger:
             return None
         return bytes(found[0])
 
-    def step(self, key: str, step: int, tokens: bool = True) -> StepRows | None:
+    def step(self, key: str, step: int, tokens: bool = True,
+             limit: int | None = None) -> StepRows | None:
         """The samples of ``key`` at ``step`` (None if there are none); token values are
-        decoded only with ``tokens=True`` (lengths always)."""
+        decoded only with ``tokens=True`` (lengths always), and only for the first
+        ``limit`` samples of each call when given (the others get ``[]``)."""
         refs = self._refs.get(key, {}).get(step)
         if not refs:
             return None
@@ -125,7 +127,7 @@ class Ledger:
             if tokens:
                 event = samplepack.unpack(ref.header, payload, ref.step, ref.time, ref.seq)
                 columns, values = event.columns, event.values
-                arrays = [(t.name, t.dtype, list(t.lengths), samplepack.token_values(t))
+                arrays = [(t.name, t.dtype, list(t.lengths), _token_values(t, limit))
                           for t in event.tokens]
             else:
                 header, _ = samplepack.read_header(payload)
@@ -145,6 +147,13 @@ class Ledger:
                 found.append(samplepack.unpack(ref.header, payload, ref.step, ref.time,
                                                ref.seq))
         return found
+
+
+def _token_values(array: Any, limit: int | None) -> list[list[Any]]:
+    if limit is None or limit >= len(array.lengths):
+        return samplepack.token_values(array)
+    return [samplepack.token_row(array, i) if i < limit else []
+            for i in range(len(array.lengths))]
 
 
 def _append(out: StepRows, columns: tuple[str, ...], values: tuple[tuple[Cell, ...], ...],
@@ -215,7 +224,7 @@ def step_payload(run_dir: str | Path, key: str, step: int, *, max_rows: int | No
         steps = ledger.keys().get(key)
         if steps is None:
             raise KeyError(f"no samples under {key!r}; keys: {sorted(ledger.keys())}")
-        rows = ledger.step(key, step, tokens=tokens)
+        rows = ledger.step(key, step, tokens=tokens, limit=max_rows)
         if rows is None:
             raise KeyError(f"no samples of {key!r} at step {step}; steps: {steps}")
     extra = derived_columns(rows)
