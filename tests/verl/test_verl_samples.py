@@ -46,6 +46,7 @@ def _batch(tokenizer: Any, group: int = 3) -> Any:
                  "response_mask": response_mask, "token_level_scores": scores,
                  "token_level_rewards": scores - 0.1,
                  "advantages": torch.randn(size, 1).expand(size, r_len).contiguous(),
+                 "returns": torch.randn(size, r_len),
                  "old_log_probs": logp, "ref_log_prob": logp - 0.05},
         non_tensors={"uid": [f"u{i // group}" for i in range(size)],
                      "data_source": ["toy"] * size,
@@ -99,7 +100,8 @@ def test_rollout_batch_becomes_samples(tracker_env: dict[str, Path],
     assert {"score", "reward", "reward/acc", "reward/format", "advantage",
             "response_length", "data_source", "policy_version"} <= set(payload["columns"])
     assert last["reward/acc"] == 1.0 and last["score"] == 1.0
-    assert last["reward"] == pytest.approx(0.9)
+    width = batch.batch["responses"].shape[-1]
+    assert last["reward"] == pytest.approx(1.0 - 0.1 * width)  # summed as verl sums it
     assert last["response_length"] == len(tokenizer.encode(ANSWERS[11]))
     tokens = payload["tokens"]
     assert set(tokens) == {"token", "old_log_probs", "ref_log_prob", "advantages"}
