@@ -16,7 +16,8 @@ that of constant arrays.
 
 - cost: median and p99 of the time ``log_samples`` takes in the caller's thread (no
   backend: spool only), with a pause between calls so the spool writer is idle, as it is
-  between training steps.
+  between training steps; and the time the spool writer's thread then needs to pack,
+  hash and commit the batch (off the caller's thread, but in the trainer's process).
 - growth: the spool's size per step (SQLite file after each step's commit), token arrays
   as float16 (default) and float32, and how much the payload's zlib saved.
 - read: a run of ``--steps`` such steps, then ``trackmux samples RUN --step N`` (a fresh
@@ -88,7 +89,7 @@ def bench_cost(repeat: int, kind: str, ragged: bool, dtype: str) -> dict[str, An
     with tempfile.TemporaryDirectory() as tmp:
         run = trackmux.init(project="bench", backends=[], dir=tmp)
         inputs = [(batch(s), tokens(s, kind), lengths(s, ragged)) for s in range(3)]
-        times = []
+        times, writer = [], []
         for i in range(repeat):
             cols, toks, lens = inputs[i % len(inputs)]
             run._spool.flush(60)  # the writer is idle between steps, as in training
@@ -96,12 +97,17 @@ def bench_cost(repeat: int, kind: str, ragged: bool, dtype: str) -> dict[str, An
             start = time.perf_counter_ns()
             run.log_samples("rollouts", cols, step=i, tokens=toks, token_lengths=lens,
                             token_dtype=dtype)
-            times.append(time.perf_counter_ns() - start)
+            done = time.perf_counter_ns()
+            times.append(done - start)
+            run._spool.flush(60)  # the spool writer's thread: pack, hash, commit
+            writer.append(time.perf_counter_ns() - done)
         run.finish(timeout=120)
     result = stats(times)
+    behind = stats(writer)
     return {"input": kind, "ragged": ragged, "token_dtype": dtype,
             "median_ms": result["median_us"] / 1000, "p99_ms": result["p99_us"] / 1000,
-            "max_ms": result["max_us"] / 1000, "calls": repeat}
+            "max_ms": result["max_us"] / 1000, "calls": repeat,
+            "spool_writer_ms_median": behind["median_us"] / 1000}
 
 
 def _spool_bytes(run_dir: Path) -> int:
