@@ -99,9 +99,14 @@ def show(run_arg: str, root: str | None) -> None:
         click.echo(f"{title} ({_keys(len(found))}):")
         for key, steps in sorted(found.items()):
             click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
-    from trackmux.samples.read import list_sample_keys
+    from trackmux.samples.read import Ledger
 
-    samples = list_sample_keys(run_dir)  # from the small rows: no payload is decoded
+    try:
+        with Ledger(run_dir) as ledger:  # from the small rows: no payload is decoded
+            samples = ledger.keys()
+    except OSError as exc:  # damage inside the spool is recorded by the Ledger, not raised
+        samples = {}
+        click.echo(f"samples: not readable ({exc})")
     if samples:
         click.echo(f"samples ({_keys(len(samples))}; trackmux samples RUN --key K --step N):")
         for key, steps in samples.items():

@@ -69,6 +69,7 @@ class Ledger:
             raise FileNotFoundError(f"no spool at {path}")
         self._conn = connect(path, readonly=True)
         self.damaged: list[int] = []
+        self.errors: list[str] = []  # what a damaged spool did not let us read
         self._refs: dict[str, dict[int, list[_Ref]]] = {}
         self._load()
 
@@ -88,23 +89,38 @@ class Ledger:
                 "e.kind = 'samples' AND NOT EXISTS (SELECT 1 FROM superseded s "
                 "WHERE s.seq = e.seq) ORDER BY e.seq").fetchall()
         except sqlite3.OperationalError:  # a spool from before attempts: no superseded
-            rows = self._conn.execute(
-                "SELECT seq, step, time, body, crc FROM events WHERE kind = 'samples' "
-                "ORDER BY seq").fetchall()
+            rows = self._select_plain()
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # a damaged spool
+            self.errors.append(f"samples index: {exc}")
+            rows = []
         for seq, step, ts, body, crc in rows:
-            if not codec.crc_ok(seq, "samples", step, ts, body, crc):
+            if not isinstance(body, bytes) or not codec.crc_ok(seq, "samples", step, ts,
+                                                               body, crc):
                 self.damaged.append(seq)
                 continue
             header = orjson.loads(body)
             self._refs.setdefault(header["key"], {}).setdefault(step, []).append(
                 _Ref(seq, step, ts, body, crc, header))
 
+    def _select_plain(self) -> list[Any]:
+        try:
+            return self._conn.execute(
+                "SELECT seq, step, time, body, crc FROM events WHERE kind = 'samples' "
+                "ORDER BY seq").fetchall()
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            self.errors.append(f"samples index: {exc}")
+            return []
+
     def keys(self) -> dict[str, list[int]]:
         return {key: sorted(steps) for key, steps in sorted(self._refs.items())}
 
     def _payload(self, ref: _Ref) -> bytes | None:
-        found = self._conn.execute("SELECT data FROM blobs WHERE hash = ?",
-                                   (ref.header["blob"],)).fetchone()
+        try:
+            found = self._conn.execute("SELECT data FROM blobs WHERE hash = ?",
+                                       (ref.header["blob"],)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            self.errors.append(f"samples payload of event {ref.seq}: {exc}")
+            found = None
         if found is None or not codec.blob_ok(ref.header["blob"], found[0]):
             self.damaged.append(ref.seq)
             return None
