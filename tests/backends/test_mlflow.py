@@ -692,3 +692,30 @@ def test_a_finding_of_the_doctor_is_a_tag_and_a_line_of_the_note(tmp_path: Path)
     assert tags["trackmux.doctor.kl_blowup"] == finding.line()
     assert tags["mlflow.note.content"] == ("my own notes\n\n**trackmux doctor**\n- "
                                            + finding.line())
+
+
+def test_samples_are_a_table_artifact_per_step(tmp_path: Path) -> None:
+    """log_samples on mlflow: tables/<key>/step_<N>.json per step, the best groups."""
+    from samples_support import OPTIONS, STEPS, check_rows, sample_events
+
+    from trackmux.core.delivery.sync import deliver
+    from trackmux.core.spool.writer import SpoolWriter
+
+    run_dir = tmp_path / "spool" / "p" / "r1"
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="r1", project="p", name="samples", state="finished",
+                    started_at=1.7e9)
+    for event in sample_events(1.7e9):
+        writer.append(event)
+    writer.close()
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    options = {"tracking_uri": uri, "artifact_location": str(tmp_path / "a"),
+               "experiment_name": "samples", **OPTIONS}
+    result = deliver(run_dir, {"mlflow": lambda: MlflowBackend(dict(options))}, timeout=120)
+    assert result.complete, result.problems
+    readback = read_mlflow(uri, "samples", tmp_path)
+    tables = readback.tables["rollout_samples"] if "rollout_samples" in readback.tables \
+        else readback.tables["rollout/samples"]
+    assert [step for step, _ in tables] == list(STEPS)
+    for step, rows in tables:
+        check_rows(step, rows)

@@ -465,3 +465,25 @@ def test_provenance_as_text(tmp_path: Path) -> None:
     ((step, text),) = readback.texts["provenance"]
     assert step == 0 and COMMIT in text and "+y" in text
     assert readback.config == {"lr": "0.1"}
+
+
+def test_samples_are_markdown_text_at_each_step(tmp_path: Path) -> None:
+    """log_samples on tensorboard: a markdown table per step (its text step slider)."""
+    from samples_support import OPTIONS, STEPS, check_rows, sample_events
+
+    from trackmux.core.spool.writer import SpoolWriter
+
+    run_dir = tmp_path / "spool" / "p" / "r1"
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="r1", project="p", name="samples", state="finished",
+                    started_at=1.7e9)
+    for event in sample_events(1.7e9):
+        writer.append(event)
+    writer.close()
+    result = deliver(run_dir, {"tb": lambda: TensorBoardBackend(
+        {"root": str(tmp_path / "tb"), **OPTIONS})}, timeout=60)
+    assert result.complete, result.problems
+    tables = readback_dir(next((tmp_path / "tb").rglob("*tfevents*")).parent).tables
+    assert [step for step, _ in tables["rollout/samples"]] == list(STEPS)
+    for step, rows in tables["rollout/samples"]:
+        check_rows(step, rows)

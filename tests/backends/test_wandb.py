@@ -578,3 +578,16 @@ def test_a_finding_of_the_doctor_is_an_alert_a_summary_line_and_a_table_row(
     readback, _ = read_wandb(tmp_path)
     [(step, rows)] = readback.tables["doctor/findings"]
     assert step == 3 and rows == [[3, "kl_blowup", "warning", "actor/ppo_kl", finding.message]]
+
+
+def test_samples_are_a_table_with_every_step(tmp_path: Path) -> None:
+    """log_samples on wandb: the chosen samples of each step (best groups, capped) in the
+    incremental table, each row carrying its step: the history is kept, not overwritten."""
+    from samples_support import OPTIONS, STEPS, check_rows, sample_events
+
+    deliver_wandb(spool(tmp_path, sample_events(T0)), **OPTIONS)
+    readback, _ = read_wandb(tmp_path)
+    tables = readback.tables["rollout/samples"]
+    assert [step for step, _ in tables] == list(STEPS)
+    for step, rows in tables:
+        check_rows(step, rows)

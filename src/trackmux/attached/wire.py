@@ -12,7 +12,7 @@ import typing
 from collections.abc import Iterable
 from typing import Any
 
-from trackmux.core.events import Event
+from trackmux.core.events import Event, TokenArray
 
 _KINDS: dict[str, Any] = {cls.__name__: cls for cls in typing.get_args(Event)}
 _FIELDS: dict[str, tuple[str, ...]] = {
@@ -28,8 +28,27 @@ def encode(events: Iterable[Event]) -> list[Wire]:
     out: list[Wire] = []
     for event in events:
         name = type(event).__name__
-        out.append((name, tuple(getattr(event, f) for f in _FIELDS[name])))
+        out.append((name, tuple(_plain(getattr(event, f)) for f in _FIELDS[name])))
     return out
+
+
+_TOKEN_FIELDS = tuple(f.name for f in dataclasses.fields(TokenArray))
+
+
+def _plain(value: Any) -> Any:
+    """Nested dataclasses (a samples event's token arrays) as tuples too."""
+    if isinstance(value, tuple) and value and isinstance(value[0], TokenArray):
+        return tuple(("TokenArray", tuple(getattr(t, f) for f in _TOKEN_FIELDS))
+                     for t in value)
+    return value
+
+
+def _rebuilt(value: Any) -> Any:
+    if (isinstance(value, tuple) and value and isinstance(value[0], tuple)
+            and len(value[0]) == 2 and value[0][0] == "TokenArray"):
+        return tuple(TokenArray(**dict(zip(_TOKEN_FIELDS, fields, strict=True)))
+                     for _, fields in value)
+    return value
 
 
 def decode(wire: Iterable[Wire]) -> list[Event]:
@@ -39,5 +58,6 @@ def decode(wire: Iterable[Wire]) -> list[Event]:
         cls = _KINDS.get(name)
         if cls is None:  # a newer worker's kind this driver does not know
             raise ValueError(f"unknown event kind {name!r} from an attached worker")
-        out.append(cls(**dict(zip(_FIELDS[name], values, strict=True))))
+        out.append(cls(**{f: _rebuilt(v)
+                          for f, v in zip(_FIELDS[name], values, strict=True)}))
     return out

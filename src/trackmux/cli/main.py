@@ -19,6 +19,7 @@ COMMANDS = {
     "ui": "trackmux.cli.ui:ui",
     "diff": "trackmux.cli.diff:diff",
     "doctor": "trackmux.cli.doctor:doctor",
+    "samples": "trackmux.cli.samples:samples",
 }
 
 

@@ -57,7 +57,7 @@ def show(run_arg: str, root: str | None) -> None:
     provenance: ProvenanceEvent | None = None
     reader = SpoolReader(run_dir)
     try:
-        for event in reader.iter_events():
+        for event in reader.iter_events(skip=frozenset({"samples"})):
             if isinstance(event, MetricsEvent):
                 for key, value in event.data.items():
                     stats = metrics.get(key)
@@ -109,6 +109,18 @@ def show(run_arg: str, root: str | None) -> None:
                           ("histograms", histograms), ("artifacts", artifacts)):
         click.echo(f"{title} ({_keys(len(found))}):")
         for key, steps in sorted(found.items()):
+            click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
+    from trackmux.samples.read import Ledger
+
+    try:
+        with Ledger(run_dir) as ledger:  # from the small rows: no payload is decoded
+            samples = ledger.keys()
+    except OSError as exc:  # damage inside the spool is recorded by the Ledger, not raised
+        samples = {}
+        click.echo(f"samples: not readable ({exc})")
+    if samples:
+        click.echo(f"samples ({_keys(len(samples))}; trackmux samples RUN --key K --step N):")
+        for key, steps in samples.items():
             click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
     click.echo("delivery:")
     for name in summary.backends:

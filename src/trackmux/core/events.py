@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 EventKind = Literal["metrics", "config", "table", "image", "text", "histogram", "artifact",
-                    "provenance", "finding"]
+                    "provenance", "finding", "samples"]
 #: Every kind of event; backends declare which of these they show natively.
 EVENT_KINDS: frozenset[str] = frozenset({"metrics", "config", "table", "image", "text",
                                          "histogram", "artifact", "provenance",
-                                         "finding"})
+                                         "finding", "samples"})
 
 Scalar = Union[int, float]  # noqa: UP007 - runtime alias, kept readable on 3.10
 Cell = Union[str, int, float, bool, None]  # noqa: UP007
@@ -204,6 +204,52 @@ class FindingEvent:
                 "keys": list(self.keys), "message": self.message}
 
 
+# -- samples (issue 23: the rollout ledger) ------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class TokenArray:
+    """One per-token array of a batch of samples (logprob, entropy, token ids ...).
+
+    ``lengths[i]`` values belong to sample ``i``; ``data`` holds them, little-endian in
+    ``dtype``: ``"f2"`` (float16), ``"f4"`` (float32), ``"b2"`` (bfloat16), ``"i4"``
+    (int32), or ``"s"`` (UTF-8 JSON list of strings). In the spool they are packed one
+    sample after the other. Between the caller and the spool (so the trainer only copies
+    bytes) ``data`` may still be rows padded to ``width`` values, and in ``"f8"`` or
+    ``"i8"``; the spool writer packs them and converts them to ``store``."""
+
+    name: str
+    dtype: str
+    lengths: tuple[int, ...]
+    data: bytes
+    width: int = 0
+    store: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SamplesEvent:
+    """A batch of samples (prompt, response, reward, its components, advantage, group,
+    ...) logged under ``key`` at ``step``, stored as columns: ``values[j]`` is column
+    ``columns[j]`` (one cell per sample), plus per-token arrays. The spool keeps every
+    sample; ``max_rows`` caps what each backend shows (see trackmux/samples/)."""
+
+    key: str
+    columns: tuple[str, ...]
+    values: tuple[tuple[Cell, ...], ...]
+    tokens: tuple[TokenArray, ...]
+    step: int
+    time: float
+    seq: int = 0
+    max_rows: int | None = None
+    kind: Literal["samples"] = field(default="samples", init=False)
+
+    @property
+    def count(self) -> int:
+        """How many samples the event holds."""
+        if self.values:
+            return len(self.values[0])
+        return len(self.tokens[0].lengths) if self.tokens else 0
+
+
 Event = Union[  # noqa: UP007
     MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent, HistogramEvent,
-    ArtifactEvent, ProvenanceEvent, FindingEvent]
+    ArtifactEvent, ProvenanceEvent, FindingEvent, SamplesEvent]

@@ -57,6 +57,7 @@ OPTIONS = {
     "provenance": "provenance",
     "save_code": "save_code",
     "doctor": "doctor",  # off, on, rule overrides or a rules file (docs/doctor.md)
+    "samples": "samples",  # the drop-in's too: rollout samples per step (verl_samples)
 }
 GENERATIONS_KEY = "val/generations"
 GENERATIONS_COLUMNS = ("step", "input", "output", "score")
@@ -164,6 +165,7 @@ class Tracking:
         self.verl_backends = theirs
         self._histograms = _histogram_switch(options.pop("histograms", False))
         watch = _watch_switch(options.pop("watch", None), options.pop("watch_every", None))
+        self._samples = _samples_switch(options.pop("samples", False))
         backend_options = {name: dict(opts) for name, opts in
                            dict(options.pop("backend_options", {})).items() if name in ours}
         from trackmux.integrations.verl_defaults import verl_locations
@@ -217,6 +219,10 @@ class Tracking:
                 for key, values in take_pending().items():
                     if values.numel():
                         self.run.log_histogram(key, values, step=step)
+            if self._samples:
+                from trackmux.integrations.verl_samples import log_pending
+
+                log_pending(self.run, step)
         if self._verl is not None:
             self._verl.log(data=data, step=step, backend=backend)
 
@@ -286,6 +292,17 @@ def _watch_switch(mode: Any, every: Any) -> tuple[str, int] | None:
     return spec
 
 
+def _samples_switch(value: Any) -> bool:
+    """``trainer.trackmux.samples``: a budget of samples per step (true: all, false: off)."""
+    from trackmux.integrations import verl_samples
+
+    budget = verl_samples.check_budget(value)
+    if budget is None:
+        return False
+    verl_samples.find_tokenizer(depth=8)
+    return verl_samples.enable(budget)
+
+
 def active_tracking(project_name: str | None, experiment_name: str | None) -> Tracking | None:
     """The newest unfinished Tracking of this process, preferring the same project/name."""
     candidates = [t for t in (ref() for ref in reversed(_live))
@@ -316,6 +333,11 @@ class ValidationGenerationsLogger:
                 _warned.add("no-run")
                 log.warning("trackmux: validation generations at step %s are not logged: no "
                             "verl Tracking is active in this process", step)
+        elif tracking._samples:  # the ledger: prompt, response, score as samples
+            cells = [_sample(sample) for sample in samples]
+            tracking.run.log_samples(GENERATIONS_KEY, {
+                "prompt": [c[0] for c in cells], "response": [c[1] for c in cells],
+                "score": [c[2] for c in cells]}, step=step)
         else:
             rows = [[step, *_sample(sample)] for sample in samples]
             tracking.run.log_table(GENERATIONS_KEY, GENERATIONS_COLUMNS, rows, step=step)

@@ -32,6 +32,9 @@ USERS = ("verl.trainer.ppo.ray_trainer", "verl.trainer.ppo.v1.trainer_base",
 
 _original: Any = None
 _pending: dict[str, Any] = {}
+_histograms_on = False
+#: other consumers of each reduced batch (verl_samples): called with the batch
+_listeners: list[Any] = []
 
 
 def batch_distributions(batch: Any) -> dict[str, Any]:
@@ -85,15 +88,39 @@ def take_pending() -> dict[str, Any]:
 def _wrapped(batch: Any, *args: Any, **kwargs: Any) -> Any:
     metrics = _original(batch, *args, **kwargs)
     try:
-        _pending.update(batch_distributions(batch))
+        if _histograms_on:
+            _pending.update(batch_distributions(batch))
+        for listener in _listeners:
+            listener(batch)
     except Exception as exc:  # never break verl's metric reduction
-        log.warning("trackmux: cannot take histograms from this batch: %s", exc)
+        log.warning("trackmux: cannot take histograms or samples from this batch: %s", exc)
     return metrics
 
 
+def add_listener(listener: Any) -> bool:
+    """Also hand each reduced batch to ``listener`` (the samples hook); wraps verl's
+    function if needed without switching histograms on. False if it cannot be wrapped."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+    return _wrap()
+
+
+def remove_listener(listener: Any) -> None:
+    if listener in _listeners:
+        _listeners.remove(listener)
+    if not _listeners and not _histograms_on:
+        unpatch()
+
+
 def patch() -> bool:
-    """Wrap verl's ``compute_data_metrics`` (idempotent). False if verl's PPO metrics
-    module cannot be imported (e.g. the SFT trainer's environment)."""
+    """Wrap verl's ``compute_data_metrics`` and keep histograms (idempotent). False if
+    verl's PPO metrics module cannot be imported (e.g. the SFT trainer's environment)."""
+    global _histograms_on
+    _histograms_on = _wrap()
+    return _histograms_on
+
+
+def _wrap() -> bool:
     global _original
     if _original is not None:
         return True
@@ -114,7 +141,8 @@ def patch() -> bool:
 
 
 def unpatch() -> None:
-    global _original
+    global _original, _histograms_on
+    _histograms_on = False
     if _original is None:
         return
     for name in (METRIC_MODULE, *USERS):

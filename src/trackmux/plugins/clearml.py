@@ -143,6 +143,7 @@ class ClearMLBackend(Backend):
     name = "clearml"
     capabilities = frozenset({"metrics", "config", "table", "image", "text"})
     destination_options = ("dir", "project")
+    max_sample_rows = 64  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

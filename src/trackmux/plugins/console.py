@@ -34,6 +34,7 @@ from trackmux.core.events import (
     HistogramEvent,
     MetricsEvent,
     ProvenanceEvent,
+    SamplesEvent,
     TableEvent,
     TextEvent,
 )
@@ -98,10 +99,18 @@ def format_step(step: int, data: dict[str, Any]) -> str:
     return " - ".join([f"step:{step}", *(f"{k}:{format_value(v)}" for k, v in data.items())])
 
 
+SAMPLE_TEXT = 80
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 class ConsoleBackend(Backend):
     name = "console"
     capabilities = frozenset({"metrics", "text", "histogram", "table", "provenance",
-                              "finding"})
+                              "finding", "samples"})
+    max_sample_rows = 4  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -156,7 +165,26 @@ class ConsoleBackend(Backend):
             elif isinstance(event, FindingEvent):  # the doctor: one line, never rate-limited
                 self._emit_pending(force=True)
                 print(event.line(), file=self.stream)
+            elif isinstance(event, SamplesEvent):
+                self._emit_pending(force=True)
+                print(self._format_samples(event), file=self.stream)
         self._emit_pending(force=False, keep_latest=True)
+
+    def _format_samples(self, event: SamplesEvent) -> str:
+        """A count line, then one short line per chosen sample (cap ``sample_rows``)."""
+        from trackmux.samples.projection import chosen, records
+
+        rows = chosen(event, self)
+        lines = [f"[{event.key} @ step {event.step}] {event.count} samples, showing "
+                 f"{len(rows)} ({self.sample_policy})"]
+        for record in records(event, rows):
+            text = str(record.get("response", ""))
+            text = text if len(text) <= SAMPLE_TEXT else text[:SAMPLE_TEXT - 1] + "…"
+            fields = [f"{name}={_short(record[name])}" for name in record
+                      if name not in ("step", "sample", "prompt", "response")][:6]
+            lines.append(f"  #{record['sample']} " + " ".join(fields)
+                         + f" | {text!r}".replace("\n", " "))
+        return "\n".join(lines)
 
     def _emit_pending(self, force: bool, keep_latest: bool = False) -> None:
         if self._pending is None:

@@ -92,6 +92,7 @@ class FileBackend(Backend):
     capabilities = frozenset({"metrics", "table", "text", "config", "histogram", "artifact",
                               "provenance", "finding"})
     destination_options = ("path", "root")
+    max_sample_rows = 256  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)

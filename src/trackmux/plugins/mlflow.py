@@ -194,6 +194,7 @@ class MlflowBackend(Backend):
     capabilities = frozenset({"metrics", "config", "table", "image", "text", "artifact",
                               "provenance", "finding"})
     destination_options = ("tracking_uri", "experiment_name")
+    max_sample_rows = 100  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

@@ -205,6 +205,7 @@ class SwanLabBackend(Backend):
     name = "swanlab"
     capabilities = frozenset({"metrics", "config", "table", "image", "text"})
     destination_options = ("log_dir", "workspace")
+    max_sample_rows = 64  # samples shown per log_samples batch (docs/samples.md)
     #: swanlab allows one run per process; deliveries to it take turns.
     _process_lock = threading.Lock()
 

@@ -173,6 +173,7 @@ class TensorBoardBackend(Backend):
     name = "tensorboard"
     capabilities = frozenset({"metrics", "config", "text", "image", "histogram", "provenance"})
     destination_options = ("log_dir", "root")
+    max_sample_rows = 16  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)

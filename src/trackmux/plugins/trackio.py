@@ -109,6 +109,7 @@ class TrackioBackend(Backend):
     name = "trackio"
     capabilities = frozenset({"metrics", "config", "table", "image", "text", "finding"})
     destination_options = ("dir", "project")
+    max_sample_rows = 64  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

@@ -307,6 +307,7 @@ class WandbBackend(Backend):
     capabilities = frozenset({"metrics", "config", "table", "image", "text", "histogram",
                               "artifact", "provenance", "finding"})
     destination_options = ("dir", "entity", "project")
+    max_sample_rows = 128  # samples shown per log_samples batch (docs/samples.md)
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(options)

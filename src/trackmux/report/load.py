@@ -110,7 +110,7 @@ def load_run(run_dir: Path) -> RunData:
     reader = SpoolReader(run_dir)
     try:
         data = RunData(run_dir=run_dir, meta=reader.meta())
-        for event in reader.iter_events():
+        for event in reader.iter_events(skip=frozenset({"samples"})):  # samples: read per step
             if data.last_time is None or event.time > data.last_time:
                 data.last_time = event.time
             if isinstance(event, MetricsEvent):

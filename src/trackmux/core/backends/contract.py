@@ -82,6 +82,10 @@ def check_max_rows(value: object, argument: str = "max_rows") -> int:
     return value
 
 
+#: how a backend chooses the samples it shows (core/delivery/sample_rows.py)
+SAMPLE_POLICIES = ("spread", "best", "worst", "extremes", "random")
+
+
 class Backend(abc.ABC):
     """Base class of every backend. Subclasses set ``name`` and ``capabilities``.
 
@@ -99,6 +103,10 @@ class Backend(abc.ABC):
     #: ``trackmux sync RUN -o NAME.OPTION=NEW`` with a value other than the run's delivers
     #: to that new destination from the first event, with acknowledgements of its own.
     destination_options: ClassVar[tuple[str, ...]] = ()
+    #: the most samples of one ``log_samples`` batch this backend is shown (None: all);
+    #: the option ``sample_rows`` overrides it, ``sample_policy`` and ``sample_seed``
+    #: choose which (core/delivery/sample_rows.py; the spool keeps every sample)
+    max_sample_rows: ClassVar[int | None] = 64
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.options: dict[str, Any] = dict(options or {})
@@ -107,6 +115,18 @@ class Backend(abc.ABC):
         cap = self.options.pop("max_rows", self.max_table_rows)
         self.table_cap: int | None = None if cap is None else check_max_rows(
             cap, f"{self.name or type(self).__name__} option max_rows")
+        sample_cap = self.options.pop("sample_rows", self.max_sample_rows)
+        self.sample_cap: int | None = None if sample_cap is None else check_max_rows(
+            sample_cap, f"{self.name or type(self).__name__} option sample_rows")
+        who = self.name or type(self).__name__
+        self.sample_policy: str = self.options.pop("sample_policy", "spread")
+        if self.sample_policy not in SAMPLE_POLICIES:
+            raise ValueError(f"{who} option sample_policy must be one of "
+                             f"{list(SAMPLE_POLICIES)}, got {self.sample_policy!r}")
+        self.sample_seed: int = self.options.pop("sample_seed", 0)
+        if isinstance(self.sample_seed, bool) or not isinstance(self.sample_seed, int):
+            raise TypeError(f"{who} option sample_seed must be an int, got "
+                            f"{type(self.sample_seed).__name__}")
 
     @abc.abstractmethod
     def open(self, run: RunInfo, resume: ResumeState) -> None:

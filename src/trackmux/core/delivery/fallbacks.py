@@ -14,6 +14,8 @@
   text is shown (:func:`provenance_markdown`);
 - a finding of the doctor becomes one line of text (key ``doctor/<rule>``) where text is
   shown, else a metric ``doctor/<rule>`` (1 warning, 2 critical) at its onset step;
+- a batch of samples (``log_samples``) becomes a table of the samples the backend's cap
+  and policy choose (core/delivery/sample_rows.py), for a backend without "samples";
 - anything else the backend cannot show is skipped and reported once, never silently.
 
 Before any of that, a table longer than its cap (the event's ``max_rows``, the backend's
@@ -39,6 +41,7 @@ from trackmux.core.events import (
     ImageEvent,
     MetricsEvent,
     ProvenanceEvent,
+    SamplesEvent,
     TableEvent,
     TextEvent,
 )
@@ -158,6 +161,18 @@ def cap_rows(event: TableEvent, backend_cap: int | None) -> TableEvent:
                       event.max_rows)
 
 
+def samples_table(event: SamplesEvent, backend: Backend) -> TableEvent:
+    """The samples ``backend`` shows of ``event``, as a table (issue 23)."""
+    from trackmux.core.delivery import sample_rows
+
+    caps = [c for c in (event.max_rows, getattr(backend, "sample_cap", 64)) if c is not None]
+    policy, seed = sample_rows.check_policy(
+        {"sample_policy": getattr(backend, "sample_policy", "spread"),
+         "sample_seed": getattr(backend, "sample_seed", 0)}, backend.name)
+    rows = sample_rows.select(event, min(caps) if caps else None, policy, seed)
+    return sample_rows.to_table(event, rows)
+
+
 def adapt(events: Sequence[Event], backend: Backend,
           report: Callable[[str, str], None], run_dir: Path | None = None) -> list[Event]:
     """The events as ``backend`` can take them: native kinds pass, others fall back.
@@ -165,6 +180,8 @@ def adapt(events: Sequence[Event], backend: Backend,
     caps = backend.capabilities
     out: list[Event] = []
     for event in events:
+        if isinstance(event, SamplesEvent) and "samples" not in caps:
+            event = samples_table(event, backend)
         kind = event.kind
         if isinstance(event, TableEvent):
             event = cap_rows(event, backend.table_cap)

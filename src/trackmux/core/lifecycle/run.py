@@ -264,6 +264,9 @@ class Run:
         self._deliveries = self._start_delivery(specs, options, delivery, orphan_timeout)
         self._sampler: Any = None
         self._nonfinite_keys: set[str] = set()  # histogram keys warned about NaN/inf
+        #: log_samples problems (bad cells, columns of the wrong length), reported once
+        #: each: message pattern -> how many times it happened
+        self.samples_problems: dict[str, int] = {}
         if system_metrics:
             from trackmux.core.lifecycle.system_metrics import SystemSampler
 
@@ -359,6 +362,40 @@ class Run:
             return
         warn_nonfinite(name, binned, self._nonfinite_keys)
         self._append(binned.event(name, at, time.time()))
+
+    def log_samples(self, key: str, samples: Any, step: int | None = None,
+                    tokens: Mapping[str, Any] | None = None, *,
+                    token_lengths: Any = None, token_dtype: str = "float16",
+                    max_rows: int | None = None, strict: bool = False) -> None:
+        """Log a batch of samples (the rollout ledger, docs/samples.md) at ``step``.
+
+        ``samples``: columns (``{"prompt": [...], "reward": [...]}``) or rows (a list of
+        dicts); ``tokens``: per-token arrays (ragged lists, numpy or torch; 2-D ones padded
+        on the right, ``token_lengths`` real values per row). Checked and converted here,
+        in the caller's thread; the spool keeps every sample, each backend shows at most
+        ``max_rows`` (and its own cap). A bad cell drops its sample, reported once and
+        counted in ``samples_problems``; ``strict=True`` raises instead."""
+        from trackmux.core.values import samples as samples_mod
+
+        self._check_open()
+        name = self._intake.key(key, "samples")
+        at = None if name is None else self._attach_step(step)
+        if name is None or at is None:
+            return
+        strict = strict or self._intake.strict
+        try:
+            cap = None if max_rows is None else check_max_rows(max_rows)
+            event, problems = samples_mod.to_event(
+                name, samples, at, time.time(), tokens=tokens, token_lengths=token_lengths,
+                token_dtype=token_dtype, max_rows=cap, strict=strict)
+        except (TypeError, ValueError) as exc:  # not a batch at all: the call is dropped
+            if strict:
+                raise
+            self._intake.drop("samples", name, exc, "the whole call is dropped")
+            return
+        if problems:
+            samples_mod.report_once(problems, name, self.samples_problems, log)
+        self._append(event)
 
     def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
                      type: str | None = None, step: int | None = None,
@@ -758,6 +795,28 @@ class DisabledRun:
             check_bins(bins)
         except (TypeError, ValueError) as exc:
             self._intake.drop("histogram", name, exc)
+
+    def log_samples(self, key: str, samples: Any, step: int | None = None,
+                    tokens: Mapping[str, Any] | None = None, *,
+                    token_lengths: Any = None, token_dtype: str = "float16",
+                    max_rows: int | None = None, strict: bool = False) -> None:
+        from trackmux.core.values import samples as samples_mod
+
+        name = self._intake.key(key, "samples")  # accepts and refuses what Run does
+        if name is None:
+            return
+        try:
+            if max_rows is not None:
+                check_max_rows(max_rows)
+            samples_mod.to_event(name, samples, 0, 0.0, tokens=tokens,
+                                 token_lengths=token_lengths, token_dtype=token_dtype,
+                                 strict=strict or self._intake.strict)
+        except (TypeError, ValueError) as exc:
+            if strict:
+                raise
+            self._intake.drop("samples", name, exc, "the whole call is dropped")
+            return
+        self._check_step(step)
 
     def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
                      type: str | None = None, step: int | None = None,

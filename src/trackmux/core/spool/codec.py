@@ -28,9 +28,11 @@ from trackmux.core.events import (
     ImageEvent,
     MetricsEvent,
     ProvenanceEvent,
+    SamplesEvent,
     TableEvent,
     TextEvent,
 )
+from trackmux.core.spool import samplepack
 
 Row = tuple[str, int, float, bytes]  # kind, step, time, body (the spool adds seq and crc)
 _HEADER = struct.Struct("<qqd")
@@ -86,6 +88,11 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
     elif isinstance(event, FindingEvent):
         body = orjson.dumps({"rule": event.rule, "severity": event.severity,
                              "keys": event.keys, "message": event.message})
+    elif isinstance(event, SamplesEvent):  # issue 23: header row + payload blob
+        header, payload = samplepack.pack(event)
+        digest = hashlib.sha256(payload).hexdigest()
+        blob = (digest, payload)
+        body = orjson.dumps({**header, "blob": digest})
     else:  # pragma: no cover - the Event union is closed
         raise TypeError(f"not an event: {event!r}")
     return (event.kind, event.step, event.time, body), blob
@@ -110,7 +117,8 @@ def blob_ok(ref: str, blob: bytes) -> bool:
 
 def decode(seq: int, kind: str, step: int, time: float, body: bytes,
            blob: bytes | None = None) -> Event:
-    """Rebuild the event of one row (``blob`` is the PNG for image rows)."""
+    """Rebuild the event of one row (``blob`` is the PNG of an image row, the payload of a
+    samples row)."""
     data: Any = orjson.loads(body)
     if kind == "metrics":
         for key, value in data.items():
@@ -145,12 +153,16 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
     if kind == "finding":
         return FindingEvent(data["rule"], data["severity"], tuple(data["keys"]),
                             data["message"], step, time, seq)
+    if kind == "samples":
+        if blob is None:
+            raise ValueError(f"samples event {seq} references missing blob {data['blob']}")
+        return samplepack.unpack(data, blob, step, time, seq)
     raise ValueError(f"unknown event kind {kind!r} at seq {seq}")
 
 
 def blob_ref(kind: str, body: bytes) -> str | None:
-    """The blob hash an image row points to."""
-    if kind != "image":
+    """The blob hash an image (or samples) row points to."""
+    if kind not in ("image", "samples"):
         return None
     ref = orjson.loads(body).get("blob")
     return ref if isinstance(ref, str) else None

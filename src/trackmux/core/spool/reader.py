@@ -159,10 +159,11 @@ class SpoolReader:
             self._note(f"kind counts: {exc}")
             return {}
 
-    def read(self, after: int, limit: int = 1000) -> Batch:
+    def read(self, after: int, limit: int = 1000, skip: frozenset[str] = frozenset()) -> Batch:
         """Up to ``limit`` intact events with seq > ``after``, in order, and the highest seq
         examined. Damaged rows are skipped and recorded in ``damage``; a damaged page falls
-        back to row-by-row reads."""
+        back to row-by-row reads. Kinds in ``skip`` are passed over undecoded (a report
+        that reads samples per step does not decode every step's payload)."""
         try:
             rows = self._conn.execute(
                 "SELECT e.seq, e.kind, e.step, e.time, e.body, e.crc, s.seq FROM events e "
@@ -173,7 +174,8 @@ class SpoolReader:
             return self._salvage(after, limit)
         upto = rows[-1][0] if rows else after
         # superseded events (core/spool/attempts.py) are passed over, live and offline alike
-        live = [r[:6] for r in self._in_key_range(rows, after, upto) if r[6] is None]
+        live = [r[:6] for r in self._in_key_range(rows, after, upto)
+                if r[6] is None and r[1] not in skip]
         return Batch(self._decode_rows(live), upto)
 
     def _in_key_range(self, rows: list[tuple[Any, ...]], after: int,
@@ -212,10 +214,12 @@ class SpoolReader:
             self._note(f"superseded: {exc}")
             return 0
 
-    def iter_events(self, after: int = 0, page: int = 2000) -> Iterator[Event]:
-        """Every intact event after ``after`` (for show, report and export)."""
+    def iter_events(self, after: int = 0, page: int = 2000,
+                    skip: frozenset[str] = frozenset()) -> Iterator[Event]:
+        """Every intact event after ``after`` (for show, report and export), except the
+        kinds in ``skip``."""
         while True:
-            batch = self.read(after, page)
+            batch = self.read(after, page, skip)
             yield from batch.events
             if batch.upto <= after:
                 return

@@ -47,7 +47,14 @@ import orjson
 
 from trackmux.core import settings
 from trackmux.core.errors import RunFinishedError
-from trackmux.core.events import Event, ImageEvent, MetricsEvent, TableEvent, TextEvent
+from trackmux.core.events import (
+    Event,
+    ImageEvent,
+    MetricsEvent,
+    SamplesEvent,
+    TableEvent,
+    TextEvent,
+)
 from trackmux.core.spool import codec
 
 log = logging.getLogger("trackmux")
@@ -137,6 +144,9 @@ def event_bytes(event: Event) -> int:
         return 300 + len(event.png)
     if isinstance(event, TextEvent):
         return 200 + sys.getsizeof(event.text)
+    if isinstance(event, SamplesEvent):
+        return 200 + 64 * event.count * max(len(event.columns), 1) + sum(
+            len(t.data) + 8 * len(t.lengths) for t in event.tokens)
     if isinstance(event, TableEvent):
         return 200 + sum(64 + (sys.getsizeof(c) if isinstance(c, str) else 24)
                          for row in event.rows for c in row)

@@ -1,0 +1,162 @@
+"""``trackmux samples RUN``: the samples a run logged (``log_samples``), read from its spool.
+
+Without ``--step`` it lists every key and its steps; with ``--step`` (or ``--last``) it
+shows that step's samples, filtered (``--where``, ``--group``), sorted and cut
+(``--limit``), as a compact table or, with ``--json``, one JSON object. Only the chosen
+step's payload is decoded. Bad usage (an unknown key, step, column or a bad expression)
+exits with status 2 and names the problem.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import orjson
+
+from trackmux.core.errors import SpoolUnsafeError
+from trackmux.core.spool.runs import resolve_run
+from trackmux.samples.read import (
+    COMPONENT_PREFIXES,
+    GROUP_COLUMNS,
+    REWARD_COLUMNS,
+    Ledger,
+    derived_columns,
+)
+from trackmux.samples.where import WhereError, compile_where
+
+TEXT_WIDTH = 48
+
+
+@click.command()
+@click.argument("run_arg", metavar="RUN")
+@click.option("--key", "-k", help="Samples key (needed when the run has several).")
+@click.option("--step", "-s", type=int, help="Show the samples of this step.")
+@click.option("--last", is_flag=True, help="Show the last step of the key.")
+@click.option("--sort", "sort_by", help="Sort by this column (prefix '-' for descending).")
+@click.option("--where", "where", help='Filter, e.g. "reward < 0.2 and length > 100".')
+@click.option("--group", "group", help="Only the samples of this group (uid/group column).")
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Rows to print (0: all); --json prints all.")
+@click.option("--tokens", "with_tokens", is_flag=True,
+              help="With --json: include the per-token arrays.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--dir", "root", type=click.Path(file_okay=False),
+              help="Spool root for run ids (default $TRACKMUX_DIR or ./trackmux).")
+def samples(run_arg: str, key: str | None, step: int | None, last: bool, sort_by: str | None,
+            where: str | None, group: str | None, limit: int, with_tokens: bool,
+            as_json: bool, root: str | None) -> None:
+    """Show the samples (rollouts, generations) a run logged."""
+    try:
+        run_dir = resolve_run(run_arg, root)
+        ledger = Ledger(run_dir)
+    except (FileNotFoundError, SpoolUnsafeError) as exc:
+        raise click.UsageError(str(exc)) from None
+    with ledger:
+        keys = ledger.keys()
+        if key is None and step is None and not last:
+            _list_keys(run_dir.name, keys, as_json)
+            return
+        if key is None:
+            if len(keys) != 1:
+                raise click.UsageError(f"--key is needed: this run has samples under "
+                                       f"{sorted(keys) or 'no key'}")
+            key = next(iter(keys))
+        if key not in keys:
+            raise click.UsageError(f"no samples under --key {key!r}; keys: {sorted(keys)}")
+        if step is None:
+            step = keys[key][-1]
+        if step not in keys[key]:
+            raise click.UsageError(f"no samples of {key!r} at --step {step}; steps: "
+                                   f"{_ranges(keys[key])}")
+        rows = ledger.step(key, step, tokens=with_tokens and as_json)
+    assert rows is not None
+    extra = derived_columns(rows)
+    values = {**rows.values, **extra}
+    columns = [*rows.columns, *extra]
+    table: list[dict[str, Any]] = [{"sample": i, **{c: values[c][i] for c in columns}}
+                                   for i in range(rows.count)]
+    if with_tokens and as_json:
+        for i, row in enumerate(table):
+            row["tokens"] = {n: (v[i] if v is not None else None)
+                             for n, (_, _, v) in rows.tokens.items()}
+    group_col = next((c for c in GROUP_COLUMNS if c in values), None)
+    if group is not None:
+        if group_col is None:
+            raise click.UsageError(f"--group: these samples have no group column "
+                                   f"({', '.join(GROUP_COLUMNS)})")
+        table = [r for r in table if str(r[group_col]) == group]
+    if where:
+        try:
+            predicate = compile_where(where, ["sample", *columns])
+        except WhereError as exc:
+            raise click.UsageError(f"--where: {exc}") from None
+        table = [r for r in table if predicate(r)]
+    if sort_by:
+        name = sort_by.lstrip("-")
+        if name not in columns and name != "sample":
+            raise click.UsageError(f"--sort: unknown column {name!r}; columns: "
+                                   f"{', '.join(columns)}")
+        present = [r for r in table if r[name] is not None]
+        missing = [r for r in table if r[name] is None]
+        try:
+            present.sort(key=lambda r: r[name], reverse=sort_by.startswith("-"))
+        except TypeError:
+            present.sort(key=lambda r: str(r[name]), reverse=sort_by.startswith("-"))
+        table = present + missing
+    if as_json:
+        click.echo(orjson.dumps({"run": run_dir.name, "key": key, "step": step,
+                                 "count": rows.count, "matched": len(table),
+                                 "rows": table},
+                                option=orjson.OPT_SERIALIZE_NUMPY).decode())
+        return
+    _print_table(key, step, rows.count, table, columns, group_col, limit)
+
+
+def _ranges(steps: list[int]) -> str:
+    if not steps:
+        return "none"
+    parts, start, prev = [], steps[0], steps[0]
+    for s in [*steps[1:], None]:
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if s is not None:
+            start = prev = s
+    return ", ".join(parts)
+
+
+def _list_keys(run: str, keys: dict[str, list[int]], as_json: bool) -> None:
+    if as_json:
+        click.echo(orjson.dumps({"run": run, "keys": keys}).decode())
+        return
+    if not keys:
+        click.echo(f"run {run} has no samples (log them with run.log_samples)")
+        return
+    for key, steps in keys.items():
+        click.echo(f"{key}: {len(steps)} steps ({_ranges(steps)})")
+    click.echo("show one with: trackmux samples RUN --key KEY --step N")
+
+
+def _cell(value: Any, width: int) -> str:
+    text = f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
+    text = text.replace("\n", "⏎")
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _print_table(key: str, step: int, count: int, table: list[dict[str, Any]],
+                 columns: list[str], group_col: str | None, limit: int) -> None:
+    reward = next((c for c in REWARD_COLUMNS if c in columns), None)
+    order = ["sample", *([group_col] if group_col else []), *([reward] if reward else []),
+             *[c for c in columns if c.startswith(COMPONENT_PREFIXES) and c != reward]]
+    order += [c for c in columns if c not in order and c not in ("prompt", "response")]
+    order += [c for c in ("prompt", "response") if c in columns]
+    shown = table if limit == 0 else table[:limit]
+    widths = {c: TEXT_WIDTH if c in ("prompt", "response") else 12 for c in order}
+    click.echo(f"{key} @ step {step}: {len(table)} of {count} samples"
+               + (f" (first {len(shown)})" if len(shown) < len(table) else ""))
+    click.echo("  ".join(_cell(c, widths[c]).ljust(min(widths[c], 12)) for c in order))
+    for row in shown:
+        click.echo("  ".join(_cell(row.get(c), widths[c]).ljust(min(widths[c], 12))
+                             for c in order))

@@ -1,0 +1,345 @@
+"""A batch of samples at the door (``Run.log_samples``): checked and converted once, in the
+caller's thread, into a :class:`SamplesEvent` of plain data.
+
+Samples come as columns (``{"prompt": [...], "reward": [...]}``) or as rows (a list of
+dicts). Cells are what tables take (text, numbers, bools, None; numpy/torch scalars and
+1-D arrays unwrapped). A column mixing text and numbers becomes text. Per-token arrays
+(``tokens={"logprob": ...}``) are ragged lists, numpy arrays or torch tensors (any dtype,
+bfloat16 too, any device), padded on the right when 2-D (``token_lengths`` says how many
+values of each row are real; default: all). Float arrays are stored as float16
+(``token_dtype="float32"`` keeps full precision), integer arrays as int32, strings as
+strings. numpy and torch are used only when the input already is numpy or torch, so
+``import trackmux`` stays light.
+
+Bad input never stops the loop by default: a cell that cannot be kept drops its sample
+(the message names the column and the row), a column or token array of the wrong length
+is cut or left out; each problem is returned as a message for the caller to report once.
+With ``strict=True`` the first problem raises ``ValueError``/``TypeError`` instead.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from trackmux.core.events import Cell, SamplesEvent, TokenArray
+from trackmux.core.values import normalize
+
+#: the most samples one call may hold, and the most values of one token array
+MAX_SAMPLES = 1_000_000
+MAX_TOKEN_VALUES = 1 << 31
+TOKEN_DTYPES = {"float16": "f2", "float32": "f4"}
+
+
+class SampleProblem(ValueError):
+    """Raised in strict mode; in the default mode its message is reported once."""
+
+
+def _is_array(value: object) -> bool:
+    return type(value).__module__.split(".")[0] in ("numpy", "torch")
+
+
+def _listed(value: object, name: str) -> list[Any]:
+    """A column's cells as a list (numpy/torch 1-D arrays via tolist)."""
+    if _is_array(value):
+        module = type(value).__module__.split(".")[0]
+        if module == "torch":
+            tensor = value.detach()  # type: ignore[attr-defined]
+            if str(tensor.dtype) == "torch.bfloat16":
+                tensor = tensor.float()
+            value = tensor.cpu()
+        if getattr(value, "ndim", 1) != 1:
+            raise SampleProblem(f"column {name!r} must be 1-D, got shape "
+                                f"{tuple(value.shape)}")  # type: ignore[attr-defined]
+        return list(value.tolist())  # type: ignore[attr-defined]
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise SampleProblem(f"column {name!r} must be a list of cells, got "
+                            f"{type(value).__name__}")
+    return list(value)
+
+
+def _cell(value: object, column: str, row: int) -> Cell:
+    if type(value) in (str, int, float, bool) or value is None:
+        if type(value) is str and not value.isascii():
+            normalize.check_text(value, f"column {column!r} row {row}")
+        elif type(value) is int and not -normalize.MAX_INT - 1 <= value <= normalize.MAX_INT:
+            return str(value)
+        return value  # type: ignore[return-value]
+    if isinstance(value, (Mapping, list, tuple, set)) or (
+            _is_array(value) and getattr(value, "ndim", 0) != 0):
+        raise SampleProblem(f"column {column!r} row {row}: a cell must be text, a number, "
+                            f"a bool or None, got {type(value).__name__}")
+    cell = normalize.to_cell(value)
+    if isinstance(cell, str):
+        cell = normalize.check_text(str.__str__(cell), f"column {column!r} row {row}")
+    return cell
+
+
+_PLAIN_NUMBERS = {int, float, bool, type(None)}
+
+
+def _fast_column(values: list[Any], n: int) -> list[Cell] | None:
+    """The column as it is when every cell is already plain (ASCII text, or numbers
+    within 64 bits): checked at C speed, no per-cell Python call; None otherwise."""
+    cells = values[:n] if len(values) != n else values
+    kinds = set(map(type, cells))
+    if kinds == {str}:
+        return list(cells) if all(map(str.isascii, cells)) else None
+    if kinds <= _PLAIN_NUMBERS:
+        if int in kinds:
+            ints = [v for v in cells if type(v) is int]
+            if min(ints) < -normalize.MAX_INT - 1 or max(ints) > normalize.MAX_INT:
+                return None
+        return list(cells)
+    return None
+
+
+def _columns(samples: object) -> dict[str, list[Any]]:
+    if isinstance(samples, Mapping):
+        return {normalize.check_key(k, "column name"): _listed(v, str(k))
+                for k, v in samples.items()}
+    if isinstance(samples, (str, bytes)) or not isinstance(samples, Sequence):
+        raise TypeError("samples must be a dict of column -> list, or a list of dicts; got "
+                        f"{type(samples).__name__}")
+    names: dict[str, None] = {}
+    for i, row in enumerate(samples):
+        if not isinstance(row, Mapping):
+            raise TypeError(f"samples[{i}] must be a dict (column -> cell), got "
+                            f"{type(row).__name__}")
+        for k in row:
+            if k not in names:
+                names[normalize.check_key(k, f"samples[{i}] column name")] = None
+    return {name: [row.get(name) for row in samples]
+            for name in names}
+
+
+def to_event(key: str, samples: object, step: int, time: float, *, tokens: object = None,
+             token_lengths: object = None, token_dtype: str = "float16",
+             max_rows: int | None = None,
+             strict: bool = False) -> tuple[SamplesEvent, list[str]]:
+    """The event for one ``log_samples`` call, and the problems to report (empty in strict
+    mode, where the first one raises)."""
+    problems: list[str] = []
+
+    def problem(message: str) -> None:
+        if strict:
+            raise SampleProblem(message)
+        problems.append(message)
+
+    if token_dtype not in TOKEN_DTYPES:
+        raise ValueError(f"token_dtype must be one of {sorted(TOKEN_DTYPES)}, got "
+                         f"{token_dtype!r}")
+    raw = _columns(samples) if samples is not None else {}
+    arrays = _token_inputs(tokens)
+    counts = {name: len(v) for name, v in raw.items()}
+    n = min(counts.values()) if counts else None
+    if counts and len(set(counts.values())) > 1:
+        longest = max(counts, key=lambda c: counts[c])
+        shortest = min(counts, key=lambda c: counts[c])
+        problem(f"column {longest!r} has {counts[longest]} values but column {shortest!r} "
+                f"has {counts[shortest]}; samples past row {counts[shortest] - 1} are left out")
+    if n is None:
+        n = _token_rows(next(iter(arrays.values()))) if arrays else 0
+    if n > MAX_SAMPLES:
+        raise ValueError(f"log_samples takes at most {MAX_SAMPLES} samples, got {n}")
+    keep = [True] * n
+    cols: dict[str, list[Cell]] = {}
+    for name, values in raw.items():
+        out = _fast_column(values, n)
+        if out is None:  # something else than plain text / numbers: cell by cell
+            out = []
+            for i in range(n):
+                try:
+                    out.append(_cell(values[i], name, i))
+                except (SampleProblem, ValueError, TypeError) as exc:
+                    if strict:
+                        raise SampleProblem(str(exc)) from None
+                    keep[i] = False
+                    out.append(None)
+                    problems.append(f"{exc}; that sample is left out")
+        kinds = set(map(type, out))
+        if str in kinds and kinds - {str, type(None)}:
+            out = [v if v is None or isinstance(v, str) else str(v) for v in out]
+        cols[name] = out
+    lengths = _lengths(token_lengths, n, problem) if token_lengths is not None else None
+    kept_rows = None if all(keep) else [i for i in range(n) if keep[i]]
+    packed: list[TokenArray] = []
+    for name, value in arrays.items():
+        rows = _token_rows(value)
+        if rows != n:
+            problem(f"token array {name!r} has {rows} rows but there are {n} samples; it is "
+                    "left out")
+            continue
+        try:
+            packed.append(_pack_tokens(name, value, lengths, kept_rows, token_dtype))
+        except (SampleProblem, ValueError, TypeError, OverflowError) as exc:
+            problem(f"token array {name!r}: {exc}; it is left out")
+    if kept_rows is not None:
+        cols = {name: [v for v, k in zip(values, keep, strict=True) if k]
+                for name, values in cols.items()}
+    event = SamplesEvent(key, tuple(cols), tuple(tuple(v) for v in cols.values()),
+                         tuple(packed), step, time, max_rows=max_rows)
+    return event, problems
+
+
+def _token_inputs(tokens: object) -> dict[str, Any]:
+    if tokens is None:
+        return {}
+    if not isinstance(tokens, Mapping):
+        raise TypeError(f"tokens must be a dict of name -> per-token values, got "
+                        f"{type(tokens).__name__}")
+    return {normalize.check_key(k, "token array name"): v for k, v in tokens.items()}
+
+
+def _token_rows(value: object) -> int:
+    shape = getattr(value, "shape", None)
+    if shape is not None and _is_array(value):
+        return int(shape[0]) if len(shape) else 0
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"a token array must be a list of lists, numpy or torch, got "
+                        f"{type(value).__name__}")
+    return len(value)
+
+
+def _lengths(value: object, n: int, problem: Any) -> list[int] | None:
+    listed = _listed(value, "token_lengths")
+    if len(listed) != n:
+        problem(f"token_lengths has {len(listed)} values but there are {n} samples; "
+                "token arrays are kept whole")
+        return None
+    out = []
+    for i, v in enumerate(listed):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
+            problem(f"token_lengths row {i} is {v!r}, not a count; token arrays are kept whole")
+            return None
+        out.append(int(v))
+    return out
+
+
+def _pack_tokens(name: str, value: Any, lengths: list[int] | None,
+                 kept: list[int] | None, token_dtype: str) -> TokenArray:
+    if _is_array(value):
+        return _pack_array(name, value, lengths, kept, token_dtype)
+    rows = list(value)
+    if kept is not None:
+        rows = [rows[i] for i in kept]
+        lengths = None if lengths is None else [lengths[i] for i in kept]
+    flat: list[Any] = []
+    sizes: list[int] = []
+    for i, row in enumerate(rows):
+        if _is_array(row):
+            row = row.tolist()
+        if isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
+            raise SampleProblem(f"row {i} must be a list of values, got {type(row).__name__}")
+        part = list(row) if lengths is None else list(row)[:lengths[i]]
+        sizes.append(len(part))
+        flat.extend(part)
+    if len(flat) > MAX_TOKEN_VALUES:
+        raise SampleProblem(f"holds {len(flat)} values, more than {MAX_TOKEN_VALUES}")
+    kinds = {type(v) for v in flat}
+    if kinds <= {str}:
+        return TokenArray(name, "s", tuple(sizes), orjson.dumps(flat) if flat else b"[]")
+    if kinds <= {int, bool}:
+        try:
+            return TokenArray(name, "i4", tuple(sizes), struct.pack(f"<{len(flat)}i", *flat))
+        except struct.error as exc:
+            raise SampleProblem(f"integer out of the int32 range ({exc})") from None
+    for i, v in enumerate(flat):
+        if type(v) not in (int, float, bool):
+            raise SampleProblem(f"value {i} is {type(v).__name__}, not a number")
+    dtype = TOKEN_DTYPES[token_dtype]
+    fmt = "e" if dtype == "f2" else "f"
+    try:
+        data = struct.pack(f"<{len(flat)}{fmt}", *flat)
+    except (struct.error, OverflowError):  # beyond float16's range: inf, as numpy does
+        data = struct.pack(f"<{len(flat)}{fmt}", *(_clamp16(v) for v in flat))
+    return TokenArray(name, dtype, tuple(sizes), data)
+
+
+def _clamp16(value: float) -> float:
+    if math.isfinite(value) and abs(value) > 65504.0:
+        return math.copysign(math.inf, value)
+    return value
+
+
+def _pack_array(name: str, value: Any, lengths: list[int] | None, kept: list[int] | None,
+                token_dtype: str) -> TokenArray:
+    """numpy or torch, 2-D (samples x tokens, padded on the right). Only the bytes are
+    copied here; the spool writer drops the padding and converts to the stored dtype
+    (core/spool/samplepack.py), off the trainer's thread."""
+    import numpy as np
+
+    floats = TOKEN_DTYPES[token_dtype]
+    module = type(value).__module__.split(".")[0]
+    if module == "torch":
+        import torch
+
+        tensor = value.detach()
+        if tensor.dim() != 2:
+            raise SampleProblem(f"must be 2-D (samples x tokens), got shape "
+                                f"{tuple(tensor.shape)}")
+        if tensor.is_complex():
+            raise SampleProblem("complex values cannot be kept")
+        if kept is not None:
+            tensor = tensor[torch.as_tensor(kept, dtype=torch.long, device=tensor.device)]
+        if tensor.dtype == torch.bfloat16:
+            dtype, store, tensor = "b2", "b2", tensor.view(torch.int16)
+        elif tensor.dtype == torch.float16:
+            dtype, store = "f2", "f2"
+        elif tensor.dtype == torch.float32:
+            dtype, store = "f4", floats
+        elif tensor.is_floating_point():
+            dtype, store, tensor = "f4", floats, tensor.to(torch.float32)
+        elif tensor.dtype == torch.int64:
+            dtype, store = "i8", "i4"
+        elif tensor.dtype == torch.int32:
+            dtype, store = "i4", "i4"
+        else:
+            dtype, store, tensor = "i4", "i4", tensor.to(torch.int32)
+        array = tensor.cpu().contiguous().numpy()
+    else:
+        array = np.asarray(value)
+        if array.ndim != 2:
+            raise SampleProblem(f"must be 2-D (samples x tokens), got shape {array.shape}")
+        if array.dtype.kind in "UO":
+            return _pack_tokens(name, array.tolist(), lengths, kept, token_dtype)
+        if kept is not None:
+            array = array[kept]
+        if array.dtype.kind == "f" and array.dtype.itemsize in (2, 4, 8):
+            dtype = {2: "f2", 4: "f4", 8: "f8"}[array.dtype.itemsize]
+            store = "f2" if dtype == "f2" else floats
+            array = array.astype(f"<f{array.dtype.itemsize}", copy=False)
+        elif array.dtype.kind in "iu" and array.dtype.itemsize == 8:
+            dtype, store, array = "i8", "i4", array.astype("<i8", copy=False)
+        elif array.dtype.kind in "iub":
+            dtype, store, array = "i4", "i4", array.astype("<i4", copy=False)
+        else:
+            raise SampleProblem(f"dtype {array.dtype} cannot be kept")
+    width = int(array.shape[1])
+    if lengths is None:
+        sizes = [width] * int(array.shape[0])
+    else:
+        rows = lengths if kept is None else [lengths[i] for i in kept]
+        sizes = [min(n, width) for n in rows]
+    return TokenArray(name, dtype, tuple(sizes), np.ascontiguousarray(array).tobytes(),
+                      width=width, store=store)
+
+
+_ROW = re.compile(r"\brow \d+|, got [\w.]+| has \d+ (values|rows)|past row \d+")
+
+
+def report_once(problems: list[str], key: str, seen: dict[str, int], log: Any) -> None:
+    """Log each kind of problem of ``key`` once (WARNING) and count every occurrence in
+    ``seen`` (message pattern, row numbers and types elided -> count)."""
+    for message in problems:
+        pattern = f"{key}: " + _ROW.sub("…", message)
+        count = seen.get(pattern, 0)
+        seen[pattern] = count + 1
+        if count == 0:
+            log.warning("trackmux: log_samples %r: %s (reported once; the rest of the call "
+                        "is kept)", key, message)

@@ -1,0 +1,165 @@
+"""``--where``: a small, safe filter language over sample columns (no ``eval``).
+
+    reward < 0.2 and length > 100
+    not (response contains "sorry") or reward/format >= 1
+    uid == "g3" and advantage != 0
+
+Grammar: ``or`` of ``and`` of ``not``-able comparisons; a comparison is ``value OP value``
+with OP one of ``< <= > >= == != contains``, or a lone value (true when truthy). A value
+is a number, a quoted string ('...' or "..."), ``true``/``false``/``null``, or a column
+name (letters, digits, ``_ . / @``; a name with other characters goes in backticks).
+Comparing text with a number, or anything with null (other than ``==``/``!=``), is false.
+A syntax error or an unknown column raises :class:`WhereError` naming the problem and its
+position.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+Row = dict[str, Any]
+Predicate = Callable[[Row], bool]
+
+_TOKEN = re.compile(r"""
+    \s*(?:
+      (?P<num>-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
+    | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+    | (?P<op><=|>=|==|!=|<|>|\(|\))
+    | `(?P<quoted>[^`]+)`
+    | (?P<name>[A-Za-z_][A-Za-z0-9_./@-]*)
+    )""", re.VERBOSE)
+_KEYWORDS = {"and", "or", "not", "contains", "true", "false", "null"}
+_COMPARE = {"<", "<=", ">", ">=", "==", "!=", "contains"}
+
+
+class WhereError(ValueError):
+    """A --where expression that cannot be read, or that names an unknown column."""
+
+
+def _tokens(text: str) -> list[tuple[str, Any, int]]:
+    out: list[tuple[str, Any, int]] = []
+    pos = 0
+    text = text.rstrip()
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None or match.end() == pos:
+            raise WhereError(f"cannot read {text[pos:].strip()[:20]!r} at character {pos + 1}")
+        start = match.start(match.lastgroup or 0)
+        kind = match.lastgroup
+        value: Any = match.group(kind or 0)
+        if kind == "num":
+            value = float(value) if any(c in value for c in ".eE") else int(value)
+        elif kind == "str":
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        elif kind == "name" and value in _KEYWORDS:
+            kind = "kw"
+        elif kind == "quoted":
+            kind = "name"
+        out.append((kind or "", value, start + 1))
+        pos = match.end()
+    return out
+
+
+def compile_where(text: str, columns: Iterable[str]) -> Predicate:
+    """A predicate over dict rows for ``text``; every column it names must be in
+    ``columns`` (errors list them)."""
+    known = set(columns)
+    tokens = _tokens(text)
+    if not tokens:
+        raise WhereError("the expression is empty")
+    pos = 0
+
+    def peek() -> tuple[str, Any, int] | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take() -> tuple[str, Any, int]:
+        nonlocal pos
+        if pos >= len(tokens):
+            raise WhereError("the expression ends too early")
+        pos += 1
+        return tokens[pos - 1]
+
+    def is_kw(token: tuple[str, Any, int] | None, word: str) -> bool:
+        return token is not None and token[0] in ("kw", "op") and token[1] == word
+
+    def value() -> Callable[[Row], Any]:
+        kind, val, at = take()
+        if kind in ("num", "str"):
+            return lambda row: val
+        if kind == "kw" and val in ("true", "false", "null"):
+            const = {"true": True, "false": False, "null": None}[val]
+            return lambda row: const
+        if kind == "name":
+            if val not in known:
+                raise WhereError(f"unknown column {val!r} at character {at}; columns: "
+                                 f"{', '.join(sorted(known))}")
+            return lambda row: row.get(val)
+        if is_kw((kind, val, at), "("):
+            inner = disjunction()
+            if not is_kw(peek(), ")"):
+                raise WhereError(f"missing ')' for the '(' at character {at}")
+            take()
+            return inner
+        raise WhereError(f"expected a value at character {at}, got {val!r}")
+
+    def comparison() -> Callable[[Row], Any]:
+        left = value()
+        token = peek()
+        if token is not None and token[1] in _COMPARE and token[0] in ("op", "kw"):
+            op = take()[1]
+            right = value()
+            return lambda row: _compare(op, left(row), right(row))
+        return left
+
+    def negation() -> Callable[[Row], Any]:
+        if is_kw(peek(), "not"):
+            take()
+            inner = negation()
+            return lambda row: not inner(row)
+        return comparison()
+
+    def conjunction() -> Callable[[Row], Any]:
+        parts = [negation()]
+        while is_kw(peek(), "and"):
+            take()
+            parts.append(negation())
+        return parts[0] if len(parts) == 1 else (lambda row: all(p(row) for p in parts))
+
+    def disjunction() -> Callable[[Row], Any]:
+        parts = [conjunction()]
+        while is_kw(peek(), "or"):
+            take()
+            parts.append(conjunction())
+        return parts[0] if len(parts) == 1 else (lambda row: any(p(row) for p in parts))
+
+    expr = disjunction()
+    if pos != len(tokens):
+        _, val, at = tokens[pos]
+        raise WhereError(f"unexpected {val!r} at character {at}")
+    return lambda row: bool(expr(row))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _compare(op: str, left: Any, right: Any) -> bool:
+    if op == "==":
+        return bool(left == right)
+    if op == "!=":
+        return bool(left != right)
+    if op == "contains":
+        return isinstance(left, str) and isinstance(right, str) and right in left
+    if left is None or right is None:
+        return False
+    if (_number(left) and _number(right)) or (isinstance(left, str) and isinstance(right, str)):
+        if op == "<":
+            return bool(left < right)
+        if op == "<=":
+            return bool(left <= right)
+        if op == ">":
+            return bool(left > right)
+        return bool(left >= right)
+    return False
