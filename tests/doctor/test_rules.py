@@ -4,6 +4,7 @@ noisy runs (rising, plateau, curriculum step)."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -150,15 +151,23 @@ def test_degenerate_text_finding_names_rows_and_healthy_tables_pass() -> None:
     assert "repeats 'this question' 14 times" in found[0].message
 
 
-def test_degenerate_text_reads_the_samples_kind() -> None:
-    class SamplesEvent:  # the samples ledger's event: columns by name (issue 23)
-        kind = "samples"
-        key = "rollout"
-        step = 5
-        time = 1.0
-        columns = {"prompt": ["p"] * 4, "response": ["ok fine text here"] + ["no no no no no"] * 3}
+def test_degenerate_text_reads_the_samples_kind(tmp_path: Path) -> None:
+    """A real log_samples batch, read back from the spool, as the doctor sees it."""
+    import trackmux
+    from trackmux.core.events import SamplesEvent
+    from trackmux.core.spool.reader import SpoolReader
 
-    found = run_doctor([SamplesEvent()])  # type: ignore[list-item]
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, doctor=False)
+    run.log_samples("rollout", {"prompt": ["p"] * 4, "reward": [1.0, 0.0, 0.0, 0.0],
+                                "response": ["ok fine text here"] + ["no no no no no"] * 3},
+                    step=5)
+    run.finish(timeout=30)
+    reader = SpoolReader(run.dir)
+    try:
+        events = [e for e in reader.iter_events() if isinstance(e, SamplesEvent)]
+    finally:
+        reader.close()
+    found = run_doctor(events)
     assert found and found[0].rule == "degenerate_text" and "rows 1, 2, 3" in found[0].message
 
 

@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from trackmux.core.events import Event, TableEvent
+from trackmux.core.events import Event, SamplesEvent, TableEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.stats import Latch
@@ -44,16 +44,17 @@ def table_texts(event: Any, columns: Callable[[str], bool], fallback: Callable[[
 
 def samples_texts(event: Any, columns: Callable[[str], bool], fallback: Callable[[str], bool]
                   ) -> Iterator[Text]:
-    """The samples ledger's event (issue 23): columns by name to equal-length lists."""
-    data = getattr(event, "columns", None)
-    if not isinstance(data, Mapping):
-        return
-    names = [c for c in data if columns(c)] or \
-        [c for c in data if not fallback(c) and any(isinstance(v, str) for v in data[c][:8])]
-    for name in names:
-        for r, value in enumerate(data[name]):
+    """The samples ledger's event (core/events.py ``SamplesEvent``): ``columns`` names,
+    ``values[j]`` the cells of column j, one per sample; chosen as a table's columns are."""
+    assert isinstance(event, SamplesEvent)
+    names = list(event.columns)
+    chosen = [j for j, c in enumerate(names) if columns(c)] or [
+        j for j, c in enumerate(names)
+        if not fallback(c) and any(isinstance(v, str) for v in event.values[j][:8])]
+    for j in chosen:
+        for r, value in enumerate(event.values[j]):
             if isinstance(value, str):
-                yield r, name, value
+                yield r, names[j], value
 
 
 #: event kind -> extractor of (row, column, text); add a kind here to check its text
