@@ -32,7 +32,6 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.spool import samplepack
 
 Row = tuple[str, int, float, bytes]  # kind, step, time, body (the spool adds seq and crc)
 _HEADER = struct.Struct("<qqd")
@@ -89,6 +88,8 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
         body = orjson.dumps({"rule": event.rule, "severity": event.severity,
                              "keys": event.keys, "message": event.message})
     elif isinstance(event, SamplesEvent):  # issue 23: header row + payload blob
+        from trackmux.core.spool import samplepack  # only runs that log samples pay for it
+
         header, payload = samplepack.pack(event)
         digest = hashlib.sha256(payload).hexdigest()
         blob = (digest, payload)
@@ -156,6 +157,8 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
     if kind == "samples":
         if blob is None:
             raise ValueError(f"samples event {seq} references missing blob {data['blob']}")
+        from trackmux.core.spool import samplepack
+
         return samplepack.unpack(data, blob, step, time, seq)
     raise ValueError(f"unknown event kind {kind!r} at seq {seq}")
 
