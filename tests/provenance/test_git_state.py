@@ -67,7 +67,9 @@ def test_detached_head(tmp_path: Path) -> None:
     assert state["commit"] == first and state["branch"] is None and state["detached"] is True
 
 
-def test_no_repository(tmp_path: Path) -> None:
+def test_no_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # tox keeps tmp_path inside the checkout (itself a git tree): git must not look above it
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     state = git.state(tmp_path)
     assert state["available"] is False and "not a git repository" in state["error"]
 

@@ -124,6 +124,8 @@ def test_in_process_run_without_git(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     import trackmux
 
     monkeypatch.chdir(tmp_path)
+    # tox keeps tmp_path inside the checkout (itself a git tree): git must not look above it
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     monkeypatch.setattr(sys, "argv", [str(tmp_path / "nothere.py")])
     run = trackmux.init(project="p", backends="none", dir=tmp_path / "spool")
     run.finish()
