@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-from ui_fakes import install, write_findings, write_samples
 from ui_support import make_run
 
 import trackmux
@@ -30,25 +29,26 @@ def ids(server: Any) -> dict[str, str]:
     return {r["name"]: r["id"] for r in get(server, "/api/runs").json()["runs"]}
 
 
-def test_run_list_shows_state_delivery_last_step_and_findings(tmp_path: Path, server_for: Any,
-                                                              monkeypatch: pytest.MonkeyPatch
-                                                              ) -> None:
+def test_run_list_shows_state_delivery_last_step_and_findings(tmp_path: Path,
+                                                              server_for: Any) -> None:
     make_run(tmp_path, "a", 30)
-    b = make_run(tmp_path, "b", 20)
+    make_run(tmp_path, "b", 40, nan_at=12, kl_blowup_at=30)  # the live doctor finds both
+    off = make_run(tmp_path, "c", 20, nan_at=4, doctor=False)
     server = server_for(tmp_path)
     server.store.warm()
-    rows = {r["name"]: r for r in get(server, "/api/runs").json()["runs"]}
-    assert rows["a"]["state"] == "finished" and rows["a"]["last_step"] == 29
-    assert rows["b"]["last_step"] == 19 and rows["b"]["backends"] == []
-    assert rows["a"]["findings"] == 0  # the live doctor watched it and found nothing
-    install(monkeypatch)
-    write_findings(b, [{"rule": "kl_blowup", "severity": "critical", "step": 12,
-                        "keys": ["kl/divergence"], "message": "KL rose 3x"}])
-    (b / "spool.db").touch()  # the list row is recomputed when the spool changes
     body = get(server, "/api/runs").json()
+    assert body["sources"] == {"findings": True, "samples": True}
     rows = {r["name"]: r for r in body["runs"]}
-    assert body["sources"]["findings"] is True
-    assert rows["b"]["findings"] == 1 and rows["b"]["findings_bad"] == 1
+    assert rows["a"]["state"] == "finished" and rows["a"]["last_step"] == 29
+    assert rows["b"]["last_step"] == 39 and rows["b"]["backends"] == []
+    assert rows["a"]["findings"] == 0  # the live doctor watched it and found nothing
+    assert rows["b"]["findings"] == 2 and rows["b"]["findings_bad"] == 2  # critical, warning
+    # not watched live: the list does not diagnose it (cheap over hundreds of runs), the
+    # run's findings view does
+    assert rows["c"]["findings"] is None
+    found = get(server, f"/api/findings?runs={rows['c']['id']}").json()["runs"]
+    assert [(f["rule"], f["step"]) for f in found[0]["findings"]] == [("nonfinite", 4)]
+    assert off.is_dir()
 
 
 def test_findings_and_samples_say_unavailable_without_their_packages(
@@ -164,21 +164,28 @@ def test_media_histograms_tables_and_images(tmp_path: Path, server_for: Any) -> 
     assert [h["step"] for h in hist["critic/advantages"]] == [0, 10, 20]
 
 
-def test_findings_and_samples_through_the_contract(tmp_path: Path, server_for: Any,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    install(monkeypatch)
-    run_dir = make_run(tmp_path, "a", 10)
-    write_findings(run_dir, [{"rule": "nonfinite", "severity": "warning", "step": 4,
-                              "keys": ["reward/mean"], "message": "NaN at step 4"}])
-    write_samples(run_dir, {"rollouts": {"3": {"step": 3, "rows": [["p", "r", 1.0]]}}})
+def test_findings_and_samples_of_a_real_run(tmp_path: Path, server_for: Any) -> None:
+    from trackmux.doctor.read import load_findings
+    from trackmux.samples.read import step_payload
+
+    run_dir = make_run(tmp_path, "a", 40, nan_at=12, kl_blowup_at=30, samples_at=(3, 20))
     server = server_for(tmp_path)
     rid = ids(server)["a"]
-    assert get(server, f"/api/findings?runs={rid}").json()["runs"][0]["findings"][0][
-        "rule"] == "nonfinite"
-    assert get(server, f"/api/run/{rid}/samples").json() == {"keys": {"rollouts": [3]}}
+    [found] = get(server, f"/api/findings?runs={rid}").json()["runs"]
+    assert found["findings"] == load_findings(run_dir)
+    assert [(f["rule"], f["severity"], f["step"], f["keys"]) for f in found["findings"]] == [
+        ("nonfinite", "critical", 12, ["reward/mean"]),
+        ("kl_blowup", "warning", 30, ["kl/divergence"])]
+    assert get(server, f"/api/run/{rid}/samples").json() == {"keys": {"rollouts": [3, 20]}}
     payload = get(server, f"/api/run/{rid}/samples/step?key=rollouts&step=3").json()
-    assert payload["rows"] == [["p", "r", 1.0]]
+    assert payload == step_payload(run_dir, "rollouts", 3)
+    assert payload["group"] == "uid" and payload["groups"] == {"g0": [0, 1, 2, 3],
+                                                               "g1": [4, 5, 6, 7]}
+    assert payload["rows"][0][:2] == ["prompt 3/0", "s3_0_0 s3_0_1 s3_0_2 "]
+    assert payload["tokens"]["logprob"]["values"][0] == [0.0, -0.5, -1.0]
+    assert get(server, f"/api/run/{rid}/samples/step?key=rollouts&step=4").status_code == 404
     assert get(server, "/assets/samples.js").status_code == 200
+    assert get(server, "/assets/samples.css").status_code == 200
 
 
 @pytest.mark.parametrize("path", [

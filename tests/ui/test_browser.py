@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ui_fakes import install, write_findings, write_samples
 from ui_support import make_run
 
 import trackmux
@@ -147,35 +146,40 @@ def test_compare_view(browser: Any, server_for: Any, sweep: Path) -> None:
     assert problems == []
 
 
-def test_sample_browser_and_findings(browser: Any, server_for: Any, tmp_path: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    install(monkeypatch)
-    run_dir = make_run(tmp_path, "bad-run", 40)
-    write_findings(run_dir, [
-        {"rule": "kl_blowup", "severity": "critical", "step": 30, "keys": ["kl/divergence"],
-         "message": "KL rose 3.4x above its level"},
-        {"rule": "nonfinite", "severity": "warning", "step": 12, "keys": ["reward/mean"],
-         "message": "NaN in reward/mean"}])
-    write_samples(run_dir, {"rollouts": {
-        str(s): {"step": s, "rows": [[f"prompt {s}", f"response {s}", s / 10]]}
-        for s in (0, 10, 20)}})
+def test_sample_browser_and_findings(browser: Any, server_for: Any, tmp_path: Path) -> None:
+    # a run that really breaks, watched by the live doctor: a NaN reward at step 12
+    # (nonfinite, critical) and a KL that doubles every step from 30 (kl_blowup, warning);
+    # real rollouts logged with run.log_samples at steps 0, 10 and 20
+    make_run(tmp_path, "bad-run", 40, nan_at=12, kl_blowup_at=30, samples_at=(0, 10, 20))
     server = server_for(tmp_path)
     page, problems = open_ui(browser, server)
     assert page.locator("#runs tbody td.num.bad").text_content() == "2"
     page.click("button[data-tab=findings]")
     page.wait_for_selector(".tm-mark.critical")
     assert page.locator(".tm-mark").count() == 2
-    assert "KL rose 3.4x" in page.locator(".tm-finding-list").text_content()
+    assert page.locator(".tm-mark.warning").count() == 1
+    listed = page.locator(".tm-finding-list").text_content()
+    assert "kl/divergence rose" in listed and "first non-finite values at step 12" in listed
     page.click("button[data-tab=charts]")
     series_count(page, "kl/divergence")
     marks = page.evaluate("() => window.trackmuxUI.state.charts[0].handle !== null && "
                           "window.trackmuxUI.state.findings")
-    assert len(next(iter(marks.values()))) == 2  # the chart draws them as dashed lines
+    steps = sorted(f["step"] for f in next(iter(marks.values())))
+    assert steps == [12, 30]  # the chart draws them as dashed lines
     page.click("button[data-tab=samples]")
-    page.wait_for_selector("table.fake-samples[data-step='20']")
-    page.locator(".step-slider").fill("0")
-    page.wait_for_selector("table.fake-samples[data-step='0']")
-    assert "prompt 0" in page.locator(".sample-browser").text_content()
+    # the ledger's own browser (report/assets/samples.js) mounted on the real payload
+    page.wait_for_selector(".sample-browser[data-ready='1'] .tms-card")
+    assert page.locator(".tms-steplabel").inner_text() == "step 20"  # the last step
+    assert page.locator(".tms-group").count() == 2
+    assert page.locator(".tms-group[data-group='g1'] .tms-card").count() == 4
+    token = page.locator(".tms-card[data-sample='0'] .tms-tok").nth(1)
+    assert token.get_attribute("title") == '"s20_0_1 " · logprob -0.5000'
+    assert "rgba(" in (token.get_attribute("style") or "")  # coloured by logprob
+    # its step slider asks the server for another step
+    page.locator(".tms-step").fill("0")
+    page.wait_for_selector(".tms-card[data-sample='0'] .tms-tok:text-is('s0_0_0')")
+    assert page.locator(".tms-steplabel").inner_text() == "step 0"
+    assert "prompt 0/1" in page.locator(".sample-browser").text_content()
     page.click("button[data-tab=histograms]")
     page.wait_for_selector(".tm-hist[data-key='critic/advantages'] canvas")
     assert "4 steps" in page.locator(".tm-hist .tm-chart-title").text_content()

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from click.testing import CliRunner
-from ui_fakes import install, write_findings, write_samples
-from ui_support import make_run
+from ui_support import log_batch, make_run
 
+import trackmux
 from trackmux.cli.main import cli
 
 
@@ -51,24 +50,49 @@ def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
     assert problems == []
 
 
-def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    install(monkeypatch)
-    run_dir = make_run(tmp_path, "a", 30)
-    write_findings(run_dir, [{"rule": "kl_blowup", "severity": "critical", "step": 20,
-                              "keys": ["kl/divergence"], "message": "KL rose </script> 3x"}])
-    write_samples(run_dir, {"rollouts": {str(s): {"step": s, "rows": [[f"prompt {s}"]]}
-                                         for s in range(0, 30, 5)}})
+def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Path) -> None:
+    from trackmux.doctor.read import load_findings
+    from trackmux.ui import export
+
+    # 25 sample steps (more than the export embeds), a NaN and a KL blow-up the live
+    # doctor finds; a sample's text that would close the page's script element
+    run = trackmux.init(project="sweep", name="a", backends=[], dir=tmp_path)
+    assert isinstance(run, trackmux.Run)
+    for step in range(50):
+        kl = 0.01 * step if step < 30 else 0.3 * 2 ** (step - 29)
+        run.log({"reward/mean": float("nan") if step == 20 else step / 50,
+                 "kl/divergence": kl}, step=step)
+        if step % 2 == 0:
+            log_batch(run, step)
+    run.log_samples("notes", {"text": ["</script><b>not markup</b>"]}, step=0)
+    assert run.finish(timeout=30).complete
+    findings = load_findings(run.dir)
+    assert [f["rule"] for f in findings] == ["nonfinite", "kl_blowup"]
     out = tmp_path / "export.html"
-    result = CliRunner().invoke(cli, ["report", str(run_dir), "--interactive", "-o", str(out)])
+    result = CliRunner().invoke(cli, ["report", str(run.dir), "--interactive", "-o", str(out)])
     assert result.exit_code == 0, result.output
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.goto(out.as_uri())
+    data = page.evaluate("() => window.trackmuxExport.data")
+    [rid] = data["findings"]
+    assert data["findings"][rid] == findings  # embedded as the doctor stored them
     page.wait_for_selector("#findings .tm-mark.critical")
-    assert "KL rose </script> 3x" in page.locator("#findings").text_content()
-    page.wait_for_selector("table.fake-samples[data-step='25']")
-    page.locator("#samples .step-slider").fill("0")
-    page.wait_for_selector("table.fake-samples[data-step='0']")
+    assert page.locator("#findings .tm-mark").count() == 2
+    assert findings[1]["message"] in page.locator("#findings").text_content()
+    embedded = sorted(int(s) for s in data["samples"][rid]["rollouts"])
+    assert len(embedded) == export.SAMPLE_STEPS and embedded[0] == 0 and embedded[-1] == 48
+    # the real sample browser on the embedded payloads: last step first, its own slider
+    box = page.locator("#samples .panel[data-key='rollouts']")
+    assert "20 of 25 steps embedded" in box.locator("h3").inner_text()
+    assert box.locator(".tms-steplabel").inner_text() == "step 48"
+    assert box.locator(".tms-group").count() == 2
+    assert "rgba(" in (box.locator(".tms-tok").first.get_attribute("style") or "")
+    box.locator(".tms-step").fill("0")
+    page.wait_for_selector("#samples .tms-card[data-sample='0'] .tms-tok:text-is('s0_0_0')")
+    assert box.locator(".tms-steplabel").inner_text() == "step 0"
+    notes = page.locator("#samples .panel[data-key='notes']").inner_text()
+    assert "</script><b>not markup</b>" in notes
     assert errors == []

@@ -2,28 +2,59 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import trackmux
 
+GROUP = 4  # samples per GRPO group in the logged batches
+
 
 def make_run(root: Path, name: str, steps: int, *, config: dict[str, Any] | None = None,
-             scale: float = 1.0, project: str = "sweep") -> Path:
+             scale: float = 1.0, project: str = "sweep", nan_at: int | None = None,
+             kl_blowup_at: int | None = None, samples_at: Sequence[int] = (),
+             doctor: bool = True) -> Path:
     """A finished spool-only run: reward rising by ``scale``, KL, a system metric, a
-    histogram every 10 steps, a table and an image at the last step."""
+    histogram every 10 steps, a table and an image at the last step.
+
+    A broken run, for the doctor watching it live: ``nan_at`` logs a NaN reward at that
+    step (the ``nonfinite`` finding, critical), ``kl_blowup_at`` doubles the KL every step
+    from there on (``kl_blowup``, warning, one step later). ``samples_at`` logs a real
+    batch of 8 samples (2 groups of ``GROUP``, string and logprob token arrays) at those
+    steps under the key ``rollouts``."""
     import numpy as np
 
-    run = trackmux.init(project=project, name=name, backends=[], dir=root, config=config)
+    run = trackmux.init(project=project, name=name, backends=[], dir=root, config=config,
+                        doctor=doctor)
     assert isinstance(run, trackmux.Run)
     for step in range(steps):
-        run.log({"reward/mean": scale * step / steps, "kl/divergence": 0.01 * step * scale,
-                 "system/cpu": 50.0 + step % 7}, step=step)
+        kl = 0.01 * step * scale
+        if kl_blowup_at is not None and step >= kl_blowup_at:
+            kl = 0.01 * kl_blowup_at * scale * 2 ** (step - kl_blowup_at + 1)
+        reward = float("nan") if step == nan_at else scale * step / steps
+        run.log({"reward/mean": reward, "kl/divergence": kl, "system/cpu": 50.0 + step % 7},
+                step=step)
         if step % 10 == 0:
             run.log_histogram("critic/advantages", np.linspace(-1, 1, 64) * (1 + step),
                               step=step)
+        if step in samples_at:
+            log_batch(run, step)
     run.log_table("rollouts", ["prompt", "response", "reward"],
                   [["1 2 3", "3 2 1", 1.0], ["4 5", "5 4", 0.0]], step=steps - 1)
     run.log_image("kl/heatmap", np.linspace(0, 1, 16 * 24).reshape(16, 24), step=steps - 1)
     assert run.finish(timeout=30).complete
     return run.dir
+
+
+def log_batch(run: trackmux.Run, step: int) -> None:
+    """Eight rollouts at ``step``: prompt ``prompt {step}/{group}``, response tokens
+    ``s{step}_{i}_{j}``, a reward, a reward component and a per-token logprob."""
+    tokens = [[f"s{step}_{i}_{j} " for j in range(3 + i)] for i in range(2 * GROUP)]
+    run.log_samples("rollouts", {
+        "prompt": [f"prompt {step}/{i // GROUP}" for i in range(2 * GROUP)],
+        "response": ["".join(t) for t in tokens],
+        "reward": [float(i % 2) + step / 100 for i in range(2 * GROUP)],
+        "reward/format": [0.5] * (2 * GROUP),
+        "uid": [f"g{i // GROUP}" for i in range(2 * GROUP)]}, step=step,
+        tokens={"token": tokens, "logprob": [[-0.5 * j for j in range(len(t))] for t in tokens]})

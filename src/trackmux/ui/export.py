@@ -28,6 +28,7 @@ WIDTH = 1000
 TABLE_ROWS = 200
 IMAGES_PER_KEY = 12
 SAMPLE_STEPS = 20  # steps of each sample key in the export (the live UI has them all)
+SAMPLE_ROWS = 64  # samples of each embedded step (whole groups as logged; as the report)
 
 
 def payload(run_dirs: Sequence[Path]) -> dict[str, Any]:
@@ -67,14 +68,15 @@ def payload(run_dirs: Sequence[Path]) -> dict[str, Any]:
 
 def _samples(run_dir: Path) -> dict[str, dict[str, Any]]:
     """The ledger's payloads of at most ``SAMPLE_STEPS`` steps per key, evenly spread
-    (always the last), keyed by step."""
+    (always the last), keyed by step; each with its first ``SAMPLE_ROWS`` samples."""
     out: dict[str, dict[str, Any]] = {}
     for key, steps in sources.list_sample_keys(run_dir).items():
         if len(steps) > SAMPLE_STEPS:
             picks = {round(i * (len(steps) - 1) / (SAMPLE_STEPS - 1))
                      for i in range(SAMPLE_STEPS)}
             steps = [steps[i] for i in sorted(picks)]
-        out[key] = {str(step): sources.step_payload(run_dir, key, step) for step in steps}
+        out[key] = {str(step): sources.step_payload(run_dir, key, step, max_rows=SAMPLE_ROWS)
+                    for step in steps}
     return out
 
 
@@ -106,7 +108,8 @@ def render(data: dict[str, Any], title: str) -> str:
     if data.get("samples") is not None:  # the ledger's own browser, as the UI loads it
         script = sources.SAMPLES_SCRIPT.read_text(encoding="utf-8")
         script = script.replace("</script", "<\\/script")
-        samples_script = f"<script>{script}</script>"
+        style = sources.SAMPLES_STYLE.read_text(encoding="utf-8").replace("</", "<\\/")
+        samples_script = f"<style>{style}</style><script>{script}</script>"
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">'

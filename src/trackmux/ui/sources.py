@@ -8,8 +8,9 @@ available in this install" instead of failing. Their contracts:
   (info, warning, critical), step, keys (list of str), message; ordered by step;
 - ``trackmux.samples.read.list_sample_keys(run_dir) -> dict[str, list[int]]`` and
   ``trackmux.samples.read.step_payload(run_dir, key, step) -> dict`` (JSON-able), drawn in
-  the browser by ``trackmux/report/assets/samples.js``
-  (``window.trackmuxSamples.mount(element, payload)``).
+  the browser by ``trackmux/report/assets/samples.js`` (styled by ``samples.css``):
+  ``window.trackmuxSamples.mount(element, payload, {steps, load})``, where ``load(step)``
+  returns (a promise of) another step's payload; the script draws its own step slider.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 NOT_AVAILABLE = "not available in this install"
 SAMPLES_SCRIPT = Path(__file__).resolve().parent.parent / "report" / "assets" / "samples.js"
+SAMPLES_STYLE = SAMPLES_SCRIPT.with_name("samples.css")
 
 
 class Unavailable(RuntimeError):
@@ -68,6 +70,8 @@ def list_sample_keys(run_dir: Path) -> dict[str, list[int]]:
     return keys
 
 
-def step_payload(run_dir: Path, key: str, step: int) -> dict[str, Any]:
-    payload: dict[str, Any] = _module("trackmux.samples.read").step_payload(run_dir, key, step)
+def step_payload(run_dir: Path, key: str, step: int,
+                 max_rows: int | None = None) -> dict[str, Any]:
+    payload: dict[str, Any] = _module("trackmux.samples.read").step_payload(
+        run_dir, key, step, max_rows=max_rows)
     return payload

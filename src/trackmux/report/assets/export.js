@@ -80,15 +80,12 @@
         var byStep = data.samples[rid][key], steps = Object.keys(byStep).map(Number).sort(function (a, b) { return a - b; });
         if (!steps.length) return; any = true;
         var box = el("div", {"class": "panel samples", "data-key": key}); ss.appendChild(box);
-        box.appendChild(el("h3", {}, key + " · " + labels[rid]));
-        var input = el("input", {type: "range", min: 0, max: steps.length - 1, value: steps.length - 1, "class": "step-slider"});
-        var text = el("span", {"class": "hint"}), holder = el("div", {"class": "sample-browser"});
-        box.appendChild(input); box.appendChild(text); box.appendChild(holder);
-        function pick() {
-          var step = steps[+input.value]; text.textContent = " step " + step;
-          holder.textContent = ""; window.trackmuxSamples.mount(holder, byStep[String(step)]);
-        }
-        input.addEventListener("input", pick); pick();
+        var last = byStep[String(steps[steps.length - 1])], all = (last.steps || steps).length;
+        box.appendChild(el("h3", {}, key + " · " + labels[rid] + (steps.length < all ? " · " + steps.length + " of " + all + " steps embedded" : "")));
+        var holder = el("div", {"class": "sample-browser"}); box.appendChild(holder);
+        // the ledger's own browser draws the step slider over the embedded steps
+        window.trackmuxSamples.mount(holder, last, {
+          steps: steps, load: function (step) { return Promise.resolve(byStep[String(step)]); }});
       });
     });
     if (!any) ss.remove();

@@ -290,23 +290,28 @@
     var node = view(), id = firstRun();
     if (!S.sources.samples) { node.appendChild(el("p", {"class": "hint unavailable"}, "samples: not available in this install (the samples package is missing)")); return; }
     if (!id) return;
+    // the ledger's own browser (report/assets/samples.js): it draws the step slider, sort,
+    // filter, groups and token colours; the server hands it one step at a time
     function mount() {
       api("/api/run/" + id + "/samples").then(function (body) {
         Object.keys(body.keys).forEach(function (key) {
+          var steps = body.keys[key];
+          if (!steps.length) return;
           var box = el("div", {"class": "panel samples", "data-key": key}); node.appendChild(box);
           box.appendChild(el("h3", {}, key + " · " + S.labels[id]));
-          var holder = el("div", {"class": "sample-browser"});
-          var items = body.keys[key].map(function (s) { return {step: s}; });
-          slider(box, items, function (it) {
-            api("/api/run/" + id + "/samples/step?" + q({key: key, step: it.step})).then(function (p) {
-              holder.textContent = ""; window.trackmuxSamples.mount(holder, p);
-            });
-          }, "step");
-          box.appendChild(holder);
+          var holder = el("div", {"class": "sample-browser"}); box.appendChild(holder);
+          var load = function (step) { return api("/api/run/" + id + "/samples/step?" + q({key: key, step: step})); };
+          load(steps[steps.length - 1]).then(function (p) {
+            window.trackmuxSamples.mount(holder, p, {steps: steps, load: load});
+            holder.setAttribute("data-ready", "1");
+          });
         });
+        if (!Object.keys(body.keys).length) node.appendChild(el("p", {"class": "hint"}, "no samples in this run (run.log_samples)"));
       });
     }
     if (window.trackmuxSamples) return mount();
+    var css = document.createElement("link"); css.rel = "stylesheet"; css.href = "/assets/samples.css";
+    document.head.appendChild(css);
     var s = document.createElement("script"); s.src = "/assets/samples.js"; s.onload = mount;
     document.head.appendChild(s);
   }
