@@ -80,27 +80,6 @@ def test_environment_variable(tmp_path: Path, monkeypatch: Any) -> None:
     reader.close()
 
 
-def test_verl_option_reaches_init_and_is_checked(tmp_path: Path) -> None:
-    """``+trainer.trackmux.doctor=...``: the drop-in's option table hands it to init()
-    (importing the drop-in needs verl: this runs where verl is installed)."""
-    pytest.importorskip("verl.utils")
-    from trackmux.integrations.verl import trackmux_options
-
-    config = {"trainer": {"trackmux": {"dir": str(tmp_path),
-                                       "doctor": {"kl_blowp": {"ratio": 5}}}}}
-    with pytest.raises(ValueError, match="kl_blowp"):
-        trackmux.init(project="p", backends=["file"], **trackmux_options(config))
-    config["trainer"]["trackmux"]["doctor"] = {"kl_blowup": {"ratio": 5}}
-    run = trackmux.init(project="p", backends=["file"], **trackmux_options(config),
-                        backend_options={"file": {"root": str(tmp_path / "o")}})
-    run.finish(timeout=30)
-    from trackmux.core.spool.reader import SpoolReader
-
-    reader = SpoolReader(run.dir)
-    assert reader.meta()["watchers"] == ["trackmux.doctor.live:watcher"]
-    reader.close()
-
-
 def test_a_plugin_ships_a_detector_users_tune_it_and_it_runs() -> None:
     """``trackmux_register_detectors``: a third party's rule, checked and run like ours."""
     from trackmux.core.backends.registry import get_registry
