@@ -548,6 +548,40 @@ def test_resume_continues_the_run_and_the_latest_value_per_step_is_the_resumed_o
                                        (6, 6.5), (7, 7.5), (8, 8.5), (9, 9.5)]
 
 
+def test_a_rewind_replaces_the_superseded_steps_tables(tmp_path: Path) -> None:
+    """``client.log_table`` appends to an existing file; after ``rewind_to=4`` the re-done
+    steps' tables hold the resumed attempt's rows only, and two tables of one key at one
+    step of one attempt are still concatenated (docs/backends/mlflow.md, Resume)."""
+    import orjson
+
+    import trackmux
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    options = {"mlflow": {"tracking_uri": uri, "artifact_location": str(tmp_path / "a")}}
+
+    def attempt(steps: range, tag: str, **resume: Any) -> None:
+        run = trackmux.init(project="tables", backends=["mlflow"], dir=tmp_path,
+                            run_id="t", backend_options=options, **resume)
+        for step in steps:
+            run.log_table("t", ["who"], [[f"{tag}{step}"]], step=step)
+            if step == 6:
+                run.log_table("t", ["who"], [[f"{tag}6b"]], step=6)
+        assert run.finish(timeout=120).complete
+
+    attempt(range(1, 8), "a")
+    attempt(range(5, 9), "b", resume="must", rewind_to=4)
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("tables").experiment_id])
+
+    def rows(step: int) -> list[str]:
+        local = client.download_artifacts(run.info.run_id, f"tables/t/step_{step}.json",
+                                          str(tmp_path / f"dl{step}"))
+        return [row[0] for row in orjson.loads(Path(local).read_bytes())["data"]]
+
+    assert [rows(s) for s in (1, 4, 5, 6, 7, 8)] == [
+        ["a1"], ["a4"], ["b5"], ["b6", "b6b"], ["b7"], ["b8"]]
+
+
 def test_provenance_in_mlflows_source_tags_and_artifacts(tmp_path: Path) -> None:
     """Issue 25: mlflow's own source tags, the rest as tags, record and diff as files."""
     from trackmux.core.delivery.sync import deliver

@@ -88,3 +88,28 @@ def mlflow_history(client: Any, run: Any, key: str) -> dict[int, list[float]]:
                         key=lambda p: p.timestamp):
         out.setdefault(point.step, []).append(point.value)
     return out
+
+
+def tensorboard_texts(log_dir: Path, tag_part: str) -> dict[str, dict[int, str]]:
+    """The text of each step of each text tag containing ``tag_part`` (samples and tables
+    arrive as markdown text); a step written twice keeps what TensorBoard's reader shows."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(log_dir), size_guidance={"tensors": 0})
+    acc.Reload()
+    out: dict[str, dict[int, str]] = {}
+    for tag in acc.Tags()["tensors"]:
+        if tag_part in tag:
+            for event in acc.Tensors(tag):
+                text = b"".join(event.tensor_proto.string_val).decode()
+                out.setdefault(tag, {})[event.step] = text
+    return out
+
+
+def mlflow_table(client: Any, run: Any, path: str, dst: Path) -> list[dict[str, Any]]:
+    """The rows of a table artifact (``client.log_table``'s JSON, orient "split")."""
+    import orjson
+
+    local = client.download_artifacts(run.info.run_id, path, str(dst))
+    table = orjson.loads(Path(local).read_bytes())
+    return [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]

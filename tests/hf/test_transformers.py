@@ -20,12 +20,14 @@ from conftest import (
     HERE,
     mlflow_history,
     mlflow_run,
+    mlflow_table,
     spool_events,
     spool_runs,
     tensorboard_scalars,
-    tensorboard_text_steps,
+    tensorboard_texts,
 )
 from trackmux.integrations import hf_common, trl_samples
+from trackmux.samples.read import iter_samples, list_sample_keys
 
 pytest.importorskip("trl")
 BACKENDS = ["file", "tensorboard", "mlflow"]
@@ -99,30 +101,35 @@ def test_grpo_run_reaches_every_backend_with_samples_per_step(
     assert config["hidden_size"] == 32 and config["model_type"] == "llama"  # model config
     assert config["model/num_parameters"] > 0
 
-    # completions: one batch per logging step (train) and per evaluation, with history
-    tables = [e for e in events if isinstance(e, trackmux.TableEvent)]
-    train_tables = {e.step: e for e in tables if e.key == "completions"}
-    assert sorted(train_tables) == [1, 2, 3, 4]
-    assert sorted(e.step for e in tables if e.key == "eval/completions") == [2, 4]
-    table = train_tables[3]
-    assert list(table.columns) == ["step", "prompt", "response", "reward",
-                                   "reward/reward_length", "reward/reward_colour",
-                                   "advantage", "group"]
-    assert len(table.rows) == 4 and {row[0] for row in table.rows} == {3}
-    for row in table.rows:  # the weighted sum TRL logs as `reward`
-        assert row[3] == pytest.approx(row[4] + row[5])
-    assert {row[7] for row in table.rows} == {0}  # one GRPO group of 4
-    mean_colour = sum(row[5] for row in table.rows) / 4
+    # completions: one batch of samples per logging step (train) and per evaluation, in
+    # the rollout ledger with their step
+    keys = list_sample_keys(run_dir)
+    assert keys == {"completions": [1, 2, 3, 4], "eval/completions": [2, 4]}
+    assert not [e for e in events if isinstance(e, trackmux.TableEvent)]
+    rows = list(iter_samples(run_dir, key="completions", step=3))
+    assert len(rows) == 4 and [r["sample"] for r in rows] == [0, 1, 2, 3]
+    assert set(rows[0]) >= {"prompt", "response", "reward", "reward/reward_length",
+                            "reward/reward_colour", "advantage", "group"}
+    for row in rows:  # the weighted sum TRL logs as `reward`
+        assert row["reward"] == pytest.approx(row["reward/reward_length"]
+                                              + row["reward/reward_colour"])
+        assert isinstance(row["prompt"], str) and isinstance(row["response"], str)
+    assert {r["group"] for r in rows} == {0}  # one GRPO group of 4: one prompt
+    assert len({r["prompt"] for r in rows}) == 1
+    mean_colour = sum(r["reward/reward_colour"] for r in rows) / 4
     assert mean_colour == pytest.approx(metrics["train/rewards/reward_colour/mean"][3])
+    assert len(list(iter_samples(run_dir, key="eval/completions", step=4))) == 4
 
-    # tensorboard: the scalars per step, and each step's completions as text
+    # tensorboard: the scalars per step, and each step's samples as a markdown table
     board = tensorboard_scalars(tracker_env["tensorboard"])
     assert board["train/loss"] == pytest.approx(metrics["train/loss"])
     assert board["eval/loss"] == pytest.approx(metrics["eval/loss"])
-    text_steps = tensorboard_text_steps(tracker_env["tensorboard"], "completions")
-    assert sorted(text_steps[next(t for t in text_steps if not t.startswith("eval"))]) == [
-        1, 2, 3, 4]
-    # mlflow: the same series, and a table artifact per step
+    texts = tensorboard_texts(tracker_env["tensorboard"], "completions")
+    train_text = texts[next(t for t in texts if not t.startswith("eval"))]
+    assert sorted(train_text) == [1, 2, 3, 4]
+    assert sorted(texts[next(t for t in texts if t.startswith("eval"))]) == [2, 4]
+    assert "reward/reward_colour" in train_text[3] and "group" in train_text[3]
+    # mlflow: the same series, and each step's samples as a table artifact
     client, ml_run = mlflow_run(tracker_env["mlflow_db"], "hf-grpo")
     assert ml_run.info.status == "FINISHED" and ml_run.info.run_name == "tiny-grpo"
     assert {s: v[-1] for s, v in mlflow_history(client, ml_run, "train/loss").items()} \
@@ -130,6 +137,10 @@ def test_grpo_run_reaches_every_backend_with_samples_per_step(
     artifacts = {a.path for a in client.list_artifacts(ml_run.info.run_id,
                                                        "tables/completions")}
     assert artifacts == {f"tables/completions/step_{s}.json" for s in (1, 2, 3, 4)}
+    shown = mlflow_table(client, ml_run, "tables/completions/step_3.json", tmp_path / "dl")
+    assert [(r["step"], r["sample"], r["prompt"], r["response"], r["group"]) for r in shown] \
+        == [(3, r["sample"], r["prompt"], r["response"], r["group"]) for r in rows]
+    assert [r["reward"] for r in shown] == pytest.approx([r["reward"] for r in rows])
     assert ml_run.data.params["num_generations"] == "4"
 
     # an evaluation after train() continues the same run (one attempt more, no rewind)
@@ -172,7 +183,7 @@ def test_samples_follow_log_completions_and_an_error_finishes_the_run(
     assert callback.run is None
     (run_dir,) = spool_runs(tracker_env["spool"], "hf-fail")
     events = spool_events(run_dir)
-    assert not [e for e in events if isinstance(e, trackmux.TableEvent)]
+    assert list_sample_keys(run_dir) == {}
     assert [e.step for e in events if isinstance(e, trackmux.MetricsEvent)] == [1]
     from trackmux.core.spool.reader import SpoolReader
 
@@ -197,12 +208,17 @@ def test_killed_and_resumed_from_checkpoint_is_one_run_with_each_step_once(
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
     marker = tmp_path / "out" / "hanging"
+
+    def delivered_step_3() -> bool:  # mlflow's default artifact root is ./mlruns (cwd)
+        return any(p.parent.name == "completions" and p.parent.parent.name == "tables"
+                   for p in (tmp_path / "mlruns").rglob("step_3.json"))
+
     deadline = time.monotonic() + 240
-    try:
-        while not marker.exists():
+    try:  # killed once step 3's samples reached mlflow: the resume must replace them
+        while not (marker.exists() and delivered_step_3()):
             assert first.poll() is None, first.stdout.read().decode()[-5000:]  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "the first attempt did not reach step 3"
-            time.sleep(0.1)
+            assert time.monotonic() < deadline, "the first attempt did not deliver step 3"
+            time.sleep(0.2)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(first.pid, signal.SIGKILL)
@@ -233,13 +249,19 @@ def test_killed_and_resumed_from_checkpoint_is_one_run_with_each_step_once(
     steps = [e.step for e in live if isinstance(e, trackmux.MetricsEvent)
              and "train/loss" in e.data]
     assert steps == [1, 2, 3, 4, 5, 6]  # step 3 of the killed attempt is superseded
-    assert [e.step for e in live if isinstance(e, trackmux.TableEvent)] == [1, 2, 3, 4, 5, 6]
+    # samples: each step once; the killed attempt's step 3 is superseded by the re-done one
+    assert list_sample_keys(run_dir) == {"completions": [1, 2, 3, 4, 5, 6]}
+    samples = list(iter_samples(run_dir, key="completions"))
+    assert [r["step"] for r in samples] == [s for s in (1, 2, 3, 4, 5, 6) for _ in range(4)]
+    spooled_samples = {s: [r for r in samples if r["step"] == s] for s in (1, 2, 3, 4, 5, 6)}
     spooled = {e.step: e.data["train/loss"] for e in live
                if isinstance(e, trackmux.MetricsEvent) and "train/loss" in e.data}
     # tensorboard: one event file, one point per step, the live values
     assert len(list(tracker_env["tensorboard"].rglob("*tfevents*"))) == 1
     assert tensorboard_scalars(tracker_env["tensorboard"])["train/loss"] == pytest.approx(
         spooled)
+    (text,) = tensorboard_texts(tracker_env["tensorboard"], "completions").values()
+    assert sorted(text) == [1, 2, 3, 4, 5, 6]
     # mlflow: one run, finished; the latest value of each step is the live one
     client, ml_run = mlflow_run(tracker_env["mlflow_db"], "hf-resume")
     assert ml_run.info.status == "FINISHED"
@@ -248,7 +270,12 @@ def test_killed_and_resumed_from_checkpoint_is_one_run_with_each_step_once(
     assert {s: v[-1] for s, v in history.items()} == pytest.approx(spooled)
     artifacts = {a.path for a in client.list_artifacts(ml_run.info.run_id,
                                                        "tables/completions")}
-    assert len(artifacts) == 6  # step 3's table was replaced, not added
+    assert artifacts == {f"tables/completions/step_{s}.json" for s in (1, 2, 3, 4, 5, 6)}
+    for step in (2, 3, 4):  # step 3's table holds the live samples only, not both attempts'
+        shown = mlflow_table(client, ml_run, f"tables/completions/step_{step}.json",
+                             tmp_path / f"dl{step}")
+        assert [(r["sample"], r["response"]) for r in shown] == [
+            (r["sample"], r["response"]) for r in spooled_samples[step]], step
     # the file backend appends (docs/backends/file.md): the last line of each step is live
     lines = [orjson.loads(line) for line in
              (tracker_env["file_root"] / "hf-resume" / "grpo-resume.jsonl").read_bytes()
@@ -257,21 +284,18 @@ def test_killed_and_resumed_from_checkpoint_is_one_run_with_each_step_once(
     assert last == pytest.approx(spooled)
 
 
-def test_samples_go_to_log_samples_when_the_run_has_it(tracker_env: dict[str, Path]) -> None:
-    """The switch to issue 23's ``Run.log_samples``: used when present, a table per step
-    otherwise (a real run without it here; a subclass adds it)."""
-    run = trackmux.init(project="hf-switch", backends=["file"], delivery="thread")
-    samples = {"prompt": ["p", "p"], "response": ["a", "b"], "reward": [1.0, 0.0]}
-    hf_common.log_samples_or_table(run, "completions", samples, step=3)
-    got: list[tuple[str, dict[str, Any], int]] = []
-
-    class WithSamples:
-        def log_samples(self, key: str, batch: dict[str, Any], step: int) -> None:
-            got.append((key, batch, step))
-
-    hf_common.log_samples_or_table(WithSamples(), "completions", samples, step=4)
+def test_samples_go_to_the_ledger_and_never_stop_training(
+        tracker_env: dict[str, Path]) -> None:
+    """``hf_common.log_samples`` on a real run: the batch lands in the rollout ledger; a
+    sample with a bad cell is dropped alone; a finished run is named, not raised."""
+    run = trackmux.init(project="hf-ledger", backends=["file"], delivery="thread")
+    samples = {"prompt": ["p", "p", "q"], "response": ["a", "b", "c"],
+               "reward": [1.0, 0.0, 0.5], "group": [0, 0, 1],
+               "meta": ["ok", "ok", {"not": "a cell"}]}
+    hf_common.log_samples(run, "completions", samples, step=3)
     run.finish()
-    (table,) = [e for e in spool_events(run.dir) if isinstance(e, trackmux.TableEvent)]
-    assert (table.step, list(table.columns)) == (3, ["step", "prompt", "response", "reward"])
-    assert [list(r) for r in table.rows] == [[3, "p", "a", 1.0], [3, "p", "b", 0.0]]
-    assert got == [("completions", samples, 4)]
+    hf_common.log_samples(run, "completions", samples, step=4)  # finished: no raise
+    assert list_sample_keys(run.dir) == {"completions": [3]}
+    rows = list(iter_samples(run.dir, key="completions", step=3))
+    assert [(r["prompt"], r["response"], r["reward"], r["group"]) for r in rows] == [
+        ("p", "a", 1.0, 0), ("p", "b", 0.0, 0)]

@@ -6,8 +6,8 @@
 - :func:`log_metrics`: ``run.log`` that never stops training: values trackmux cannot keep
   are dropped, each key named once (``None`` is TRL's "no value this step" and is skipped
   silently).
-- :func:`log_samples_or_table`: one batch of samples at a step, through ``run.log_samples``
-  where the run has it and as a table per step otherwise.
+- :func:`log_samples`: one batch of samples at a step into the run's rollout ledger
+  (``run.log_samples``, docs/samples.md), never stopping training.
 - :func:`record_of` / :func:`resume_options`: the small record that lets a restarted
   trainer continue its trackmux run, rewound to the checkpoint's step.
 
@@ -79,23 +79,17 @@ def log_metrics(run: Any, data: Mapping[str, Any], step: int, source: str) -> No
         run.log(kept, step=step)
 
 
-def log_samples_or_table(run: Any, key: str, samples: Mapping[str, list[Any]],
-                         step: int) -> None:
-    """Log one batch of samples (columns of equal length) at ``step``.
+def log_samples(run: Any, key: str, samples: Mapping[str, list[Any]], step: int) -> None:
+    """``run.log_samples(key, samples, step)``: one batch (columns of equal length) into
+    the rollout ledger, which keeps every sample and shows each backend its capped choice,
+    whole GRPO groups together (docs/samples.md). ``log_samples`` already drops and names
+    bad cells; a run finished under the trainer (e.g. by SIGTERM's handler) is named once
+    here and training goes on."""
+    from trackmux.core.errors import RunFinishedError
 
-    ``Run.log_samples`` (the rollout ledger, issue 23) is built on another branch than this
-    integration; until both are merged a run may not have it, so it is looked up here and a
-    table per step (``step`` first, then the columns) is logged instead. Each backend keeps
-    a table per step in its own way (docs/transformers.md). Bad cells never stop training:
-    the problem is named once and the batch is dropped."""
     try:
-        if hasattr(run, "log_samples"):  # issue 23's ledger; drop this branch once merged
-            run.log_samples(key, dict(samples), step=step)
-        else:
-            columns = ["step", *samples]
-            rows = [[step, *row] for row in zip(*samples.values(), strict=True)]
-            run.log_table(key, columns, rows, step=step)
-    except (TypeError, ValueError, RuntimeError) as exc:  # RuntimeError: RunFinishedError
+        run.log_samples(key, dict(samples), step=step)
+    except RunFinishedError as exc:
         warn_once(f"samples:{key}", "trackmux: samples %r at step %s not logged: %s",
                   key, step, exc)
 

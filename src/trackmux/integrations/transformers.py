@@ -15,11 +15,13 @@
   (``train/loss``, ``eval/loss``, ``train/rewards/<f>/mean``: :func:`hf_common.trainer_keys`);
   ``on_predict`` under ``test/``.
 - GRPO-like TRL trainers: the completions of each logging step (prompt, response, each
-  reward function's reward, advantage, group) go to ``completions`` (``eval/completions``
-  during evaluation) with their step, so every backend keeps each step's batch
-  (:mod:`trackmux.integrations.trl_samples`). The callback needs the trainer for this: pass
-  it (``TrackmuxCallback(trainer)``, the idiom of TRL's own callbacks) or call
-  :meth:`TrackmuxCallback.bind`; :func:`track` does both.
+  reward function's reward, advantage, group) go to the rollout ledger as
+  ``run.log_samples("completions", ...)`` (``eval/completions`` during evaluation) at
+  their step: the spool keeps every sample, each backend shows each step's choice, whole
+  GRPO groups together (:mod:`trackmux.integrations.trl_samples`, docs/samples.md).
+  The callback needs the trainer for this: pass it (``TrackmuxCallback(trainer)``, the
+  idiom of TRL's own callbacks) or call :meth:`TrackmuxCallback.bind`; :func:`track`
+  does both.
 - The run finishes at ``on_train_end``; a bound trainer's ``train()`` also finishes it
   when it raises (exit code 1); unbound, trackmux's exit handler does, and a next
   ``train()`` in the same process closes a run its failed predecessor left open.
@@ -242,7 +244,7 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
         if batch == self._last_batch:  # the same generation batch as the last logging step
             return
         self._last_batch = batch
-        hf_common.log_samples_or_table(self.run, key, samples, step)
+        hf_common.log_samples(self.run, key, samples, step)
 
 
 def track(trainer: Any, **options: Any) -> TrackmuxCallback:

@@ -10,10 +10,11 @@ hold exactly what TRL's own table shows at that step.
 
 ``_logs`` is TRL's internal state, not an API: :func:`grpo_samples` reads it defensively
 (shape checked, every column the same length) and returns None for anything else, which
-the callback reports once. The columns follow the rollout ledger's names: ``prompt``,
-``response``, ``reward`` (weighted sum, as TRL computes its ``reward`` metric),
-``reward/<function>``, ``advantage``, ``group`` (GRPO group: ``num_generations``
-consecutive completions of one prompt) and the ``extra`` columns.
+the callback reports once. The columns are what ``Run.log_samples`` (docs/samples.md)
+gives a role by name: ``prompt``, ``response``, ``reward`` (weighted sum, as TRL computes
+its ``reward`` metric), ``reward/<function>`` (reward components), ``advantage``,
+``group`` (GRPO group: ``num_generations`` consecutive completions of one prompt; one of
+the ledger's group columns, so backends show whole groups) and the ``extra`` columns.
 """
 
 from __future__ import annotations

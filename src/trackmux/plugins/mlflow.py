@@ -23,7 +23,10 @@ Histograms arrive as core's summary scalars (``<key>/count``, ``/mean``, ``/std`
 ``/neginf`` when values were not finite), renamed like every metric. Artifacts go through
 ``client.log_artifacts`` under ``artifacts/<name>/step_<N>/`` keeping their folder layout.
 
-Tables go through ``client.log_table`` (``tables/<key>/step_<N>.json``), images through
+Tables go through ``client.log_table`` (``tables/<key>/step_<N>.json``), which appends to
+a file that exists: after a resume's ``rewind(N)`` the first table of each superseded step
+(N < step <= the highest table step delivered before) replaces the file instead, so a
+re-done step's table holds the live rows only (:meth:`MlflowBackend.rewind`). Images through
 ``client.log_image(key=, step=)`` (mlflow's stepped image charts), text through
 ``client.log_text`` (``text/<key>/step_<N>.md``). Requests respect mlflow's batch limits
 (1000 metrics, 100 params, 1000 entities per ``log_batch``).
@@ -213,6 +216,7 @@ class MlflowBackend(Backend):
         self._done_seq = 0
         self._last_time: float | None = None
         self._names_from({})
+        self._tables_from({})
 
     def _names_from(self, state: Mapping[str, Any]) -> None:
         """Metric, param and artifact-path names (three namespaces in mlflow), continued
@@ -225,6 +229,17 @@ class MlflowBackend(Backend):
                                      state=names.get("params"))
         self._path_names = KeyNames(artifact_key, "mlflow artifact path",
                                     max_length=MAX_ARTIFACT_KEY, state=names.get("paths"))
+
+    def _tables_from(self, state: Mapping[str, Any]) -> None:
+        """Where tables stand (continued from ``state()``): the highest step of a table
+        delivered (``top``), and after a rewind the superseded window (``lo``, ``hi``] and
+        the table files of that window already replaced by the resumed attempt."""
+        tables = state.get("tables") if isinstance(state.get("tables"), Mapping) else {}
+        assert isinstance(tables, Mapping)
+        self._table_top = int(tables.get("top", -1))
+        window = tables.get("window")
+        self._table_window = (int(window[0]), int(window[1])) if window else None
+        self._tables_replaced = set(tables.get("replaced", ()))
 
     # -- opening ----------------------------------------------------------------------
     def _configure_http(self) -> None:
@@ -288,6 +303,7 @@ class MlflowBackend(Backend):
         self._params: dict[str, str] = dict(remote.data.params)
         self._stepped_images = not _old_stepped_image_names()
         self._names_from(resume.state or {})
+        self._tables_from(resume.state or {})
 
     def _mlflow2_artifacts_need_global_uri(self) -> None:
         """mlflow 2.x resolves ``mlflow-artifacts:`` URIs (artifacts proxied by the server)
@@ -475,9 +491,14 @@ class MlflowBackend(Backend):
         if isinstance(event, TableEvent):
             data = {column: [row[i] for row in event.rows]
                     for i, column in enumerate(event.columns)}
-            client.log_table(run_id, data=data,
-                             artifact_file=f"tables/{self._path_names(event.key)}/"
-                                           f"step_{event.step}.json")
+            path = f"tables/{self._path_names(event.key)}/step_{event.step}.json"
+            window = self._table_window
+            if (window is not None and window[0] < event.step <= window[1]
+                    and path not in self._tables_replaced):
+                self._replace_table(path, data)
+            else:
+                client.log_table(run_id, data=data, artifact_file=path)
+            self._table_top = max(self._table_top, event.step)
         elif isinstance(event, ImageEvent):
             from PIL import Image
 
@@ -562,6 +583,33 @@ class MlflowBackend(Backend):
             self._client.log_artifacts(self._run_id, tmp, artifact_path=(
                 f"artifacts/{self._path_names(event.name)}/step_{event.step}"))
 
+    def _replace_table(self, path: str, data: dict[str, list[Any]]) -> None:
+        """Write the table at ``path`` over a superseded attempt's file (``log_table``
+        would append to it), in ``log_table``'s format (pandas JSON, orient "split")."""
+        import tempfile
+
+        import pandas as pd
+
+        assert self._client is not None and self._run_id is not None
+        folder, name = path.rsplit("/", 1)
+        existing = {a.path for a in self._client.list_artifacts(self._run_id, folder)}
+        if path not in existing:  # the earlier attempt never delivered this step's table
+            self._client.log_table(self._run_id, data=data, artifact_file=path)
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                local = os.path.join(tmp, name)
+                pd.DataFrame(data).to_json(local, orient="split", index=False,
+                                           date_format="iso")
+                self._client.log_artifact(self._run_id, local, folder)
+        self._tables_replaced.add(path)
+
+    def rewind(self, step: int) -> None:
+        """Tables of steps after ``step`` that earlier attempts delivered are replaced by
+        the resumed attempt's first table of that key and step (metric points cannot be
+        deleted in mlflow; their latest timestamp per step is the live one)."""
+        self._table_window = (step, self._table_top) if self._table_top > step else None
+        self._tables_replaced = set()
+
     # -- the rest of the contract ------------------------------------------------------
     @property
     def remote_id(self) -> str | None:
@@ -574,6 +622,12 @@ class MlflowBackend(Backend):
             ("paths", self._path_names.state())) if value}
         if names:
             state["names"] = names
+        tables: dict[str, Any] = {"top": self._table_top} if self._table_top >= 0 else {}
+        if self._table_window is not None and self._table_top > self._table_window[0]:
+            tables["window"] = list(self._table_window)
+            tables["replaced"] = sorted(self._tables_replaced)
+        if tables:
+            state["tables"] = tables
         return state
 
     def close(self, status: str) -> None:
