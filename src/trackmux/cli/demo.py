@@ -112,4 +112,5 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
     else:
         click.echo(f"write its report with: {report_cmd}")
     # the live dashboard over every run of this root (needs the extra 'ui')
-    click.echo(f"open the dashboard: trackmux ui {spool_root}  (pip install 'trackmux[ui]')")
+    click.echo(f"open the dashboard: trackmux ui {spool_root}  (its extra, in the trackmux "
+               "checkout: pip install -e '.[ui]')")

@@ -26,7 +26,8 @@ def ui(directories: tuple[Path, ...], host: str, port: int, cache_mb: int) -> No
         from trackmux.ui.app import Server
     except ImportError as exc:
         raise click.ClickException(
-            f"trackmux ui needs the extra 'ui' (pip install 'trackmux[ui]'): {exc}") from None
+            "trackmux ui needs the extra 'ui' (in the trackmux checkout: "
+            f"pip install -e '.[ui]'): {exc}") from None
     roots = [settings.spool_root(d) for d in directories] or [settings.spool_root(None)]
     for root in roots:
         if not root.is_dir():

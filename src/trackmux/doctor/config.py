@@ -40,7 +40,8 @@ def load_file(path: str | os.PathLike[str]) -> Mapping[str, Any]:
                 import tomli as tomllib
             except ImportError:
                 raise ValueError("reading a TOML rules file on Python 3.10 needs tomli: "
-                                 "pip install 'trackmux[doctor]'") from None
+                                 "pip install tomli (or, in the trackmux checkout, "
+                                 "pip install -e '.[doctor]')") from None
         try:
             data: Any = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -49,8 +50,8 @@ def load_file(path: str | os.PathLike[str]) -> Mapping[str, Any]:
         try:
             import yaml
         except ImportError:
-            raise ValueError("reading a YAML rules file needs PyYAML: "
-                             "pip install 'trackmux[doctor]'") from None
+            raise ValueError("reading a YAML rules file needs PyYAML: pip install pyyaml (or, "
+                             "in the trackmux checkout, pip install -e '.[doctor]')") from None
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:

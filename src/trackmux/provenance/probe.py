@@ -62,7 +62,8 @@ def gpus() -> dict[str, Any]:
     try:
         import pynvml
     except ImportError:
-        return {"source": "none", "reason": "pynvml not installed (pip install trackmux[gpu])"}
+        return {"source": "none", "reason": "pynvml not installed (in the trackmux checkout: "
+                "pip install -e '.[gpu]')"}
     try:
         pynvml.nvmlInit()
     except Exception as exc:
