@@ -1,1 +1,1 @@
-"""The built-in rules, one module per family (metrics, text, time)."""
+"""The built-in rules, one module per family (metrics, text, rewards, time)."""
