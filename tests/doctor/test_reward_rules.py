@@ -32,7 +32,7 @@ def verl_batch(step: int, rng: random.Random, solved: float = 0.0, groups: int =
             hit = float(rng.random() < p)
             uid.append(f"uid-{step}-{g}")
             score.append(hit)
-            acc.append(hit)
+            acc.append(bool(hit))  # verl's math_dapo returns acc as a bool
             pred.append("42" if hit else "7")
     return batch(step, {"prompt": ["q"] * len(uid), "response": ["a"] * len(uid),
                         "score": score, "reward": list(score), "reward/acc": acc,

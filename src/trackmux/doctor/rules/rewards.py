@@ -53,8 +53,9 @@ COLUMNS: dict[str, Callable[[Any], Columns]] = {
 
 
 def number(cell: Any) -> float | None:
-    """A finite number, or None (text, booleans, missing and non-finite cells)."""
-    if isinstance(cell, (int, float)) and not isinstance(cell, bool):
+    """A finite number (a boolean as 0 or 1: verl's ``acc`` is one), or None (text,
+    missing and non-finite cells)."""
+    if isinstance(cell, (int, float)):
         value = float(cell)
         return value if math.isfinite(value) else None
     return None
