@@ -4,6 +4,8 @@ with ``sample_rows=8`` must show exactly the two best groups (samples 16-23) eac
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from trackmux.core.events import SamplesEvent
 from trackmux.core.values.samples import to_event
 
@@ -32,3 +34,22 @@ def check_rows(step: int, rows: list[list[object]]) -> None:
     assert [str(r[0]) for r in rows] == [str(step)] * len(BEST)
     assert [str(r[4]) for r in rows] == [f"step {step} answer {i}" for i in BEST]
     assert [float(r[6]) for r in rows] == [-0.5] * len(BEST)  # type: ignore[arg-type]
+
+
+def check_columns(columns: list[str] | tuple[str, ...]) -> None:
+    """The header a backend keeps for each step's table: core's fallback columns."""
+    assert tuple(str(c) for c in columns) == COLUMNS, columns
+
+
+def samples_spool(tmp_path: Path, t0: float = 1.7e9) -> Path:
+    """A finished run's spool holding :func:`sample_events` (the run dir)."""
+    from trackmux.core.spool.writer import SpoolWriter
+
+    run_dir = tmp_path / "spool" / "p" / "r1"
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="r1", project="p", name="samples", state="finished",
+                    started_at=t0)
+    for event in sample_events(t0):
+        writer.append(event)
+    writer.close()
+    return run_dir

@@ -39,11 +39,11 @@ def sessions(root: Path) -> list[Path]:
 
 def read_session(folder: Path) -> tuple[Readback, dict[str, Any]]:
     """One offline session in trackmux terms (duplicates kept), plus {"task": task.json,
-    "log": console lines, "marks": seq marks}."""
+    "log": console lines, "marks": seq marks, "columns": {table key: [each header]}}."""
     from clearml.utilities.pyhocon import ConfigFactory
 
     out = Readback()
-    extra: dict[str, Any] = {"marks": [], "log": []}
+    extra: dict[str, Any] = {"marks": [], "log": [], "columns": {}}
     for event in session_events(folder):
         key = key_of(event.get("metric", ""), event.get("variant", ""))
         step = int(event.get("iter") or 0)
@@ -58,6 +58,7 @@ def read_session(folder: Path) -> tuple[Readback, dict[str, Any]]:
             rows = [list(r) for r in zip(*columns, strict=True)]
             assert table["header"]["values"]
             out.tables.setdefault(key, []).append((step, rows))
+            extra["columns"].setdefault(key, []).append(table["header"]["values"])
         elif event["type"] == "training_debug_image":
             with Image.open(event["url"]) as image:
                 out.images.setdefault(key, []).append((step, image.width, image.height))
@@ -176,6 +177,30 @@ def test_redelivery_of_a_batch_cut_by_a_crash(tmp_path: Path) -> None:
     assert readback.tables == {"t/rows": [(3, [["z", None]])]}
     assert sum("t/note @ step 3: once" in line for line in extra["log"]) == 1
     assert extra["marks"] == [1, 2, 3, 4, 5]
+
+
+def test_samples_are_a_table_plot_at_each_step(tmp_path: Path) -> None:
+    """log_samples on clearml (issue 23): core's fallback table of the chosen samples (the
+    best whole groups, capped at sample_rows) is a ``report_table`` plot at each iteration,
+    read back from the offline session's ``metrics.jsonl``: every step's table is kept
+    (history), with core's columns as its header."""
+    from samples_support import OPTIONS, STEPS, check_columns, check_rows, samples_spool
+
+    from trackmux.core.delivery.sync import deliver
+
+    root = tmp_path / "clearml"
+    result = deliver(samples_spool(tmp_path), {"clearml": lambda: ClearMLBackend(
+        {"dir": str(root), "offline": True, **OPTIONS})}, timeout=180)
+    assert result.complete, result.problems
+    (folder,) = sessions(root)
+    readback, extra = read_session(folder)
+    tables = readback.tables["rollout/samples"]
+    assert [step for step, _ in tables] == list(STEPS)
+    for step, rows in tables:
+        check_rows(step, rows)
+    assert len(extra["columns"]["rollout/samples"]) == len(STEPS)
+    for columns in extra["columns"]["rollout/samples"]:
+        check_columns(columns)
 
 
 def test_keys_split_as_verl_splits_them() -> None:

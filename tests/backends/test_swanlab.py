@@ -70,12 +70,13 @@ def read_swanlab(log_dir: Path) -> tuple[Readback, dict[str, Any]]:
     """Every run folder under ``log_dir`` (one swanlab run, maybe resumed), merged.
 
     Duplicates are kept, so a point stored twice fails the suite's step comparison.
-    Also returns {"ids": set of run ids, "captions": {key: caption}}.
+    Also returns {"ids": set of run ids, "captions": {key: caption},
+    "columns": {table key: [the header of each stored table]}}.
     """
     from swanlab.proto.swanlab.metric.column.v1.column_pb2 import ColumnType
 
     out = Readback()
-    extra: dict[str, Any] = {"ids": set(), "captions": {}}
+    extra: dict[str, Any] = {"ids": set(), "captions": {}, "columns": {}}
     for run_dir in run_dirs(log_dir):
         for record in records(run_dir):
             kind = record.WhichOneof("record_type")
@@ -100,6 +101,7 @@ def read_swanlab(log_dir: Path) -> tuple[Readback, dict[str, Any]]:
                         fields = [c["field"] for c in table["colDefs"]]
                         rows = [[row.get(f) for f in fields] for row in table["rowData"]]
                         out.tables.setdefault(media.key, []).append((media.step, rows))
+                        extra["columns"].setdefault(media.key, []).append(fields)
                     elif media.type == ColumnType.COLUMN_TYPE_TEXT:
                         text = (run_dir / "media" / "text" / item.filename).read_text("utf-8")
                         out.texts.setdefault(media.key, []).append((media.step, text))
@@ -381,6 +383,28 @@ def test_provenance_in_the_run_config(tmp_path: Path) -> None:
     config = read_swanlab(tmp_path / "swanlog")[0].config
     assert config is not None and config["lr"] == 0.1
     assert config["_provenance.git.commit"] == COMMIT
+def test_samples_are_a_table_at_each_step(tmp_path: Path) -> None:
+    """log_samples on swanlab (issue 23): core's fallback table of the chosen samples (the
+    best whole groups, capped at sample_rows) is an ECharts table media at each step, read
+    back from the run folder's records and ``media/echarts`` files: every step's table is
+    kept (history, not one overwritten key), with core's columns."""
+    from samples_support import OPTIONS, STEPS, check_columns, check_rows, samples_spool
+
+    from trackmux.core.delivery.sync import deliver
+
+    result = deliver(samples_spool(tmp_path), {"swanlab": lambda: SwanLabBackend(
+        {"log_dir": str(tmp_path / "swanlog"), **OPTIONS})}, timeout=120)
+    assert result.complete, result.problems
+    readback, extra = read_swanlab(tmp_path / "swanlog")
+    tables = readback.tables["rollout/samples"]
+    assert [step for step, _ in tables] == list(STEPS)
+    for step, rows in tables:
+        check_rows(step, rows)
+    assert len(extra["columns"]["rollout/samples"]) == len(STEPS)
+    for columns in extra["columns"]["rollout/samples"]:
+        check_columns(columns)
+
+
 # -- distinct keys stay distinct (issue 27 item 2) -----------------------------------------
 DISTINCT_KEYS = ["loss/", "loss", " loss", "./loss", "acc.", "acc", "a//b", "a/b"]
 

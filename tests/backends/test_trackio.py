@@ -201,6 +201,31 @@ def test_config_only_batch_and_redelivered_image_saved_once(tmp_path: Path) -> N
     assert readback.metrics["m"] == [(3, 1.0)]
 
 
+def test_samples_are_a_table_row_at_each_step(tmp_path: Path) -> None:
+    """log_samples on trackio (issue 23): core's fallback table of the chosen samples (the
+    best whole groups, capped at sample_rows) is a ``trackio.table`` in a row of its own at
+    each step of trackio's store: every step's table is kept (history), with core's
+    columns, each once."""
+    from samples_support import OPTIONS, STEPS, check_columns, check_rows, samples_spool
+
+    from trackmux.core.delivery.sync import deliver
+
+    project = project_of(tmp_path)
+    result = deliver(samples_spool(tmp_path), {"trackio": lambda: TrackioBackend(
+        {"dir": str(TRACKIO_DIR), "project": project, **OPTIONS})}, timeout=120)
+    assert result.complete, result.problems
+    tables = read_trackio(project).tables["rollout/samples"]
+    assert [step for step, _ in tables] == list(STEPS)
+    for step, rows in tables:
+        check_rows(step, rows)
+    stored = [json.loads(r["metrics"]) for r in db_rows(project)]
+    headers = [list(cells[0]) for cells in (m["rollout/samples"]["_value"] for m in stored
+                                           if "rollout/samples" in m)]
+    assert len(headers) == len(STEPS)
+    for columns in headers:
+        check_columns(columns)
+
+
 def test_dir_conflict_after_import_is_named(tmp_path: Path) -> None:
     backend = TrackioBackend({"dir": str(tmp_path / "elsewhere")})
     with pytest.raises(ValueError, match=r"dir=.*TRACKIO_DIR"):
