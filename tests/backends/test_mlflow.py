@@ -574,8 +574,10 @@ def test_a_rewind_replaces_the_superseded_steps_tables(tmp_path: Path) -> None:
     (run,) = client.search_runs([client.get_experiment_by_name("tables").experiment_id])
 
     def rows(step: int) -> list[str]:
+        target = tmp_path / f"dl{step}"
+        target.mkdir()  # mlflow 2 refuses a destination that does not exist yet
         local = client.download_artifacts(run.info.run_id, f"tables/t/step_{step}.json",
-                                          str(tmp_path / f"dl{step}"))
+                                          str(target))
         return [row[0] for row in orjson.loads(Path(local).read_bytes())["data"]]
 
     assert [rows(s) for s in (1, 4, 5, 6, 7, 8)] == [

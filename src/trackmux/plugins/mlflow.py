@@ -240,6 +240,8 @@ class MlflowBackend(Backend):
         window = tables.get("window")
         self._table_window = (int(window[0]), int(window[1])) if window else None
         self._tables_replaced = set(tables.get("replaced", ()))
+        #: rows this attempt wrote to each replaced table (later tables of that step append)
+        self._replaced_rows: dict[str, dict[str, list[Any]]] = {}
 
     # -- opening ----------------------------------------------------------------------
     def _configure_http(self) -> None:
@@ -493,9 +495,17 @@ class MlflowBackend(Backend):
                     for i, column in enumerate(event.columns)}
             path = f"tables/{self._path_names(event.key)}/step_{event.step}.json"
             window = self._table_window
+            earlier = self._replaced_rows.get(path)
             if (window is not None and window[0] < event.step <= window[1]
-                    and path not in self._tables_replaced):
+                    and (path not in self._tables_replaced
+                         or (earlier is not None and list(earlier) == list(data)))):
+                # a re-done step: its first table replaces the superseded file; later ones
+                # of this attempt are appended here, from the rows this backend wrote (on
+                # mlflow 2, log_table's own append lost the replaced rows)
+                if earlier is not None:
+                    data = {c: earlier[c] + data[c] for c in data}
                 self._replace_table(path, data)
+                self._replaced_rows[path] = data
             else:
                 client.log_table(run_id, data=data, artifact_file=path)
             self._table_top = max(self._table_top, event.step)
@@ -609,6 +619,7 @@ class MlflowBackend(Backend):
         deleted in mlflow; their latest timestamp per step is the live one)."""
         self._table_window = (step, self._table_top) if self._table_top > step else None
         self._tables_replaced = set()
+        self._replaced_rows = {}
 
     # -- the rest of the contract ------------------------------------------------------
     @property
