@@ -1,14 +1,14 @@
-"""B9: what the doctor (issue 22) costs and how fast it answers.
+"""B11: what the doctor (issue 22) costs and how fast it answers.
 
     python -m benchmarks.doctor [--points 1000000] [--tables 500] [--rounds 3]
 
-- B9a ``trackmux doctor`` over a finished run of 1M points (10,000 steps x 100 keys, with
+- B11a ``trackmux doctor`` over a finished run of 1M points (10,000 steps x 100 keys, with
   verl's key names among them) and 500 sample tables (64 rows of ~400 characters each):
   wall time of the CLI process (target < 10 s);
-- B9b the delivery process's CPU with the doctor on and off, at B7's rate (B7's workload,
+- B11b the delivery process's CPU with the doctor on and off, at B7's rate (B7's workload,
   100 floats a step, a table every 10 steps, B7's backends where installed, else file),
   measured from the first acknowledgement to the drain of the loop (target <= 5% more);
-- B9c latency from the ``log()`` that completes a finding (a NaN) to its line in the
+- B11c latency from the ``log()`` that completes a finding (a NaN) to its line in the
   file backend's findings file and to the console's line in the trainer (target < 2 s).
 """
 
@@ -169,7 +169,7 @@ def b9b(root: Path, rounds: int, steps: int) -> dict[str, Any]:
         for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
             result = one_round(root / f"b{r}-{mode}", mode == "on", steps)
             runs[mode].append(result)
-            print(f"B9b round {r + 1} doctor {mode:3s}: delivery CPU "
+            print(f"B11b round {r + 1} doctor {mode:3s}: delivery CPU "
                   f"{result['delivery_cpu_s']:.2f} s, loop {result['loop_s']:.2f} s", flush=True)
     off = statistics.median(x["delivery_cpu_s"] for x in runs["off"])
     on = statistics.median(x["delivery_cpu_s"] for x in runs["on"])
@@ -223,7 +223,7 @@ def b9c(root: Path, repeats: int) -> dict[str, Any]:
             file_s.append(seen - sent)
         if stamped.at is not None:
             console_s.append(stamped.at - sent)
-        print(f"B9c {r + 1}: file {file_s[-1] if seen else 'none'}, console "
+        print(f"B11c {r + 1}: file {file_s[-1] if seen else 'none'}, console "
               f"{console_s[-1] if stamped.at else 'none'}", flush=True)
     return {"file_s": file_s, "console_s": console_s,
             "file_median_s": statistics.median(file_s) if file_s else None,
@@ -247,23 +247,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         root = Path(tmp)
         os.chdir(root)
         if "a" in args.only:
-            result["B9a"] = b9a(root, args.points, args.tables)
-            print(f"B9a trackmux doctor over {args.points:,} points and {args.tables} tables: "
-                  f"{result['B9a']['seconds']:.2f} s wall, {result['B9a']['cpu_seconds']:.2f} s "
-                  f"CPU (exit {result['B9a']['exit']}, load {result['B9a']['load']:.1f})",
+            result["B11a"] = b9a(root, args.points, args.tables)
+            print(f"B11a trackmux doctor over {args.points:,} points and {args.tables} tables: "
+                  f"{result['B11a']['seconds']:.2f} s wall, {result['B11a']['cpu_seconds']:.2f} s "
+                  f"CPU (exit {result['B11a']['exit']}, load {result['B11a']['load']:.1f})",
                   flush=True)
         if "b" in args.only:
-            result["B9b"] = b9b(root, args.rounds, args.steps)
-            b = result["B9b"]
-            print(f"B9b delivery CPU ({', '.join(b['backends'])}): doctor off "
+            result["B11b"] = b9b(root, args.rounds, args.steps)
+            b = result["B11b"]
+            print(f"B11b delivery CPU ({', '.join(b['backends'])}): doctor off "
                   f"{b['off_cpu_s']:.2f} s, on {b['on_cpu_s']:.2f} s "
                   f"({b['increase']:+.1%}); the doctor's own CPU over the same events "
                   f"{b['doctor_own_cpu_s'] * 1000:.0f} ms ({b['own_share_of_off']:.1%} of the "
                   f"delivery process's; load {b['load']:.1f})", flush=True)
         if "c" in args.only:
-            result["B9c"] = b9c(root, args.latency_repeats)
-            c = result["B9c"]
-            print(f"B9c finding latency: file median {c['file_median_s']}, console median "
+            result["B11c"] = b9c(root, args.latency_repeats)
+            c = result["B11c"]
+            print(f"B11c finding latency: file median {c['file_median_s']}, console median "
                   f"{c['console_median_s']}", flush=True)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
