@@ -178,28 +178,15 @@ class AttachedRun:
                     max_rows: int | None = None, strict: bool = False) -> None:
         """Log a batch of samples under ``role/key`` (as ``Run.log_samples``), converted
         here in the worker: only the packed columns and token arrays travel to the sink."""
-        from trackmux.core.backends.contract import check_max_rows
-        from trackmux.core.values import samples as samples_mod
+        from trackmux.core.lifecycle.run import samples_event
 
         name = self._intake.key(key, "samples")
         at = None if name is None else self._attach_step(step)
-        if name is None or at is None:
-            return
-        strict = strict or self._intake.strict
-        try:
-            cap = None if max_rows is None else check_max_rows(max_rows)
-            event, problems = samples_mod.to_event(
-                self._key(name), samples, at, time.time(), tokens=tokens,
-                token_lengths=token_lengths, token_dtype=token_dtype, max_rows=cap,
-                strict=strict)
-        except (TypeError, ValueError) as exc:  # not a batch at all: the call is dropped
-            if strict:
-                raise
-            self._intake.drop("samples", name, exc, "the whole call is dropped")
-            return
-        if problems:
-            samples_mod.report_once(problems, name, self.samples_problems, log)
-        if not self._gone:
+        event = None if name is None or at is None else samples_event(
+            self._intake, name, self._key(name), at, samples, self.samples_problems,
+            tokens=tokens, token_lengths=token_lengths, token_dtype=token_dtype,
+            max_rows=max_rows, strict=strict)
+        if event is not None and not self._gone:
             self._put(event)
 
     def log_artifact(self, path: Any, name: str | None = None, type: str | None = None,

@@ -375,27 +375,15 @@ class Run:
         in the caller's thread; the spool keeps every sample, each backend shows at most
         ``max_rows`` (and its own cap). A bad cell drops its sample, reported once and
         counted in ``samples_problems``; ``strict=True`` raises instead."""
-        from trackmux.core.values import samples as samples_mod
-
         self._check_open()
         name = self._intake.key(key, "samples")
         at = None if name is None else self._attach_step(step)
-        if name is None or at is None:
-            return
-        strict = strict or self._intake.strict
-        try:
-            cap = None if max_rows is None else check_max_rows(max_rows)
-            event, problems = samples_mod.to_event(
-                name, samples, at, time.time(), tokens=tokens, token_lengths=token_lengths,
-                token_dtype=token_dtype, max_rows=cap, strict=strict)
-        except (TypeError, ValueError) as exc:  # not a batch at all: the call is dropped
-            if strict:
-                raise
-            self._intake.drop("samples", name, exc, "the whole call is dropped")
-            return
-        if problems:
-            samples_mod.report_once(problems, name, self.samples_problems, log)
-        self._append(event)
+        event = None if name is None or at is None else samples_event(
+            self._intake, name, name, at, samples, self.samples_problems, tokens=tokens,
+            token_lengths=token_lengths, token_dtype=token_dtype, max_rows=max_rows,
+            strict=strict)
+        if event is not None:
+            self._append(event)
 
     def log_artifact(self, path: str | os.PathLike[str], name: str | None = None,
                      type: str | None = None, step: int | None = None,
@@ -728,6 +716,32 @@ class Run:
             log.warning("trackmux: run %s was created in process %d; calls from forked "
                         "process %d are ignored. Call trackmux.init() in the child for its "
                         "own run.", self.id, self._pid, os.getpid())
+
+
+
+def samples_event(intake: Intake, name: str, stored_key: str, step: int, samples: Any,
+                  problems: Any, *, tokens: Any, token_lengths: Any, token_dtype: str,
+                  max_rows: int | None, strict: bool) -> Any:
+    """One ``log_samples`` call as a SamplesEvent under ``stored_key``, for Run and the
+    attached handle alike: a bad cell drops its sample (reported once, counted in
+    ``problems``); a call that is not a batch at all is dropped and counted (None);
+    ``strict`` (or the run's strict mode) raises instead."""
+    from trackmux.core.values import samples as samples_mod
+
+    strict = strict or intake.strict
+    try:
+        cap = None if max_rows is None else check_max_rows(max_rows)
+        event, found = samples_mod.to_event(
+            stored_key, samples, step, time.time(), tokens=tokens, token_lengths=token_lengths,
+            token_dtype=token_dtype, max_rows=cap, strict=strict)
+    except (TypeError, ValueError) as exc:
+        if strict:
+            raise
+        intake.drop("samples", name, exc, "the whole call is dropped")
+        return None
+    if found:
+        samples_mod.report_once(found, name, problems, log)
+    return event
 
 
 class DisabledRun:
