@@ -115,7 +115,8 @@ def test_backend_without_artifacts_gets_a_listing(tmp_path: Path,
     ({"copy_max_bytes": -1}, ValueError, "copy_max_bytes"),
 ])
 def test_bad_input_names_the_argument(tmp_path: Path, kwargs: dict[str, Any],
-                                      error: type[Exception], match: str) -> None:
+                                      error: type[Exception], match: str,
+                                      strict: None) -> None:
     folder = _checkpoint(tmp_path)
     run = trackmux.init(project="a", backends=[], dir=tmp_path / "spool")
     args = {"path": folder, **kwargs}
@@ -124,9 +125,35 @@ def test_bad_input_names_the_argument(tmp_path: Path, kwargs: dict[str, Any],
     run.finish()
 
 
-def test_empty_folder_is_an_error(tmp_path: Path) -> None:
+def test_empty_folder_is_an_error(tmp_path: Path, strict: None) -> None:
     (tmp_path / "empty").mkdir()
     run = trackmux.init(project="a", backends=[], dir=tmp_path / "spool")
     with pytest.raises(ValueError, match="no files"):
         run.log_artifact(tmp_path / "empty")
     run.finish()
+
+
+def test_a_bad_artifact_is_dropped_named_and_counted_by_default(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A tracker never kills training: a checkpoint folder that is not there yet (or is
+    empty, or a bad name) drops that call with one warning, the count reaches the finish
+    summary, and the run goes on to log the next artifact and its metrics."""
+    folder = _checkpoint(tmp_path)
+    (tmp_path / "empty").mkdir()
+    run = trackmux.init(project="a", backends=[], dir=tmp_path / "spool")
+    with caplog.at_level("WARNING", logger="trackmux"):
+        run.log_artifact(tmp_path / "not-written-yet", name="ckpt")
+        run.log_artifact(tmp_path / "not-written-yet", name="ckpt")
+        run.log_artifact(tmp_path / "empty")
+        run.log_artifact(folder, name="bad name/../x")
+    run.log_artifact(folder, name="ckpt", type="model")
+    run.log({"loss": 1.0})
+    summary = run.finish()
+    warned = [r.getMessage() for r in caplog.records if "bad artifact" in r.getMessage()]
+    assert len(warned) == 3 and "does not exist" in warned[0] and "holds no files" in warned[1]
+    assert summary.input_dropped == 4
+    assert {(p.kind, p.count) for p in summary.problems} >= {("artifact 'ckpt'", 2)}
+    reader = SpoolReader(run.dir)
+    kept = [e for e in reader.iter_events() if isinstance(e, ArtifactEvent)]
+    reader.close()
+    assert [(e.name, e.type) for e in kept] == [("ckpt", "model")]

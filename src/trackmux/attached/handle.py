@@ -192,11 +192,14 @@ class AttachedRun:
     def log_artifact(self, path: Any, name: str | None = None, type: str | None = None,
                      step: int | None = None, copy_max_bytes: int | None = None) -> None:
         """Not from a worker: an artifact's files are on the worker's node, and the run's
-        folder (which copies them by hash, for sync to replay) is on the driver's."""
-        raise NotImplementedError(
-            "log_artifact is not available on an attached worker: its files live on the "
-            "worker's node. Write them to storage the driver can read and call "
-            "run.log_artifact(path) in the driver")
+        folder (which copies them by hash, for sync to replay) is on the driver's. The call
+        is dropped and named like bad input (strict raises), so a worker is never stopped."""
+        self._intake.drop("artifact", name if isinstance(name, str) else str(path),
+                          NotImplementedError(
+                              "log_artifact is not available on an attached worker: its "
+                              "files live on the worker's node. Write them to storage the "
+                              "driver can read and call run.log_artifact(path) in the driver"),
+                          "the call is dropped")
 
     def log_event(self, event: Event) -> None:
         """Send an already-built event (kinds added later); its key is not prefixed."""

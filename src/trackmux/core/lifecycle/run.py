@@ -392,18 +392,19 @@ class Run:
 
         Reads and hashes every file in the caller's thread (not for the inner loop): files
         up to ``copy_max_bytes`` (default 50 MB) are copied into the run folder by hash,
-        larger ones referenced where they are (see docs/values.md)."""
-        from trackmux.core.values import artifacts
-
+        larger ones referenced where they are (see docs/values.md). A missing, empty or
+        unreadable path, or a bad name, type or limit, is bad input: dropped, named and
+        counted (strict raises)."""
         if self._finished:
             raise RunFinishedError(f"run {self.id} is finished; no more events are accepted")
-        limit = artifacts.copy_limit(copy_max_bytes)
         at = self._attach_step(step)
         if at is None:  # a bad step: dropped and named like any bad input
             return
-        art_name, art_type, source, files = artifacts.collect(
-            path, name, "artifact" if type is None else type, self.dir, limit)
-        self._append(ArtifactEvent(art_name, art_type, source, files, at, time.time()))
+        collected = self._intake.artifact(path, name, "artifact" if type is None else type,
+                                          self.dir, copy_max_bytes)
+        if collected is not None:
+            art_name, art_type, source, files = collected
+            self._append(ArtifactEvent(art_name, art_type, source, files, at, time.time()))
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         """Record hyperparameters (nested allowed; secrets redacted before anything is kept)."""
@@ -837,11 +838,15 @@ class DisabledRun:
                      copy_max_bytes: int | None = None) -> None:
         from trackmux.core.values import artifacts
 
-        artifacts.copy_limit(copy_max_bytes)
-        if name is not None:
-            artifacts.check_name(name, "name")
-        if type is not None:
-            artifacts.check_name(type, "type")
+        try:  # checks the arguments as Run does; reads no file
+            artifacts.copy_limit(copy_max_bytes)
+            if name is not None:
+                artifacts.check_name(name, "name")
+            if type is not None:
+                artifacts.check_name(type, "type")
+        except (TypeError, ValueError) as exc:
+            self._intake.drop("artifact", name if isinstance(name, str) else path, exc,
+                              "the call is dropped")
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         self._intake.config(config)

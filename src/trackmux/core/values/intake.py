@@ -19,6 +19,7 @@ is bad live in ``normalize`` once and the policy lives here once.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -183,6 +184,20 @@ class Intake:
             self.drop("config", "config", exc, _WHOLE)
             return None
 
+    def artifact(self, path: object, name: str | None, type_: str, run_dir: Any,
+                 copy_max_bytes: int | None) -> Any:
+        """``artifacts.collect``'s result, or None (kind ``artifact``, named by ``name`` or
+        the path): a missing, empty or unreadable path, a bad name, type or limit."""
+        from trackmux.core.values import artifacts
+
+        try:
+            limit = artifacts.copy_limit(copy_max_bytes)
+            return artifacts.collect(path, name, type_, run_dir, limit)
+        except (TypeError, ValueError, OSError) as exc:
+            self.drop("artifact", name if name is not None else _path_label(path), exc,
+                      _WHOLE)
+            return None
+
     def dropped(self) -> list[Dropped]:
         """Every kind of bad input seen so far, with counts (a copy)."""
         with self._lock:
@@ -201,6 +216,10 @@ class Intake:
                 return None
             self._reported_version = self._version
             return [d.as_dict() for d in self._drops.values()]
+
+
+def _path_label(path: object) -> object:
+    return str(path) if isinstance(path, (str, os.PathLike)) else path
 
 
 def _label(name: object) -> str:
