@@ -78,8 +78,8 @@ def test_sink_ignores_a_resent_batch_and_answers_full_when_its_queue_is_full() -
     assert sink.push("w1", 1, batch, 0, 10.0) == "ok"
     assert sink.push("w1", 1, batch, 0, 10.0) == "ok"  # a resend after a timeout
     assert sink.push("w2", 1, batch, 5, 10.0) == "full"  # 2 + 2 > 3: kept by the worker
-    batches, dropped = sink.drain(0)
-    assert [n for n, _ in batches] == [1] and dropped == 5
+    batches, dropped, inputs = sink.drain(0)
+    assert [n for n, _ in batches] == [1] and dropped == 5 and inputs == {}
     assert sink.drain(1)[0] == []  # acknowledged batches are forgotten
     assert sink.push("w2", 1, batch, 5, 10.0) == "ok"
     assert sink.waiting_for(11.0) == ["w1", "w2"]
@@ -99,7 +99,8 @@ class _FullSink:
     def connect(self) -> bool:
         return True
 
-    def push(self, batch: int, events: list[Any], dropped: int, flushed_at: float) -> str:
+    def push(self, batch: int, events: list[Any], dropped: int, flushed_at: float,
+             inputs: list[Any] | None = None) -> str:
         self.calls += 1
         return "full"
 
@@ -238,3 +239,33 @@ def test_attach_after_a_finished_run_gets_a_handle_on_the_next_run(
     second.finish()
     assert memory_backend[first.id].metrics()["w/a"] == [(0, 1.0)]
     assert memory_backend[second.id].metrics()["w/a"] == [(0, 2.0)]
+
+
+def test_the_sink_hands_each_workers_changed_bad_input_list_to_the_driver_once() -> None:
+    sink = SinkCore("r", "p", flush_interval=0.5)
+    drop = {"what": "attached worker w: metric", "name": "'x'", "reason": "r", "count": 2}
+    assert sink.push("w1", 0, [], 0, 1.0, [drop]) == "ok"  # no events, only the drops
+    assert sink.drain(0)[2] == {"w1": [drop]}
+    assert sink.drain(0)[2] == {}  # unchanged since: not sent again
+
+
+def test_an_attached_workers_bad_input_counts_in_the_drivers_run(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Drops on a worker reach the run's problems, the finish summary and the spool's
+    meta (so `trackmux show` and the report see them), summed over workers of a role."""
+    run = trackmux.init(project="p", backends=[], dir=tmp_path)
+    first, second = trackmux.attach(role="rollout"), trackmux.attach(role="rollout")
+    with caplog.at_level("WARNING", logger="trackmux"):
+        first.log({"ok": 1.0, "bad": None}, step=1)
+        second.log({"bad": "text"}, step=1)  # the only entry: the call sends no event
+        second.log({"bad": None}, step=2)
+    assert first.flush(10) and second.flush(10)
+    summary = run.finish()
+    kinds = {p.kind: p.count for p in summary.problems}
+    assert kinds == {"attached worker rollout: metric 'bad'": 3}
+    assert summary.input_dropped == 3
+    meta = SpoolReader(run.dir)
+    try:
+        assert sum(d["count"] for d in meta.meta()["input_dropped"]) == 3
+    finally:
+        meta.close()

@@ -126,7 +126,8 @@ class _Transport:
     def node_plan(self) -> NodePlan | None:
         return self.plan
 
-    def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float) -> str:
+    def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float,
+             inputs: list[Any] | None = None) -> str:
         self.events.extend(events)
         return "ok"
 

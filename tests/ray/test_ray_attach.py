@@ -246,3 +246,23 @@ def test_a_worker_that_exits_flushes_what_it_buffered(ray_cluster: Any,
             (tmp_path / "files" / "ray-exit" / f"{run.name}.jsonl").read_bytes().splitlines()]
     assert [(r["step"], r["data"]) for r in rows] == [(s, {"exiting/a": float(s)})
                                                       for s in range(100)]
+
+
+def test_a_ray_workers_bad_input_is_counted_in_the_drivers_run(ray_cluster: Any,
+                                                                tmp_path: Path) -> None:
+    """A rollout worker that logs a None reward never raises; the driver's finish summary
+    and problems name it, summed over the workers of that role."""
+    run = trackmux.init("ray-bad", backends=[], dir=tmp_path / "spool")
+
+    @ray.remote(num_cpus=0)
+    def rollout(index: int) -> int:
+        handle = trackmux.attach(role="rollout")
+        for step in range(5):
+            handle.log({"reward": None if step % 2 else float(index)}, step=step)
+        return int(handle.flush(30))
+
+    assert ray.get([rollout.remote(i) for i in range(2)], timeout=120) == [1, 1]
+    summary = run.finish()
+    assert {p.kind: p.count for p in summary.problems} == {
+        "attached worker rollout: metric 'reward'": 4}
+    assert summary.input_dropped == 4

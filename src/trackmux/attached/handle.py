@@ -56,7 +56,8 @@ class Transport(Protocol):
     def connect(self) -> bool:
         """Find the sink; False if not there yet. Raises SinkGone if it never will be."""
 
-    def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float) -> str:
+    def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float,
+             inputs: list[Any] | None = None) -> str:
         """Send one batch: ``ok``, ``full`` or ``closed``; raises SinkGone."""
 
     def describe(self) -> str:
@@ -93,6 +94,7 @@ class AttachedRun:
         self._nonfinite: set[str] = set()  # histogram keys warned about NaN/inf
         # bad input: dropped, named once (in this worker's log) and counted; raised if strict
         self._intake = Intake(strict, where=f"attached worker{f' {role}' if role else ''}")
+        self._inputs_sent = 0  # the intake's version the driver last took
         self._send_lock = threading.Lock()
         self._before_flush: list[Callable[[], None]] = []
         self._nodes: Any = None  # NodeSampling once the sink said this node is sampled
@@ -367,7 +369,8 @@ class AttachedRun:
                         self._not_connected()
                         return
                 first = getattr(self._transport, "heartbeat", False)
-                while (self._queue or first) and time.monotonic() < deadline:
+                while ((self._queue or first or self._intake.version() != self._inputs_sent)
+                       and time.monotonic() < deadline):
                     first = False
                     if not self._send_one():
                         return
@@ -382,9 +385,12 @@ class AttachedRun:
             batch.append(queue.popleft())
         empty_after = not queue
         number = self._batch + 1 if batch else self._batch
+        version = self._intake.version()
+        inputs = self._inputs() if version != self._inputs_sent else None
         result = self._transport.push(number, batch, self.dropped,
-                                      now if empty_after else self._flushed_at)
+                                      now if empty_after else self._flushed_at, inputs)
         if result == "ok":
+            self._inputs_sent = version
             self._batch = number
             self.sent += len(batch)
             if empty_after:
@@ -395,6 +401,11 @@ class AttachedRun:
             raise SinkGone(f"the run's sink ({self._transport.describe()}) is closed: the "
                            "driver finished the run")
         return False  # "full": backpressure, the buffer holds them meanwhile
+
+    def _inputs(self) -> list[dict[str, Any]]:
+        """This worker's drops for the driver's problems, named as coming from here."""
+        where = self._intake.where
+        return [{**d.as_dict(), "what": f"{where}: {d.what}"} for d in self._intake.dropped()]
 
     def _not_connected(self) -> None:
         if (time.monotonic() - self._started > CONNECT_WARN_AFTER

@@ -111,7 +111,8 @@ class RaySinkHost:
         self._thread.start()
 
     def _pull_once(self) -> int:
-        batches, dropped = self._ray.get(self.actor.drain.remote(self._acked), timeout=30)
+        batches, dropped, inputs = self._ray.get(self.actor.drain.remote(self._acked),
+                                                 timeout=30)
         count = 0
         for number, events in batches:
             if number <= self._acked:
@@ -123,6 +124,8 @@ class RaySinkHost:
         if dropped > self._dropped_seen:
             self._run._count_dropped(dropped - self._dropped_seen)
             self._dropped_seen = dropped
+        for worker, drops in inputs.items():
+            self._run._intake.absorb(worker, drops)
         self.pulled += count
         return count
 
@@ -232,11 +235,12 @@ class RayTransport:
                        timeout=30)
         return NodePlan(str(info["run_id"]), node_id, name, float(interval))
 
-    def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float) -> str:
+    def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float,
+             inputs: list[Any] | None = None) -> str:
         ray = self._ray
         try:
             ref = self._actor.push.remote(self._worker, batch, wire.encode(events), dropped,
-                                          flushed_at)
+                                          flushed_at, inputs)
             result: str = ray.get(ref, timeout=PUSH_TIMEOUT)
             return result
         except ray.exceptions.GetTimeoutError as exc:
@@ -259,9 +263,12 @@ class LocalTransport:
     def connect(self) -> bool:
         return True
 
-    def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float) -> str:
+    def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float,
+             inputs: list[Any] | None = None) -> str:
         if self.closed:
             return "closed"
+        if inputs is not None:
+            self._run._intake.absorb(f"in-process {id(self)}", inputs)
         for event in events:
             self._run._append_stamped(event)
         if dropped > self._dropped:

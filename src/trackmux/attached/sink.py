@@ -29,6 +29,7 @@ class _Worker:
     seen: float = 0.0
     flushed_at: float = 0.0
     dropped: int = 0
+    inputs: list[Any] | None = None  # its bad-input drops, when they changed since drain
 
 
 class SinkCore:
@@ -65,16 +66,19 @@ class SinkCore:
         return assign_name(self._nodes, node_id, hostname)
 
     def push(self, worker: str, batch: int, events: list[Any], dropped: int,
-             flushed_at: float) -> str:
+             flushed_at: float, inputs: list[Any] | None = None) -> str:
         """Take one batch: ``ok``, ``full`` (not taken: retry later) or ``closed``.
 
         ``flushed_at``: the worker's clock when its buffer was last empty (then all it
-        logged before that time has been pushed); ``dropped``: its running drop count."""
+        logged before that time has been pushed); ``dropped``: its running drop count;
+        ``inputs``: its whole list of bad-input drops when it changed (else None)."""
         if self._closed:
             return "closed"
         state = self._workers.setdefault(worker, _Worker())
         state.seen = time.time()
         state.dropped = max(state.dropped, dropped)
+        if inputs is not None:
+            state.inputs = inputs
         if batch > state.last_batch and events:
             if self._queued_events + len(events) > self.max_queued and self._queue:
                 self.rejected_full += 1
@@ -88,9 +92,10 @@ class SinkCore:
         state.flushed_at = max(state.flushed_at, flushed_at)
         return "ok"
 
-    def drain(self, acked: int, limit: int = 20_000) -> tuple[list[tuple[int, list[Any]]], int]:
-        """Forget batches up to ``acked``; return the next ones (up to ``limit`` events)
-        and the workers' total drop count."""
+    def drain(self, acked: int, limit: int = 20_000
+              ) -> tuple[list[tuple[int, list[Any]]], int, dict[str, list[Any]]]:
+        """Forget batches up to ``acked``; return the next ones (up to ``limit`` events),
+        the workers' total drop count, and the bad-input lists that changed (by worker)."""
         while self._queue and self._queue[0][0] <= acked:
             _, events = self._queue.popleft()
             self._queued_events -= len(events)
@@ -101,7 +106,10 @@ class SinkCore:
                 break
             out.append(item)
             size += len(item[1])
-        return out, sum(w.dropped for w in self._workers.values())
+        inputs = {name: w.inputs for name, w in self._workers.items() if w.inputs is not None}
+        for name in inputs:
+            self._workers[name].inputs = None
+        return out, sum(w.dropped for w in self._workers.values()), inputs
 
     def waiting_for(self, since: float) -> list[str]:
         """Live workers (seen within two flush periods) that have not flushed past ``since``."""

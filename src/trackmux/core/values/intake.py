@@ -60,10 +60,17 @@ class Intake:
         self.strict = strict
         self._where = where  # "" for a run; "rank 3", "attached worker" for the others
         self._drops: dict[tuple[str, str], Dropped] = {}
+        # other processes' drops (attached workers), each source's latest full list
+        self._remote: dict[str, list[Dropped]] = {}
         self._lock = threading.Lock()
         self._version = 0
         self._reported_version = 0
         self._metric = self.on_bad("metric")
+
+    @property
+    def where(self) -> str:
+        """Whose input this is: "" for a run, "attached worker rollout" and the like."""
+        return self._where
 
     def drop(self, what: str, name: object, exc: Exception,
              outcome: str = "the rest of the call is kept") -> None:
@@ -198,15 +205,50 @@ class Intake:
                       _WHOLE)
             return None
 
-    def dropped(self) -> list[Dropped]:
-        """Every kind of bad input seen so far, with counts (a copy)."""
+    def absorb(self, source: str, drops: object) -> None:
+        """Another process's drops (an attached worker's whole list, as ``as_dict`` gives
+        it), replacing what ``source`` sent before; they count in this run's problems.
+        Malformed entries are skipped: they come over the wire."""
+        got: list[Dropped] = []
+        for item in drops if isinstance(drops, list) else []:
+            try:
+                got.append(Dropped(str(item["what"]), str(item["name"]),
+                                   str(item["reason"]), int(item["count"])))
+            except (KeyError, TypeError, ValueError):
+                continue
         with self._lock:
-            return [Dropped(d.what, d.name, d.reason, d.count) for d in self._drops.values()]
+            if len(self._remote) >= MAX_NAMED and source not in self._remote:
+                return
+            self._remote[source] = got[:MAX_NAMED]
+            self._version += 1
+
+    def version(self) -> int:
+        """Grows with every drop (a sender compares it to what it last sent)."""
+        with self._lock:
+            return self._version
+
+    def dropped(self) -> list[Dropped]:
+        """Every kind of bad input seen so far, with counts (a copy); the drops of other
+        processes (``absorb``) are summed by kind and name across them."""
+        with self._lock:
+            return self._all()
 
     @property
     def total(self) -> int:
         with self._lock:
-            return sum(d.count for d in self._drops.values())
+            return sum(d.count for d in self._all())
+
+    def _all(self) -> list[Dropped]:
+        out = [Dropped(d.what, d.name, d.reason, d.count) for d in self._drops.values()]
+        merged: dict[tuple[str, str], Dropped] = {}
+        for drops in self._remote.values():
+            for d in drops:
+                known = merged.get((d.what, d.name))
+                if known is None:
+                    merged[(d.what, d.name)] = Dropped(d.what, d.name, d.reason, d.count)
+                else:
+                    known.count += d.count
+        return out + list(merged.values())
 
     def changed(self) -> list[dict[str, Any]] | None:
         """The drops as plain data if any changed since the last call, else None (the spool
@@ -215,7 +257,7 @@ class Intake:
             if self._version == self._reported_version:
                 return None
             self._reported_version = self._version
-            return [d.as_dict() for d in self._drops.values()]
+            return [d.as_dict() for d in self._all()]
 
 
 def _path_label(path: object) -> object:
