@@ -17,6 +17,15 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 # events exactly run without it. tests/provenance turns it back on (and checks the default).
 os.environ.setdefault("TRACKMUX_PROVENANCE", "0")
 
+try:  # CI (tox sets HYPOTHESIS_PROFILE=ci) replays the same examples on every run, so a
+    # landing never hinges on a random draw; a developer's runs keep exploring new ones.
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("ci", derandomize=True)
+    _hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+except ImportError:
+    pass
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_working_directory_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
