@@ -75,6 +75,9 @@ def payload(run_dirs: Sequence[Path], report: Path | None = None) -> dict[str, A
         cache = store.cache(rid)
         if cache is None:
             continue
+        problems = data["details"][rid]["problems"]  # what reading every event found
+        problems += [p for p in (f"damaged spool: {e}" for e in cache.damage)
+                     if p not in problems]
         data["histograms"][rid] = queries.histograms(cache)["histograms"]
         media = queries.media(cache)
         tables: dict[str, list[dict[str, Any]]] = {}
@@ -148,7 +151,9 @@ def render(data: dict[str, Any], title: str) -> str:
     from trackmux import __version__
 
     blob = orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY).decode()
-    blob = blob.replace("</", "<\\/")  # no user text can close the script element
+    # no markup from run data in the file at all: '<' is \u003c inside the JSON strings,
+    # so nothing can close the script element or open a comment
+    blob = blob.replace("<", "\\u003c")
     scripts = [asset("uplot/uPlot.iife.min.js"), asset("charts.js")]
     styles = [asset("uplot/uPlot.min.css"), (STATIC / "ui.css").read_text(encoding="utf-8")]
     if data.get("samples") is not None:  # the ledger's own browser, as the UI loads it

@@ -156,6 +156,7 @@
         state.payload = p; note(p); plot.setData(data(), !keepScale);
       },
       setFindings: function (f) { state.findings = f || []; plot.redraw(); },
+      findings: function () { return state.findings; },
       setSmoothing: function (w) { opts.smoothing = w; plot.setData(data(), false); },
       zoomed: function () { return zoomed; },
       destroy: function () { plot.destroy(); wrap.remove(); }
