@@ -1,4 +1,4 @@
-"""The frozen export (``trackmux report --interactive``): the UI's payloads drawn by the
+"""The frozen export (``trackmux report``, the default page): the UI's payloads drawn by the
 same script, offline. The export and the live page must show the same points."""
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
     a = make_run(tmp_path, "a", 40, config={"lr": 1e-3})
     b = make_run(tmp_path, "b", 30, config={"lr": 2e-3}, scale=2.0)
     out = tmp_path / "export.html"
-    result = CliRunner().invoke(cli, ["report", str(a), str(b), "--interactive", "-o",
-                                      str(out)])
+    result = CliRunner().invoke(cli, ["report", str(a), str(b), "-o", str(out)])
     assert result.exit_code == 0, result.output
     html = out.read_text()
     assert "default-src 'none'" in html and "http://" not in html.split("<script>")[0]
@@ -45,8 +44,10 @@ def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
     assert sorted(order) == sorted(live_y)
     for index, rid in enumerate(order):
         assert drawn[index + 1] == live_y[rid]
-    assert page.locator("#config td", has_text="lr").count() == 1
+    assert page.locator("#config tr.diff td", has_text="lr").count() == 1
     assert page.locator("#tables table").count() == 2 and page.locator("#images img").count() == 2
+    # the live page's series answer carries the same per-run counts the export shows
+    assert all("nonfinite" in r for r in live["runs"])
     assert problems == []
 
 
@@ -69,7 +70,7 @@ def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Pa
     findings = load_findings(run.dir)
     assert [f["rule"] for f in findings] == ["nonfinite", "kl_blowup"]
     out = tmp_path / "export.html"
-    result = CliRunner().invoke(cli, ["report", str(run.dir), "--interactive", "-o", str(out)])
+    result = CliRunner().invoke(cli, ["report", str(run.dir), "-o", str(out)])
     assert result.exit_code == 0, result.output
     page = browser.new_page()
     errors: list[str] = []
