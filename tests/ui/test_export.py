@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from click.testing import CliRunner
 from ui_support import log_batch, make_run
 
@@ -51,7 +52,8 @@ def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
     assert problems == []
 
 
-def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Path) -> None:
+def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from trackmux.doctor.read import load_findings
     from trackmux.ui import export
 
@@ -70,6 +72,7 @@ def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Pa
     findings = load_findings(run.dir)
     assert [f["rule"] for f in findings] == ["nonfinite", "kl_blowup"]
     out = tmp_path / "export.html"
+    monkeypatch.setattr(export, "SAMPLE_STEPS", 20)  # fewer than the run logged
     result = CliRunner().invoke(cli, ["report", str(run.dir), "-o", str(out)])
     assert result.exit_code == 0, result.output
     page = browser.new_page()
@@ -83,8 +86,10 @@ def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Pa
     page.wait_for_selector("#findings .tm-mark.critical")
     assert page.locator("#findings .tm-mark").count() == 2
     assert findings[1]["message"] in page.locator("#findings").text_content()
-    embedded = sorted(int(s) for s in data["samples"][rid]["rollouts"])
-    assert len(embedded) == export.SAMPLE_STEPS and embedded[0] == 0 and embedded[-1] == 48
+    packed = data["samples"][rid]["rollouts"]
+    embedded = sorted(int(s) for s in packed["steps"])
+    assert len(embedded) == 20 and embedded[0] == 0 and embedded[-1] == 48
+    assert packed["total"] == 25
     # the real sample browser on the embedded payloads: last step first, its own slider
     box = page.locator("#samples .panel[data-key='rollouts']")
     assert "20 of 25 steps embedded" in box.locator("h3").inner_text()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import gzip
 import hashlib
 import os
 from collections.abc import Sequence
@@ -35,7 +36,7 @@ WIDTH = 1000
 TABLE_ROWS = MAX_TABLE_ROWS  # rows of a table in the page; the rest on pages beside it
 TABLES_PER_KEY = 24  # logged tables of a key in the page, spread evenly (always the last)
 IMAGES_PER_KEY = 24
-SAMPLE_STEPS = 20  # steps of each sample key in the export (the live UI has them all)
+SAMPLE_STEPS = 40  # steps of each sample key in the report (the live UI has them all)
 SAMPLE_ROWS = 64  # samples of each embedded step (whole groups as logged; as the report)
 
 
@@ -112,15 +113,17 @@ def payload(run_dirs: Sequence[Path], report: Path | None = None) -> dict[str, A
 
 def _samples(run_dir: Path) -> dict[str, dict[str, Any]]:
     """The ledger's payloads of at most ``SAMPLE_STEPS`` steps per key, evenly spread
-    (always the last), keyed by step; each with its first ``SAMPLE_ROWS`` samples."""
+    (first and last kept), each with its first ``SAMPLE_ROWS`` samples; gzip'd and
+    base64'd, decompressed by the page only when its step slider reaches one."""
     out: dict[str, dict[str, Any]] = {}
     for key, steps in sources.list_sample_keys(run_dir).items():
-        if len(steps) > SAMPLE_STEPS:
-            picks = {round(i * (len(steps) - 1) / (SAMPLE_STEPS - 1))
-                     for i in range(SAMPLE_STEPS)}
-            steps = [steps[i] for i in sorted(picks)]
-        out[key] = {str(step): sources.step_payload(run_dir, key, step, max_rows=SAMPLE_ROWS)
-                    for step in steps}
+        picked = spread(steps, SAMPLE_STEPS)
+        packed = {}
+        for step in picked:
+            body = orjson.dumps(sources.step_payload(run_dir, key, step, max_rows=SAMPLE_ROWS),
+                                option=orjson.OPT_SERIALIZE_NUMPY)
+            packed[str(step)] = base64.b64encode(gzip.compress(body, 6, mtime=0)).decode()
+        out[key] = {"total": len(steps), "steps": packed}
     return out
 
 

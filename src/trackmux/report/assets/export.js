@@ -98,21 +98,32 @@
   });
   if (!any) ts.drop();
 
+  // each embedded step is gzip'd JSON, decompressed when the step slider reaches it
+  function unpack(b64) {
+    var bin = atob(b64), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(JSON.parse);
+  }
   if (data.samples && window.trackmuxSamples) {
     var ss = section("samples", "Samples"); any = false;
     each(data.samples, function (rid, byKey) {
-      each(byKey, function (key, byStep) {
-        var steps = Object.keys(byStep).map(Number).sort(function (a, b) { return a - b; });
+      each(byKey, function (key, packed) {
+        var steps = Object.keys(packed.steps).map(Number).sort(function (a, b) { return a - b; });
         if (!steps.length) return; any = true;
         var box = el("div", {"class": "panel samples", "data-key": key}); ss.node.appendChild(box);
-        var last = byStep[String(steps[steps.length - 1])], all = (last.steps || steps).length;
-        box.appendChild(el("h3", {}, key + " · " + labels[rid] + (steps.length < all ? " · " + steps.length + " of " + all + " steps embedded" : "")));
-        box.appendChild(el("p", {"class": "hint"}, "every sample of any step: trackmux samples " + ((details[rid] || {}).run_id || "") + " --key " + key + " --step N"));
+        box.appendChild(el("h3", {}, key + " · " + labels[rid] + (steps.length < packed.total ? " · " + steps.length + " of " + packed.total + " steps embedded" : "")));
+        box.appendChild(el("p", {"class": "hint"}, "first samples of each step; every sample of any step: trackmux samples " + ((details[rid] || {}).run_id || "") + " --key " + key + " --step N"));
         var holder = el("div", {"class": "sample-browser"}); box.appendChild(holder);
+        var load = function (step) {
+          var b64 = packed.steps[String(step)];
+          return b64 ? unpack(b64) : Promise.reject(new Error("step " + step + " is not in this report"));
+        };
         // the ledger's own browser draws the step slider over the embedded steps
-        window.trackmuxSamples.mount(holder, last, {
-          steps: steps, load: function (step) { return Promise.resolve(byStep[String(step)]); }});
-        holder.setAttribute("data-ready", "1");
+        load(steps[steps.length - 1]).then(function (last) {
+          window.trackmuxSamples.mount(holder, last, {steps: steps, load: load});
+          holder.setAttribute("data-ready", "1");
+        }).catch(function (e) { holder.textContent = "samples could not be read: " + e.message; });
       });
     });
     if (!any) ss.drop();
