@@ -10,6 +10,7 @@ import itertools
 import math
 import re
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +273,17 @@ def test_static_report_has_no_script_and_draws_svg(demo_run: DemoRun, tmp_path: 
     assert np.mean(ys[-10:]) < np.mean(ys[:10]) - 40
     assert "<script" not in html and "default-src 'none'" in html
     assert not re.search(r'(src|href)="(?!data:|#)', html)
+
+
+def test_without_numpy_the_report_names_static(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    run_dir = make_run(tmp_path, "a", {"x": [1.0]})
+    monkeypatch.setitem(sys.modules, "trackmux.ui.export", None)  # as if numpy were missing
+    result = CliRunner().invoke(cli, ["report", str(run_dir), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 2 and "needs numpy" in result.output
+    assert "--static" in result.output and not (tmp_path / "r.html").exists()
+    assert CliRunner().invoke(cli, ["report", str(run_dir), "--static", "-o",
+                                    str(tmp_path / "r.html")]).exit_code == 0
 
 
 def test_static_and_interactive_exclude_each_other(demo_run: DemoRun, tmp_path: Path) -> None:

@@ -36,8 +36,8 @@ def build_report(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
             from trackmux.ui.export import export_html
         except ImportError as exc:
             raise MissingDependency(
-                f"the report needs {exc.name or 'numpy'}: pip install 'trackmux[ui]', or "
-                "pass --static for the script-free page") from exc
+                f"the report needs numpy ({exc}): pip install 'trackmux[ui]', or pass "
+                "--static for the script-free page") from exc
         return export_html(dirs, output, title)
     data = load_runs([str(r) for r in runs], root)
     path = Path(output).expanduser().absolute()
