@@ -333,3 +333,18 @@ def test_a_cached_chart_answer_follows_a_live_run(tmp_path: Path, server_for: An
         time.sleep(0.1)
     assert chart()["x"] == list(range(15))
     assert chart()["runs"][0]["y"] == [float(s) for s in range(15)]
+
+
+def test_chart_answers_stay_within_their_byte_budget(tmp_path: Path, server_for: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from trackmux.ui import queries
+
+    make_run(tmp_path, "a", 60)
+    server = server_for(tmp_path)
+    rid = ids(server)["a"]
+    first = get(server, f"/api/series?key=reward/mean&runs={rid}").json()
+    monkeypatch.setattr(queries, "ANSWER_BYTES", first["nbytes"] * 3)
+    for width in range(100, 110):  # ten different answers of the same size
+        get(server, f"/api/series?key=reward/mean&runs={rid}&width={width}")
+    memory = get(server, "/api/runs").json()["memory"]
+    assert memory["answers"] == 3 and memory["answer_bytes"] <= first["nbytes"] * 3

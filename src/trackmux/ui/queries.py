@@ -17,7 +17,8 @@ from trackmux.ui.store import Store
 
 X_MODES = ("step", "time", "relative")
 MAX_BUCKETS = 4000
-ANSWERS = 32  # chart answers kept per server (each at most runs x 2 x buckets float32)
+ANSWERS = 32  # chart answers kept per server, the most recently asked ...
+ANSWER_BYTES = 32 * 1024 * 1024  # ... within this many bytes of arrays together
 
 
 class BadRequest(ValueError):
@@ -94,10 +95,13 @@ def series(store: Store, key: str, rids: Sequence[str], xmode: str = "step",
             store.answers.move_to_end(asked)
             return answer
     answer = _series(key, xmode, lo, hi, buckets, loaded)
+    answer["nbytes"] = answer["x"].nbytes + sum(r["y"].nbytes for r in answer["runs"])
     with store.lock:
         store.answers[asked] = answer
-        while len(store.answers) > ANSWERS:
-            store.answers.popitem(last=False)
+        total = sum(a["nbytes"] for a in store.answers.values())
+        while len(store.answers) > 1 and (len(store.answers) > ANSWERS
+                                          or total > ANSWER_BYTES):
+            total -= store.answers.popitem(last=False)[1]["nbytes"]
     return answer
 
 

@@ -133,7 +133,9 @@ class Store:
         with self.lock:
             return {"cached_runs": len(self.caches),
                     "cached_bytes": sum(c.nbytes for c in self.caches.values()),
-                    "budget_bytes": self.budget}
+                    "budget_bytes": self.budget,
+                    "answers": len(self.answers),
+                    "answer_bytes": sum(int(a["nbytes"]) for a in self.answers.values())}
 
     # -- the run list ----------------------------------------------------------------
     def rows(self) -> list[dict[str, Any]]:
