@@ -327,3 +327,18 @@ def test_thinning_keeps_extremes_and_ends() -> None:
 def test_a_single_point_still_draws() -> None:
     svg = line_chart("one", [Series("r", "#000", [(5, 0.25)])])
     assert '<polyline' in svg and '<circle class="last"' in svg and "0.25" in svg
+
+
+def test_a_failing_doctor_is_a_line_not_a_failed_report(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from trackmux.ui import sources
+
+    def broken(run_dir: Path) -> list[dict[str, Any]]:
+        raise RuntimeError("rules file unreadable")
+
+    monkeypatch.setattr(sources, "load_findings", broken)
+    run_dir = make_run(tmp_path, "a", {"x": [1.0, 2.0]})
+    data = embedded(build_report([run_dir], tmp_path / "r.html").read_text())
+    ((finding,),) = data["findings"].values()
+    assert finding["rule"] == "doctor" and "rules file unreadable" in finding["message"]
+    assert data["series"]["x"]["runs"][0]["y"] == [1.0, 2.0]

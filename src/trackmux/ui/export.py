@@ -94,10 +94,15 @@ def payload(run_dirs: Sequence[Path], report: Path | None = None) -> dict[str, A
         data["images"][rid] = {key: [_image(cache.event_at(item["seq"]))
                                      for item in spread(items, IMAGES_PER_KEY)]
                                for key, items in media["images"].items()}
-        try:
-            data["findings"][rid] = sources.load_findings(cache.run_dir)
-        except sources.Unavailable:
-            data["findings"] = None
+        if data["findings"] is not None:
+            try:
+                data["findings"][rid] = sources.load_findings(cache.run_dir)
+            except sources.Unavailable:
+                data["findings"] = None
+            except Exception as exc:  # a report never fails for its first section
+                data["findings"][rid] = [{
+                    "rule": "doctor", "severity": "info", "step": 0, "keys": ["(doctor)"],
+                    "message": f"could not read findings: {type(exc).__name__}: {exc}"}]
         if data["samples"] is not None:
             data["samples"][rid] = _samples(cache.run_dir)
         cache.close()
