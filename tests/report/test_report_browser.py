@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from PIL import Image
 from report_support import DEMO_STEPS, DemoRun, embedded
-from test_report_html import make_run
 
 import trackmux
 from trackmux.report import build_report
@@ -109,7 +108,13 @@ def test_demo_report_in_chromium(browser: Any, demo_run: DemoRun, tmp_path: Path
 
 def test_overlay_report_in_chromium(browser: Any, demo_run: DemoRun, tmp_path: Path) -> None:
     """Two runs on one page: each chart has one line per run, each with its points."""
-    other = make_run(tmp_path, "other", {"reward/mean": [0.0, 0.5, 1.0]})
+    run = trackmux.init(project="p", name="other", backends=[], dir=tmp_path,
+                        provenance=True)  # the test session turns it off by default
+    assert isinstance(run, trackmux.Run)
+    for step, value in enumerate([0.0, 0.5, 1.0]):
+        run.log({"reward/mean": value}, step=step)
+    run.finish()
+    other = run.dir
     out = build_report([demo_run.run_dir, other], tmp_path / "two.html")
     page, problems, requests = open_page(browser, out)
     try:
@@ -121,6 +126,12 @@ def test_overlay_report_in_chromium(browser: Any, demo_run: DemoRun, tmp_path: P
         per_run = [sum(v is not None for v in ys) for ys in plot["data"][1:]]
         assert per_run == [DEMO_STEPS, 3]
         assert page.locator('.tm-chart[data-key="reward/mean"] .u-legend .u-series').count() == 3
+        # provenance: one column per run (the demo run recorded none: "—"), differences
+        # highlighted
+        heads = page.eval_on_selector_all("#provenance th", "els => els.map(e => e.textContent)")
+        assert heads[0] == "field" and len(heads) == 3
+        assert page.locator("#provenance tr.diff td.mono", has_text="command.argv").count() == 1
+        assert page.locator("#provenance td.mono", has_text="code").count() >= 1
     finally:
         page.close()
 
@@ -136,6 +147,8 @@ def test_findings_marks_escaping_and_gaps_in_chromium(browser: Any, tmp_path: Pa
         run.log({"reward/mean": float("nan") if step == 20 else step / 40,
                  "other/flat": 1.0}, step=step)
     run.log_table("t", ["text"], [[evil]], step=39)
+    for step in (10, 20, 30):
+        run.log_histogram("critic/values", [step + i / 10 for i in range(50)], step=step)
     run.finish()
     out = build_report([run.dir], tmp_path / "r.html")
     page, problems, requests = open_page(browser, out)
@@ -152,6 +165,9 @@ def test_findings_marks_escaping_and_gaps_in_chromium(browser: Any, tmp_path: Pa
         assert "nonfinite" in marks["reward/mean"] and marks["other/flat"] == []
         title = page.locator('.tm-chart[data-key="reward/mean"] .tm-chart-title').inner_text()
         assert title == "reward/mean · 1 non-finite value not drawn"
+        hist = page.locator('#histograms .tm-hist[data-key="critic/values"]')
+        assert "3 steps" in hist.inner_text() and hist.locator("canvas").count() == 1
+        assert "spool only: no backend was configured" in page.locator("#delivery").inner_text()
     finally:
         page.close()
 
