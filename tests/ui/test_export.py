@@ -13,6 +13,7 @@ from ui_support import log_batch, make_run
 
 import trackmux
 from trackmux.cli.main import cli
+from trackmux.ui import export
 
 
 def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
@@ -37,7 +38,7 @@ def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
     rows = httpx.get(f"http://127.0.0.1:{server.port}/api/runs").json()["runs"]
     by_name = {r["name"]: r["id"] for r in rows}
     live = httpx.get(f"http://127.0.0.1:{server.port}/api/series?key=reward/mean&runs="
-                     f"{by_name['a']},{by_name['b']}&width=1000").json()
+                     f"{by_name['a']},{by_name['b']}&width={export.WIDTH}").json()
     assert drawn[0] == live["x"]
     order = page.evaluate("() => window.trackmuxExport.data.series['reward/mean'].runs"
                           ".map(r => r.id)")

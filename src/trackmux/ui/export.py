@@ -32,7 +32,7 @@ from trackmux.ui.store import Store
 
 ASSETS = Path(__file__).resolve().parent.parent / "report" / "assets"
 STATIC = Path(__file__).resolve().parent / "static"
-WIDTH = 1000
+WIDTH = 500  # buckets per chart: a min and a max each, about two points per pixel of a chart
 TABLE_ROWS = MAX_TABLE_ROWS  # rows of a table in the page; the rest on pages beside it
 TABLES_PER_KEY = 24  # logged tables of a key in the page, spread evenly (always the last)
 IMAGES_PER_KEY = 24
