@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DEMO_STEPS = 200  # the demo's default
 
@@ -14,3 +16,16 @@ class DemoRun:
     run_dir: Path
     output: str
     seconds: float
+
+
+def embedded(html: str) -> dict[str, Any]:
+    """The JSON the report's charts, tables and sections are drawn from."""
+    start = html.index('<script type="application/json" id="trackmux-data">')
+    body = html[html.index(">", start) + 1:html.index("</script>", start)]
+    data: dict[str, Any] = json.loads(body)
+    return data
+
+
+def by_label(data: dict[str, Any]) -> dict[str, str]:
+    """Run label -> the run's id in the embedded data."""
+    return {r["label"]: r["id"] for r in data["runs"]}

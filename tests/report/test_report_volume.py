@@ -1,4 +1,5 @@
-"""The report with RL-native data: histograms as charts, large tables paged beside it."""
+"""The report with RL-native data: histograms over steps, large tables paged beside it,
+artifacts listed (the data the page draws; test_report_browser.py draws it)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+from report_support import embedded
 
 import trackmux
 from trackmux.report import build_report
@@ -21,13 +23,14 @@ def test_histograms_are_drawn_with_their_counts(tmp_path: Path) -> None:
         values[:2] = np.nan
         run.log_histogram("reward/dist", values, step=step, bins=16)
     run.finish()
-    html = build_report([str(run.dir)], tmp_path / "r.html").read_text()
-    assert 'id="histograms"' in html and 'href="#histograms"' in html
-    bars = re.findall(r'<svg class="chart histogram" data-key="reward/dist"(.*?)</svg>', html)
-    assert len(bars) == 1  # the latest step's distribution
-    assert bars[0].count('<rect class="bin"') == 16
-    assert "step 2" in bars[0] and "not binned: 2 nan" in bars[0]
-    assert 'data-key="reward/dist (p05 / p50 / p95)"' in html  # spread over steps
+    data = embedded(build_report([str(run.dir)], tmp_path / "r.html").read_text())
+    (hists,) = data["histograms"].values()
+    items = hists["reward/dist"]  # drawn over steps by charts.js histogramChart
+    assert [h["step"] for h in items] == [0, 1, 2]
+    for h in items:
+        assert len(h["counts"]) == 16 and len(h["edges"]) == 17
+        assert sum(h["counts"]) == 4998 and h["nonfinite"] == 2
+    assert items[2]["edges"][0] > items[0]["edges"][0]  # the distribution moved up
 
 
 def test_large_table_is_paged_not_embedded_whole(tmp_path: Path) -> None:
@@ -40,10 +43,12 @@ def test_large_table_is_paged_not_embedded_whole(tmp_path: Path) -> None:
     assert "prompt-00000" in html and f"prompt-{MAX_TABLE_ROWS:05d}" not in html
     pages = sorted((tmp_path / "r_tables").glob("*.html"))
     assert len(pages) == math.ceil(1050 / MAX_TABLE_ROWS) - 1
-    link = re.search(r'<a href="(r_tables/[^"]+)">next page', html)
-    assert link is not None
+    (tables,) = embedded(html)["tables"].values()
+    (table,) = tables["rollouts"]
+    assert len(table["rows"]) == MAX_TABLE_ROWS and table["total"] == 1050
+    assert table["next"] is not None and table["next"].startswith("r_tables/")
     seen = set(re.findall(r"prompt-(\d{5})", html))
-    page = tmp_path / link.group(1)
+    page = tmp_path / table["next"]
     while True:  # follow the next links to the end: every row exactly once
         text = page.read_text()
         found = set(re.findall(r"prompt-(\d{5})", text))
@@ -71,11 +76,12 @@ def test_artifacts_are_listed_and_show_names_every_new_kind(tmp_path: Path) -> N
     run.log_artifact(folder, name="ckpt-3", type="model", copy_max_bytes=100)
     run.log_histogram("reward/dist", [0.1, 0.2, 0.3])
     run.finish()
-    html = build_report([str(run.dir)], tmp_path / "r.html").read_text()
-    assert 'id="artifacts"' in html and 'href="#artifacts"' in html
-    section = html[html.index('id="artifacts"'):]
-    assert "ckpt-3" in section and "model.bin" in section and "referenced" in section
-    assert "config.json" in section and "copied" in section
+    data = embedded(build_report([str(run.dir)], tmp_path / "r.html").read_text())
+    (details,) = data["details"].values()
+    (artifact,) = details["artifacts"]
+    assert (artifact["name"], artifact["type"], artifact["step"]) == ("ckpt-3", "model", 3)
+    kept = {f["path"]: (f["kept"], f["size"]) for f in artifact["files"]}
+    assert kept == {"model.bin": ("referenced", 4096), "config.json": ("copied", 2)}
     shown = CliRunner().invoke(cli, ["show", str(run.dir)])
     assert "histograms (1 key):" in shown.output and "reward/dist: 1 at steps 3..3" in shown.output
     assert "artifacts (1 key):" in shown.output and "ckpt-3: 1 at steps 3..3" in shown.output

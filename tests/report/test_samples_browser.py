@@ -57,7 +57,7 @@ def test_sample_browser_in_chromium(chromium: Any, report: Path, tmp_path: Path)
     assert list(report.parent.glob("report_*")) == []  # one file, no side pages
     page, problems, requests = open_page(chromium, report)
     try:
-        page.wait_for_selector(".tms-mount[data-ready='1']", timeout=15000)
+        page.wait_for_selector(".sample-browser[data-ready='1']", timeout=15000)
         assert page.locator(".tms-steplabel").inner_text() == "step 55"  # the last step
         assert page.locator(".tms-group").count() == 3
         assert page.locator(".tms-group[data-group='g0'] .tms-card").count() == 4

@@ -286,3 +286,65 @@ def test_ui_command_names_a_missing_folder(tmp_path: Path) -> None:
 
     result = CliRunner().invoke(cli, ["ui", str(tmp_path / "nope")])
     assert result.exit_code == 2 and "no directory" in result.output and "DIR" in result.output
+
+
+def test_stored_findings_and_runs_all_stay_cheap(tmp_path: Path, server_for: Any) -> None:
+    """A chart over many runs asks ``runs=all`` and only the findings the live doctor
+    stored: an unwatched run is not diagnosed for it (the Findings tab does that)."""
+    make_run(tmp_path, "watched", 40, nan_at=12)
+    make_run(tmp_path, "unwatched", 20, nan_at=4, doctor=False)
+    server = server_for(tmp_path)
+    server.store.warm()
+    names = ids(server)
+    everyone = get(server, "/api/keys?runs=all").json()
+    assert everyone == get(server, f"/api/keys?runs={','.join(names.values())}").json()
+    found = {r["id"]: r for r in get(server, "/api/findings?runs=all&stored=1").json()["runs"]}
+    assert [f["rule"] for f in found[names["watched"]]["findings"]] == ["nonfinite"]
+    assert found[names["unwatched"]] == {"id": names["unwatched"], "findings": [],
+                                         "diagnosed": False}
+    diagnosed = get(server, f"/api/findings?runs={names['unwatched']}").json()["runs"]
+    assert [f["rule"] for f in diagnosed[0]["findings"]] == ["nonfinite"]
+
+
+def test_a_cached_chart_answer_follows_a_live_run(tmp_path: Path, server_for: Any) -> None:
+    """Chart answers are kept by the runs' cursors: asked again unchanged, the same answer;
+    after the run logs more, the new points."""
+    run = trackmux.init(project="live", name="growing", backends=[], dir=tmp_path)
+    assert isinstance(run, trackmux.Run)
+    for step in range(10):
+        run.log({"m": float(step)}, step=step)
+    server = server_for(tmp_path)
+    rid = ids(server)["growing"]
+
+    def chart() -> dict[str, Any]:
+        body: dict[str, Any] = get(server, f"/api/series?key=m&runs={rid}").json()
+        return body
+
+    deadline = time.monotonic() + 10
+    while len(chart()["x"]) < 10 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    first = chart()
+    assert first["x"] == list(range(10)) and chart() == first
+    assert len(server.store.answers) >= 1
+    for step in range(10, 15):
+        run.log({"m": float(step)}, step=step)
+    run.finish()
+    while len(chart()["x"]) < 15 and time.monotonic() < deadline + 10:
+        time.sleep(0.1)
+    assert chart()["x"] == list(range(15))
+    assert chart()["runs"][0]["y"] == [float(s) for s in range(15)]
+
+
+def test_chart_answers_stay_within_their_byte_budget(tmp_path: Path, server_for: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from trackmux.ui import queries
+
+    make_run(tmp_path, "a", 60)
+    server = server_for(tmp_path)
+    rid = ids(server)["a"]
+    first = get(server, f"/api/series?key=reward/mean&runs={rid}").json()
+    monkeypatch.setattr(queries, "ANSWER_BYTES", first["nbytes"] * 3)
+    for width in range(100, 110):  # ten different answers of the same size
+        get(server, f"/api/series?key=reward/mean&runs={rid}&width={width}")
+    memory = get(server, "/api/runs").json()["memory"]
+    assert memory["answers"] == 3 and memory["answer_bytes"] <= first["nbytes"] * 3

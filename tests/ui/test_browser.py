@@ -192,14 +192,28 @@ def test_sample_browser_and_findings(browser: Any, server_for: Any, tmp_path: Pa
 
 def test_many_runs_show_the_nearest_values_instead_of_a_legend(browser: Any, server_for: Any,
                                                               tmp_path: Path) -> None:
-    for i in range(14):
-        make_run(tmp_path, f"r{i:02d}", 8, scale=1.0 + i / 10)
+    for i in range(14):  # the first run breaks: the live doctor stores a finding
+        make_run(tmp_path, f"r{i:02d}", 8, scale=1.0 + i / 10, nan_at=4 if i == 0 else None)
     server = server_for(tmp_path)
     page, problems = open_ui(browser, server)
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url.split("/api/")[-1])
+            if "/api/" in r.url else None)
     page.goto(server.url + "#runs=all&filter=reward/mean")
     page.reload()
     page.wait_for_selector('.tm-chart[data-key="reward/mean"] canvas')
     assert page.locator('.tm-chart[data-key="reward/mean"] .u-legend').count() == 0
+    # the critical path: keys beside the run list, the chart's data, then findings (only
+    # the stored ones over 12 runs), set on the chart when they come
+    page.wait_for_function("window.trackmuxUI.state.charts[0].handle.findings().length > 0")
+    first = {name.split("?")[0]: i for i, name in reversed(list(enumerate(asked)))}
+    assert "keys?runs=all" in asked and first["series"] < first["findings"]
+    assert any(a.startswith("findings?") and "stored=1" in a for a in asked)
+    rules = page.evaluate("window.trackmuxUI.state.charts[0].handle.findings().map(f => f.rule)")
+    assert rules == ["nonfinite"]
+    widths = page.evaluate("window.trackmuxUI.state.charts[0].handle.plot.series"
+                           ".slice(1).map(s => s.width)")
+    assert set(widths) == {1} and len(widths) == 14  # hairlines: the canvas's fast path
     over = page.locator('.tm-chart[data-key="reward/mean"] .u-over').bounding_box()
     page.mouse.move(over["x"] + over["width"] * 0.9, over["y"] + over["height"] * 0.3)
     text = page.locator(".tm-readout").text_content()

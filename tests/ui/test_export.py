@@ -1,4 +1,4 @@
-"""The frozen export (``trackmux report --interactive``): the UI's payloads drawn by the
+"""The frozen export (``trackmux report``, the default page): the UI's payloads drawn by the
 same script, offline. The export and the live page must show the same points."""
 
 from __future__ import annotations
@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from click.testing import CliRunner
 from ui_support import log_batch, make_run
 
 import trackmux
 from trackmux.cli.main import cli
+from trackmux.ui import export
 
 
 def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
@@ -19,8 +21,7 @@ def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
     a = make_run(tmp_path, "a", 40, config={"lr": 1e-3})
     b = make_run(tmp_path, "b", 30, config={"lr": 2e-3}, scale=2.0)
     out = tmp_path / "export.html"
-    result = CliRunner().invoke(cli, ["report", str(a), str(b), "--interactive", "-o",
-                                      str(out)])
+    result = CliRunner().invoke(cli, ["report", str(a), str(b), "-o", str(out)])
     assert result.exit_code == 0, result.output
     html = out.read_text()
     assert "default-src 'none'" in html and "http://" not in html.split("<script>")[0]
@@ -37,7 +38,7 @@ def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
     rows = httpx.get(f"http://127.0.0.1:{server.port}/api/runs").json()["runs"]
     by_name = {r["name"]: r["id"] for r in rows}
     live = httpx.get(f"http://127.0.0.1:{server.port}/api/series?key=reward/mean&runs="
-                     f"{by_name['a']},{by_name['b']}&width=1000").json()
+                     f"{by_name['a']},{by_name['b']}&width={export.WIDTH}").json()
     assert drawn[0] == live["x"]
     order = page.evaluate("() => window.trackmuxExport.data.series['reward/mean'].runs"
                           ".map(r => r.id)")
@@ -45,12 +46,15 @@ def test_export_draws_what_the_live_ui_draws(browser: Any, server_for: Any,
     assert sorted(order) == sorted(live_y)
     for index, rid in enumerate(order):
         assert drawn[index + 1] == live_y[rid]
-    assert page.locator("#config td", has_text="lr").count() == 1
+    assert page.locator("#config tr.diff td", has_text="lr").count() == 1
     assert page.locator("#tables table").count() == 2 and page.locator("#images img").count() == 2
+    # the live page's series answer carries the same per-run counts the export shows
+    assert all("nonfinite" in r for r in live["runs"])
     assert problems == []
 
 
-def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Path) -> None:
+def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from trackmux.doctor.read import load_findings
     from trackmux.ui import export
 
@@ -69,7 +73,8 @@ def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Pa
     findings = load_findings(run.dir)
     assert [f["rule"] for f in findings] == ["nonfinite", "kl_blowup"]
     out = tmp_path / "export.html"
-    result = CliRunner().invoke(cli, ["report", str(run.dir), "--interactive", "-o", str(out)])
+    monkeypatch.setattr(export, "SAMPLE_STEPS", 20)  # fewer than the run logged
+    result = CliRunner().invoke(cli, ["report", str(run.dir), "-o", str(out)])
     assert result.exit_code == 0, result.output
     page = browser.new_page()
     errors: list[str] = []
@@ -82,8 +87,10 @@ def test_export_holds_findings_and_the_sample_browser(browser: Any, tmp_path: Pa
     page.wait_for_selector("#findings .tm-mark.critical")
     assert page.locator("#findings .tm-mark").count() == 2
     assert findings[1]["message"] in page.locator("#findings").text_content()
-    embedded = sorted(int(s) for s in data["samples"][rid]["rollouts"])
-    assert len(embedded) == export.SAMPLE_STEPS and embedded[0] == 0 and embedded[-1] == 48
+    packed = data["samples"][rid]["rollouts"]
+    embedded = sorted(int(s) for s in packed["steps"])
+    assert len(embedded) == 20 and embedded[0] == 0 and embedded[-1] == 48
+    assert packed["total"] == 25
     # the real sample browser on the embedded payloads: last step first, its own slider
     box = page.locator("#samples .panel[data-key='rollouts']")
     assert "20 of 25 steps embedded" in box.locator("h3").inner_text()

@@ -1,5 +1,6 @@
 """``trackmux report RUN [RUN...] -o report.html``: one self-contained HTML page with the
-runs' charts (overlaid), tables, images, config and delivery state."""
+runs' findings, charts (overlaid), histograms, tables, samples, images, config,
+provenance and delivery state: the frozen export of ``trackmux ui``."""
 
 from __future__ import annotations
 
@@ -15,26 +16,27 @@ import click
 @click.option("--dir", "root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Spool root to find run ids in (default: TRACKMUX_DIR, else ./trackmux).")
 @click.option("--title", default=None, help="Page title (default: the run names).")
-@click.option("--interactive", is_flag=True,
-              help="Write the frozen export of `trackmux ui` instead: the UI's data and "
-                   "drawing scripts in one file (zoom, hover; needs the extra 'ui').")
+@click.option("--static", "static", is_flag=True,
+              help="Write a page without JavaScript (SVG charts, no zoom or hover) for "
+                   "viewers that run no scripts; needs no numpy.")
+@click.option("--interactive", is_flag=True, hidden=True,
+              help="Accepted for older scripts: the interactive page is now the default.")
 def report(runs: tuple[str, ...], output: Path, root: Path | None, title: str | None,
-           interactive: bool) -> None:
+           static: bool, interactive: bool) -> None:
     """Write an HTML report of RUNS (run directories, run ids or PROJECT/RUN_ID).
 
-    Several runs are overlaid on the same charts. The file needs no server and no network.
+    Several runs are overlaid on the same charts. The file needs no server and no network:
+    the data and the drawing scripts of `trackmux ui` are inside it.
     """
-    from trackmux.report import RunNotFound, build_report
+    from trackmux.report import MissingDependency, RunNotFound, build_report
 
+    if static and interactive:
+        raise click.UsageError("--static and --interactive exclude each other")
     try:
-        if interactive:
-            from trackmux.report.load import resolve_run
-            from trackmux.ui.export import export_html
-
-            path = export_html([resolve_run(r, root) for r in runs], output, title)
-        else:
-            path = build_report(list(runs), output, root=root, title=title)
+        path = build_report(list(runs), output, root=root, title=title, static=static)
     except RunNotFound as exc:
         raise click.BadParameter(str(exc), param_hint="RUN") from exc
+    except MissingDependency as exc:
+        raise click.UsageError(str(exc)) from exc
     click.echo(f"report written to {path}")
     click.echo(f"open it: {path.as_uri()}")

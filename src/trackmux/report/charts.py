@@ -1,4 +1,5 @@
-"""Line charts as inline SVG strings: no plotting library, no script, no network.
+"""Line charts as inline SVG strings for the ``--static`` report: no plotting library, no
+script, no network.
 
 A chart plots one metric key; each run is one coloured series. Non-finite values break
 the line (they are counted in the chart's tooltip) and long series are thinned to at

@@ -1,5 +1,5 @@
-"""The report's histogram section: each key's latest distribution as bars, and its
-spread over the run (p05, p50, p95 per step) as lines, all inline SVG."""
+"""The ``--static`` report's histogram section: each key's latest distribution as bars,
+and its spread over the run (p05, p50, p95 per step) as lines, all inline SVG."""
 
 from __future__ import annotations
 

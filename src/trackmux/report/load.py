@@ -1,5 +1,6 @@
-"""Read a run's spool into plain data for the report: metric series, tables, images,
-text, config and the delivery state of each backend."""
+"""Resolve RUN arguments to run folders (both reports), and read a run's spool into
+plain data for the ``--static`` report: metric series, tables, images, text, config and
+the delivery state of each backend."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""Assemble the report: one self-contained HTML page (inline CSS and SVG, images as
-data URIs, no request to anything). Its only script is the sample browser's, present when
-a run logged samples and allowed by its hash alone (report/samples_section.py)."""
+"""The ``--static`` report: one self-contained HTML page without JavaScript charts (inline
+CSS and SVG, images as data URIs, no request to anything), for viewers that run no
+scripts and installs without numpy. Its only script is the sample browser's, present when
+a run logged samples and allowed by its hash alone (report/samples_section.py). The
+default report is the UI's frozen export (trackmux/ui/export.py)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from trackmux.report.load import RunData
 _SKIP = ("schema", "env", "git.untracked", "git.root", "command.cwd", "host.platform")
 
 
-def _rows(data: dict[str, object]) -> dict[str, str]:
+def provenance_rows(data: dict[str, object]) -> dict[str, str]:
+    """The fields a reader compares between runs, flattened to text."""
     rows = {"code": code_label(data.get("git", {})),  # type: ignore[arg-type]
             "gpu": gpu_label(data.get("gpu", {}))}  # type: ignore[arg-type]
     for key, value in flat(data).items():
@@ -26,7 +27,7 @@ def provenance_section(runs: Sequence[RunData]) -> str:
     have = [run for run in runs if run.provenance is not None]
     if not have:
         return ""
-    tables = [_rows(run.provenance.data) if run.provenance else {} for run in runs]
+    tables = [provenance_rows(run.provenance.data) if run.provenance else {} for run in runs]
     keys: list[str] = []
     for table in tables:
         keys.extend(k for k in table if k not in keys)

@@ -1,5 +1,6 @@
-"""One function per report section; each returns an HTML fragment with every value
-escaped (run data is user input: keys, table cells and captions may hold markup)."""
+"""One function per section of the ``--static`` report; each returns an HTML fragment with
+every value escaped (run data is user input: keys, table cells and captions may hold
+markup). The report itself uses ``wall_time``, ``when`` and ``MAX_TABLE_ROWS`` too."""
 
 from __future__ import annotations
 

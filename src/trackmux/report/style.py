@@ -1,4 +1,5 @@
-"""The report's stylesheet, inlined into the page (self-contained: no external files)."""
+"""The ``--static`` report's stylesheet (and its table pages'), inlined into the page
+(self-contained: no external files)."""
 
 CSS = """
 :root { --ink: #1f2937; --muted: #6b7280; --line: #e5e7eb; --panel: #ffffff;

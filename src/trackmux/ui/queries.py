@@ -17,6 +17,8 @@ from trackmux.ui.store import Store
 
 X_MODES = ("step", "time", "relative")
 MAX_BUCKETS = 4000
+ANSWERS = 32  # chart answers kept per server, the most recently asked ...
+ANSWER_BYTES = 32 * 1024 * 1024  # ... within this many bytes of arrays together
 
 
 class BadRequest(ValueError):
@@ -86,6 +88,25 @@ def series(store: Store, key: str, rids: Sequence[str], xmode: str = "step",
             continue
         x, y, cursor = points(cache, key, xmode)
         loaded.append((rid, x, y, cursor))
+    asked = (key, xmode, lo, hi, buckets, tuple((rid, c) for rid, _, _, c in loaded))
+    with store.lock:
+        answer = store.answers.get(asked)
+        if answer is not None:
+            store.answers.move_to_end(asked)
+            return answer
+    answer = _series(key, xmode, lo, hi, buckets, loaded)
+    answer["nbytes"] = answer["x"].nbytes + sum(r["y"].nbytes for r in answer["runs"])
+    with store.lock:
+        store.answers[asked] = answer
+        total = sum(a["nbytes"] for a in store.answers.values())
+        while len(store.answers) > 1 and (len(store.answers) > ANSWERS
+                                          or total > ANSWER_BYTES):
+            total -= store.answers.popitem(last=False)[1]["nbytes"]
+    return answer
+
+
+def _series(key: str, xmode: str, lo: float | None, hi: float | None, buckets: int,
+            loaded: list[tuple[str, np.ndarray, np.ndarray, int]]) -> dict[str, Any]:
     spans = [downsample.window(x, y, lo, hi)[0] for _, x, y, _ in loaded]
     nonempty = [s for s in spans if s.size]
     span = ((lo if lo is not None else min(float(s[0]) for s in nonempty),
@@ -100,8 +121,8 @@ def series(store: Store, key: str, rids: Sequence[str], xmode: str = "step",
     # NaN goes out as null (orjson); bucket extremes need no more than float32's digits
     return {"key": key, "x_mode": xmode, "x": xs, "exact": exact,
             "runs": [{"id": rid, "y": y if exact else y.astype(np.float32),
-                      "cursor": cursor}
-                     for (rid, _, _, cursor), y in zip(loaded, ys, strict=True)]}
+                      "cursor": cursor, "nonfinite": int(np.count_nonzero(~np.isfinite(full)))}
+                     for (rid, _, full, cursor), y in zip(loaded, ys, strict=True)]}
 
 
 def tail(store: Store, key: str, after: dict[str, int], xmode: str = "step"

@@ -53,6 +53,8 @@ def store_of(request: Request) -> Store:
 
 def run_list(request: Request, name: str = "runs") -> list[str]:
     text = request.query_params.get(name, "")
+    if text == "all":  # every run under the folders (a page opened with #runs=all)
+        return list(store_of(request).scan())
     rids = [r for r in text.split(",") if r]
     if not rids:
         raise queries.BadRequest(f"{name}: give one or more run ids, comma-separated")
@@ -181,12 +183,17 @@ def text(request: Request) -> Response:
 
 @guarded
 def findings(request: Request) -> Response:
+    """The doctor's findings; ``stored=1``: only what the live doctor stored (cheap over
+    100 runs: a chart's marks never wait for a diagnosis of every run)."""
     store = store_of(request)
+    stored = request.query_params.get("stored") == "1"
     out = []
     for rid in run_list(request):
         run_dir = store.path(rid)
-        if run_dir is not None:
-            out.append({"id": rid, "findings": sources.load_findings(run_dir)})
+        if run_dir is None:
+            continue
+        found = store.stored_findings(rid) if stored else sources.load_findings(run_dir)
+        out.append({"id": rid, "findings": found or [], "diagnosed": found is not None})
     return JSON({"runs": out})
 
 

@@ -12,6 +12,7 @@ import hashlib
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,11 @@ class Store:
         self.listed: dict[str, Listed] = {}
         self._scanned = 0.0
         self._checked: dict[Path, Path | None] = {}  # run folder -> resolved, if served
+        #: recent chart answers (queries.series), keyed by their query and the runs'
+        #: cursors: a chart asked again before its runs moved costs a dict lookup
+        self.answers: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        #: what the live doctor stored per run, read with the run's row (same freshness)
+        self.stored: dict[str, list[dict[str, Any]] | None] = {}
 
     # -- discovery -------------------------------------------------------------------
     def scan(self, force: bool = False) -> dict[str, Path]:
@@ -127,7 +133,9 @@ class Store:
         with self.lock:
             return {"cached_runs": len(self.caches),
                     "cached_bytes": sum(c.nbytes for c in self.caches.values()),
-                    "budget_bytes": self.budget}
+                    "budget_bytes": self.budget,
+                    "answers": len(self.answers),
+                    "answer_bytes": sum(int(a["nbytes"]) for a in self.answers.values())}
 
     # -- the run list ----------------------------------------------------------------
     def rows(self) -> list[dict[str, Any]]:
@@ -136,6 +144,15 @@ class Store:
             out.append(self._row(rid, path))
         out.sort(key=lambda r: (-(r.get("started_at") or 0), r["name"]))
         return out
+
+    def stored_findings(self, rid: str) -> list[dict[str, Any]] | None:
+        """The live doctor's stored findings of a run (None: not watched), as fresh as
+        its run-list row: no spool is opened when the run did not change."""
+        path = self.path(rid)
+        if path is None:
+            return None
+        self._row(rid, path)
+        return self.stored.get(rid)
 
     def _row(self, rid: str, path: Path) -> dict[str, Any]:
         stamp = _stamp(path)
@@ -185,6 +202,7 @@ class Store:
                 row["damage"] = [*row["damage"], cache.error]
         try:
             findings = sources.load_stored_findings(path)
+            self.stored[rid] = findings
             if findings is None:  # not watched live: the run's findings view diagnoses it
                 raise sources.Unavailable("not diagnosed yet")
             row["findings"] = len(findings)

@@ -84,8 +84,19 @@
     opts = opts || {};
     var state = {payload: payload, findings: opts.findings || []};
     var wrap = el("div", {"class": "tm-chart", "data-key": payload.key});
-    wrap.appendChild(el("div", {"class": "tm-chart-title"}, payload.key));
+    var title = el("div", {"class": "tm-chart-title"}, payload.key);
+    wrap.appendChild(title);
     node.appendChild(wrap);
+    function note(p) {  // values JSON cannot carry are gaps in the line, and said so
+      var bad = 0, drawn = false;
+      p.runs.forEach(function (r) {
+        bad += r.nonfinite || 0;
+        for (var i = 0; !drawn && i < r.y.length; i++) if (r.y[i] !== null) drawn = true;
+      });
+      title.textContent = payload.key + (bad ? " · " + bad + " non-finite value" + (bad > 1 ? "s" : "") + " not drawn" : "") +
+        (drawn ? "" : " · no finite values");
+    }
+    note(payload);
     var timeAxis = payload.x_mode === "time";
     function data() {
       var joined = join(state.payload.runs);
@@ -95,15 +106,17 @@
     }
     var series = [{label: payload.x_mode === "relative" ? "seconds" : payload.x_mode,
                    value: function (u, v) { return v === null ? "" : (timeAxis ? new Date(v * 1000).toLocaleTimeString() : fmt(v)); }}];
+    // many runs: 1 px lines. A canvas strokes a hairline on its fast path: 100 runs draw
+    // in tens of ms instead of hundreds (docs/performance.md), and stay legible overlaid.
+    var many = payload.runs.length > 12;
     payload.runs.forEach(function (r, i) {
       series.push({label: (opts.labels || {})[r.id] || r.id,
-                   stroke: (opts.colours || {})[r.id] || colour(i), width: 1.5,
+                   stroke: (opts.colours || {})[r.id] || colour(i), width: many ? 1 : 1.5,
                    spanGaps: false, points: {show: false},
                    value: function (u, v) { return fmt(v); }});
     });
     var zoomed = false;
     // many runs: no 100-row legend; the values nearest the cursor go in one line instead
-    var many = payload.runs.length > 12;
     var readout = el("div", {"class": "tm-tip tm-readout"});
     function showNearest(u) {
       var i = u.cursor.idx;
@@ -140,9 +153,10 @@
     return {
       plot: plot, node: wrap,
       update: function (p, keepScale) {
-        state.payload = p; plot.setData(data(), !keepScale);
+        state.payload = p; note(p); plot.setData(data(), !keepScale);
       },
       setFindings: function (f) { state.findings = f || []; plot.redraw(); },
+      findings: function () { return state.findings; },
       setSmoothing: function (w) { opts.smoothing = w; plot.setData(data(), false); },
       zoomed: function () { return zoomed; },
       destroy: function () { plot.destroy(); wrap.remove(); }
@@ -268,8 +282,13 @@
     });
     t.appendChild(body); node.appendChild(t);
     if (payload.total > payload.rows.length) {
-      node.appendChild(el("p", {"class": "hint"}, "rows " + (payload.offset + 1) + ".." +
-        (payload.offset + payload.rows.length) + " of " + payload.total));
+      var more = el("p", {"class": "hint"}, "rows " + (payload.offset + 1) + ".." +
+        (payload.offset + payload.rows.length) + " of " + payload.total);
+      if (payload.next) {  // the report's pages beside it (report/table_pages.py)
+        more.appendChild(document.createTextNode(" · "));
+        more.appendChild(el("a", {href: payload.next}, "next page →"));
+      }
+      node.appendChild(more);
     }
     return t;
   }

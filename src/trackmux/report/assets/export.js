@@ -1,100 +1,219 @@
-/* The frozen export: draws the JSON embedded in the page (the UI's API payloads) with
- * the same pieces the live UI uses (window.trackmuxCharts). */
+/* The report (the frozen export of trackmux ui): draws the JSON embedded in the page (the
+ * UI's API payloads plus per-run details) with the pieces the live UI uses
+ * (window.trackmuxCharts). Every text from run data goes in by textContent. */
 (function () {
   "use strict";
   var C = window.trackmuxCharts, el = C.el;
   var data = JSON.parse(document.getElementById("trackmux-data").textContent);
-  var main = document.getElementById("export");
-  var labels = {}, colours = {}, handles = {};
+  var main = document.getElementById("export"), nav = document.getElementById("nav");
+  var labels = {}, colours = {}, handles = {}, details = data.details || {};
   window.trackmuxExport = {data: data, charts: handles};
-  data.runs.forEach(function (r, i) { labels[r.id] = r.name; colours[r.id] = C.colour(i); });
+  data.runs.forEach(function (r, i) { labels[r.id] = r.label || r.name; colours[r.id] = C.colour(i); });
+  main.textContent = "";
 
   function section(id, title) {
-    var s = el("section", {id: id}); s.appendChild(el("h2", {}, title)); main.appendChild(s); return s;
+    var s = el("section", {id: id}); s.appendChild(el("h2", {}, title)); main.appendChild(s);
+    var a = el("a", {href: "#" + id}, title); nav.appendChild(a);
+    return {node: s, drop: function () { s.remove(); a.remove(); }};
   }
-  var runs = section("runs", "Runs");
-  C.table(runs, {columns: ["run", "project", "state", "last step", "events", "delivery"],
-    rows: data.runs.map(function (r) {
-      return [r.name, r.project, r.state, r.last_step, r.events, r.backends.map(function (b) {
-        return b.name + (b.pending ? " " + b.pending + " pending" : " ✓"); }).join(", ") || "spool only"];
-    }), offset: 0, total: data.runs.length});
+  function each(obj, fn) { Object.keys(obj || {}).forEach(function (k) { fn(k, obj[k]); }); }
+  function runLine(rid, text) {
+    var p = el("div", {"class": "hint"}); var dot = el("i", {"class": "dot"});
+    dot.style.background = colours[rid]; p.appendChild(dot);
+    p.appendChild(document.createTextNode(" " + labels[rid] + (text ? " · " + text : ""))); return p;
+  }
 
+  // the doctor's findings first: what went wrong, and where (marked on the charts)
   var findings = [];
   if (data.findings) {
-    var fs = section("findings", "Findings");
+    var fs = section("findings", "Doctor");
     var max = Math.max.apply(null, data.runs.map(function (r) { return r.last_step || 1; }));
-    C.findings(fs, data.runs.map(function (r) { return {id: r.id, label: r.name, findings: data.findings[r.id] || []}; }), max);
+    C.findings(fs.node, data.runs.map(function (r) { return {id: r.id, label: labels[r.id], findings: data.findings[r.id] || []}; }), max);
     data.runs.forEach(function (r) { (data.findings[r.id] || []).forEach(function (f) { findings.push(f); }); });
+    if (findings.length) fs.node.appendChild(el("p", {"class": "hint"}, "Onsets are marked on the charts of their keys (dashed lines)."));
   }
 
-  var metrics = section("metrics", "Metrics");
-  Object.keys(data.groups).forEach(function (prefix) {
-    metrics.appendChild(el("h3", {"class": "group"}, prefix));
-    var grid = el("div", {"class": "grid"}); metrics.appendChild(grid);
-    data.groups[prefix].forEach(function (key) {
+  // summary and health of each run
+  var rs = section("runs", "Runs");
+  var t = el("table", {"class": "tm-table runs"}), head = el("tr");
+  ["run", "run id", "project", "state", "started", "duration", "last step", "events", "delivery"].forEach(function (h) { head.appendChild(el("th", {}, h)); });
+  t.appendChild(head);
+  data.runs.forEach(function (r) {
+    var d = details[r.id] || {}, tr = el("tr", {"data-run": labels[r.id]});
+    var name = el("td"), dot = el("i", {"class": "dot"}); dot.style.background = colours[r.id];
+    name.appendChild(dot); name.appendChild(document.createTextNode(" " + r.name)); tr.appendChild(name);
+    tr.appendChild(el("td", {"class": "mono"}, d.run_id || ""));
+    tr.appendChild(el("td", {}, r.project));
+    var st = el("td"); st.appendChild(el("span", {"class": "badge " + (r.state === "finished" ? "ok" : r.state === "running" ? "live" : "bad")}, r.state)); tr.appendChild(st);
+    tr.appendChild(el("td", {}, d.started || ""));
+    tr.appendChild(el("td", {}, d.duration || ""));
+    tr.appendChild(el("td", {"class": "num"}, r.last_step === null ? "" : String(r.last_step)));
+    tr.appendChild(el("td", {"class": "num"}, String(r.events)));
+    tr.appendChild(el("td", {}, r.backends.map(function (b) { return b.name + (b.pending ? " " + b.pending + " pending" : " ✓"); }).join(", ") || "spool only"));
+    t.appendChild(tr);
+    var problems = (d.problems || []).concat((r.damage || []).filter(function (p) { return (d.problems || []).join("\n").indexOf(p) < 0; }));
+    problems.forEach(function (p) {
+      var row = el("tr", {"class": "problem"}); row.appendChild(el("td", {colspan: 9, "class": "warning"}, p)); t.appendChild(row);
+    });
+  });
+  rs.node.appendChild(t);
+
+  // metrics, grouped by prefix, all runs overlaid, onsets of findings on their keys
+  var ms = section("metrics", "Metrics");
+  if (!Object.keys(data.groups).length) ms.node.appendChild(el("p", {"class": "hint"}, "no metrics logged"));
+  each(data.groups, function (prefix, keys) {
+    var h = el("h3", {"class": "group", id: "metrics-" + prefix.replace(/[^A-Za-z0-9]/g, "-")}, prefix);
+    ms.node.appendChild(h);
+    var grid = el("div", {"class": "grid"}); ms.node.appendChild(grid);
+    keys.forEach(function (key) {
       var s = data.series[key], cell = el("div", {"class": "panel"}); grid.appendChild(cell);
-      handles[key] = C.lineChart(cell, {key: key, x_mode: s.x_mode, runs: s.runs.map(function (r) { return {id: r.id, x: s.x, y: r.y}; })},
-        {labels: labels, colours: colours, findings: findings, width: 560});
+      var marks = findings.filter(function (f) { return !f.keys || !f.keys.length || f.keys.indexOf(key) >= 0; });
+      handles[key] = C.lineChart(cell, {key: key, x_mode: s.x_mode, runs: s.runs.map(function (r) { return {id: r.id, x: s.x, y: r.y, nonfinite: r.nonfinite}; })},
+        {labels: labels, colours: colours, findings: marks, width: 560});
     });
   });
 
-  var any = false, hs = section("histograms", "Histograms");
-  Object.keys(data.histograms).forEach(function (rid) {
-    Object.keys(data.histograms[rid]).forEach(function (key) {
-      any = true; var p = el("div", {"class": "panel"}); hs.appendChild(p);
-      p.appendChild(el("div", {"class": "hint"}, labels[rid]));
-      C.histogramChart(p, key, data.histograms[rid][key]);
+  var hs = section("histograms", "Histograms"), any = false;
+  each(data.histograms, function (rid, byKey) {
+    each(byKey, function (key, items) {
+      any = true; var p = el("div", {"class": "panel"}); hs.node.appendChild(p);
+      p.appendChild(runLine(rid));
+      C.histogramChart(p, key, items);
     });
   });
-  if (!any) hs.remove();
+  if (!any) hs.drop();
 
   var ts = section("tables", "Tables"); any = false;
-  Object.keys(data.tables).forEach(function (rid) {
-    Object.keys(data.tables[rid]).forEach(function (key) {
-      data.tables[rid][key].forEach(function (t) {
-        if (!t) return; any = true;
-        ts.appendChild(el("h3", {}, key + " · step " + t.step + " · " + labels[rid]));
-        var p = el("div", {"class": "panel"}); ts.appendChild(p); C.table(p, t);
+  each(data.tables, function (rid, byKey) {
+    each(byKey, function (key, items) {
+      if (!items.length) return; any = true;
+      var shown = items.length < items[0].logged ? ", " + items.length + " of " + items[0].logged + " shown" : ", " + items.length + " logged";
+      ts.node.appendChild(el("h3", {}, key)).appendChild(el("span", {"class": "hint"}, " " + labels[rid] + shown));
+      var p = el("div", {"class": "panel"}); ts.node.appendChild(p);
+      items.slice().reverse().forEach(function (tab, i) {
+        var d = el("details", i === 0 ? {open: ""} : {}); d.appendChild(el("summary", {}, "step " + tab.step));
+        C.table(d, tab); p.appendChild(d);
       });
     });
   });
-  if (!any) ts.remove();
+  if (!any) ts.drop();
 
-  var is = section("images", "Images"); any = false;
-  Object.keys(data.images).forEach(function (rid) {
-    Object.keys(data.images[rid]).forEach(function (key) {
-      data.images[rid][key].forEach(function (img) {
-        if (!img) return; any = true;
-        var f = el("figure"); var i = el("img", {src: img.src, alt: key});
-        f.appendChild(i); f.appendChild(el("figcaption", {}, key + " · step " + img.step + (img.caption ? " · " + img.caption : "") + " · " + labels[rid]));
-        is.appendChild(f);
-      });
-    });
-  });
-  if (!any) is.remove();
-
+  // each embedded step is gzip'd JSON, decompressed when the step slider reaches it
+  function unpack(b64) {
+    var bin = atob(b64), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text().then(JSON.parse);
+  }
   if (data.samples && window.trackmuxSamples) {
     var ss = section("samples", "Samples"); any = false;
-    Object.keys(data.samples).forEach(function (rid) {
-      Object.keys(data.samples[rid]).forEach(function (key) {
-        var byStep = data.samples[rid][key], steps = Object.keys(byStep).map(Number).sort(function (a, b) { return a - b; });
+    each(data.samples, function (rid, byKey) {
+      each(byKey, function (key, packed) {
+        var steps = Object.keys(packed.steps).map(Number).sort(function (a, b) { return a - b; });
         if (!steps.length) return; any = true;
-        var box = el("div", {"class": "panel samples", "data-key": key}); ss.appendChild(box);
-        var last = byStep[String(steps[steps.length - 1])], all = (last.steps || steps).length;
-        box.appendChild(el("h3", {}, key + " · " + labels[rid] + (steps.length < all ? " · " + steps.length + " of " + all + " steps embedded" : "")));
+        var box = el("div", {"class": "panel samples", "data-key": key}); ss.node.appendChild(box);
+        box.appendChild(el("h3", {}, key + " · " + labels[rid] + (steps.length < packed.total ? " · " + steps.length + " of " + packed.total + " steps embedded" : "")));
+        box.appendChild(el("p", {"class": "hint"}, "first samples of each step; every sample of any step: trackmux samples " + ((details[rid] || {}).run_id || "") + " --key " + key + " --step N"));
         var holder = el("div", {"class": "sample-browser"}); box.appendChild(holder);
+        var load = function (step) {
+          var b64 = packed.steps[String(step)];
+          return b64 ? unpack(b64) : Promise.reject(new Error("step " + step + " is not in this report"));
+        };
         // the ledger's own browser draws the step slider over the embedded steps
-        window.trackmuxSamples.mount(holder, last, {
-          steps: steps, load: function (step) { return Promise.resolve(byStep[String(step)]); }});
+        load(steps[steps.length - 1]).then(function (last) {
+          window.trackmuxSamples.mount(holder, last, {steps: steps, load: load});
+          holder.setAttribute("data-ready", "1");
+        }).catch(function (e) { holder.textContent = "samples could not be read: " + e.message; });
       });
     });
-    if (!any) ss.remove();
+    if (!any) ss.drop();
   }
 
-  if (data.compare && data.compare.config && data.runs.length > 1) {
-    var cs = section("config", "Config differences");
-    var diff = data.compare.config.filter(function (r) { return r.differs; });
-    C.table(cs, {columns: ["key"].concat(data.compare.runs.map(function (r) { return labels[r.id]; })),
-      rows: diff.map(function (r) { return [r.key].concat(r.values); }), offset: 0, total: diff.length});
+  var is = section("images", "Images"); any = false;
+  each(data.images, function (rid, byKey) {
+    each(byKey, function (key, imgs) {
+      imgs = imgs.filter(Boolean); if (!imgs.length) return; any = true;
+      is.node.appendChild(el("h3", {}, key)).appendChild(el("span", {"class": "hint"}, " " + labels[rid]));
+      var gallery = el("div", {"class": "gallery"}); is.node.appendChild(gallery);
+      imgs.slice().reverse().forEach(function (img) {
+        var caption = key + " · step " + img.step + (img.caption ? " · " + img.caption : "");
+        var f = el("figure"); f.appendChild(el("img", {src: img.src, alt: caption, width: img.width, height: img.height}));
+        f.appendChild(el("figcaption", {}, caption)); gallery.appendChild(f);
+      });
+    });
+  });
+  if (!any) is.drop();
+
+  var xs = section("text", "Text"); any = false;
+  each(details, function (rid, d) {
+    (d.texts || []).forEach(function (tx) {
+      any = true; var det = el("details"); det.appendChild(el("summary", {}, tx.key + " · step " + tx.step + " · " + labels[rid]));
+      det.appendChild(el("pre", {}, tx.text)); xs.node.appendChild(det);
+    });
+    if (d.texts_total > (d.texts || []).length) xs.node.appendChild(el("p", {"class": "hint"}, labels[rid] + ": the last " + d.texts.length + " of " + d.texts_total + " texts (trackmux show has all)"));
+  });
+  if (!any) xs.drop();
+
+  var as = section("artifacts", "Artifacts"); any = false;
+  each(details, function (rid, d) {
+    (d.artifacts || []).forEach(function (a) {
+      any = true;
+      as.node.appendChild(el("h3", {}, a.name)).appendChild(el("span", {"class": "hint"}, " " + a.type + " · " + labels[rid] + " · step " + a.step + " · from " + a.source));
+      C.table(as.node, {columns: ["file", "bytes", "sha256", "kept"], offset: 0, total: a.files.length,
+        rows: a.files.map(function (f) { return [f.path, f.size, f.sha256, f.kept]; })});
+    });
+  });
+  if (!any) as.drop();
+
+  if (data.compare && data.compare.config && data.compare.config.length) {
+    var cs = section("config", "Config");
+    if (data.runs.length > 1) cs.node.appendChild(el("p", {"class": "hint"}, "Rows where the runs differ are highlighted."));
+    var ct = el("table", {"class": "tm-table config"}), ch = el("tr");
+    ch.appendChild(el("th", {}, "key"));
+    data.compare.runs.forEach(function (r) { ch.appendChild(el("th", {}, labels[r.id])); });
+    ct.appendChild(ch);
+    data.compare.config.forEach(function (row) {
+      var tr = el("tr", row.differs && data.runs.length > 1 ? {"class": "diff"} : {});
+      tr.appendChild(el("td", {"class": "mono"}, row.key));
+      row.values.forEach(function (v) { tr.appendChild(el("td", {"class": "mono"}, v === null ? "" : typeof v === "string" ? v : JSON.stringify(v))); });
+      ct.appendChild(tr);
+    });
+    cs.node.appendChild(ct);
   }
+
+  var withProv = data.runs.filter(function (r) { return (details[r.id] || {}).provenance; });
+  if (withProv.length) {
+    var ps = section("provenance", "Provenance");
+    ps.node.appendChild(el("p", {"class": "hint"}, "What produced each run (recorded at init; trackmux diff A B compares two)."));
+    var keys = [];
+    data.runs.forEach(function (r) { var p = (details[r.id] || {}).provenance; if (p) Object.keys(p.rows).forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); }); });
+    var pt = el("table", {"class": "tm-table provenance"}), ph = el("tr");
+    ph.appendChild(el("th", {}, "field")); data.runs.forEach(function (r) { ph.appendChild(el("th", {}, labels[r.id])); });
+    pt.appendChild(ph);
+    keys.forEach(function (k) {
+      var vals = data.runs.map(function (r) { var p = (details[r.id] || {}).provenance; return p && k in p.rows ? p.rows[k] : "—"; });
+      var differs = data.runs.length > 1 && vals.some(function (v) { return v !== vals[0]; });
+      var tr = el("tr", differs ? {"class": "diff"} : {}); tr.appendChild(el("td", {"class": "mono"}, k));
+      vals.forEach(function (v) { tr.appendChild(el("td", {"class": "mono"}, v)); }); pt.appendChild(tr);
+    });
+    ps.node.appendChild(pt);
+    withProv.forEach(function (r) {
+      var p = details[r.id].provenance; if (!p.diff) return;
+      var det = el("details"); det.appendChild(el("summary", {}, "uncommitted diff of " + labels[r.id] + " (" + p.diff_chars + " characters)"));
+      det.appendChild(el("pre", {}, p.diff)); ps.node.appendChild(det);
+    });
+  }
+
+  var ds = section("delivery", "Delivery");
+  ds.node.appendChild(el("p", {"class": "hint"}, "Events each backend has acknowledged, against the last event in the spool."));
+  data.runs.forEach(function (r) {
+    var d = details[r.id] || {delivery: []};
+    ds.node.appendChild(el("h3", {}, labels[r.id]));
+    var p = el("div", {"class": "panel delivery", "data-run": labels[r.id]}); ds.node.appendChild(p);
+    if (!d.delivery.length) { p.appendChild(el("p", {"class": "hint"}, "spool only: no backend was configured for this run")); return; }
+    C.table(p, {columns: ["backend", "state", "acked / last seq", "remote id", "last ack"], offset: 0, total: d.delivery.length,
+      rows: d.delivery.map(function (b) { return [b.backend, b.state, b.acked + " / " + b.last, b.remote_id || "", b.updated]; })});
+    if (d.sync) p.appendChild(el("p", {"class": "hint"}, "Deliver the rest with " + d.sync));
+  });
+  document.body.setAttribute("data-drawn", "1");
 })();

@@ -89,14 +89,15 @@
       return api("/api/series?" + q({key: key, runs: runs.join(","), x: mode, lo: lo, hi: hi, width: Math.ceil(width / 2)}))
         .then(function (p) {
           p.runs.forEach(function (r) { entry.cursors[r.id] = r.cursor; });
-          var payload = {key: key, x_mode: mode, runs: p.runs.map(function (r) { return {id: r.id, x: p.x, y: r.y}; })};
+          var payload = {key: key, x_mode: mode, runs: p.runs.map(function (r) { return {id: r.id, x: p.x, y: r.y, nonfinite: r.nonfinite}; })};
           entry.payload = payload;
           return payload;
         });
     }
     fetchRange(null, null).then(function (payload) {
+      askFindings();
       entry.handle = C.lineChart(node, payload, {labels: S.labels, colours: S.colours, smoothing: smoothing(),
-        width: width, findings: allFindings(runs),
+        width: width, findings: allFindings(runs, key),
         onZoom: function (lo, hi) {
           entry.lo = lo; entry.hi = hi;
           fetchRange(lo, hi).then(function (p) { entry.handle.update(p, lo !== null); });
@@ -125,10 +126,10 @@
     }).finally(function () { entry.busy = false; });
   }
 
-  function chartGroups(filterFn) {
+  function chartGroups(filterFn, keysAsked) {
     var node = view();
     if (!S.selected.length) { node.appendChild(el("p", {"class": "hint"}, "select runs above")); return; }
-    api("/api/keys?" + q({runs: S.selected.join(",")})).then(function (body) {
+    (keysAsked || api("/api/keys?" + q({runs: S.selected.join(",")}))).then(function (body) {
       var needle = document.getElementById("filter").value.trim();
       Object.keys(body.groups).forEach(function (prefix) {
         var keys = body.groups[prefix].filter(function (k) { return filterFn(prefix, k) && (!needle || k.indexOf(needle) >= 0); });
@@ -140,6 +141,7 @@
           lazily(cell, function () { mountChart(cell, key); });
         });
       });
+      if (!node.querySelector(".panel")) askFindings();  // no chart to wait for
     });
   }
   function lazily(node, draw) {
@@ -148,15 +150,27 @@
     }, {rootMargin: "300px"});
     io.observe(node);
   }
-  function allFindings(runs) {
+  // a finding marks the charts of its keys (all charts when it names none)
+  function allFindings(runs, key) {
     var out = [];
-    runs.forEach(function (id) { (S.findings[id] || []).forEach(function (f) { out.push(f); }); });
+    runs.forEach(function (id) { (S.findings[id] || []).forEach(function (f) {
+      if (!key || !f.keys || !f.keys.length || f.keys.indexOf(key) >= 0) out.push(f); }); });
     return out;
   }
-  function loadFindings() {
+  // Charts never wait for this: their marks are set when it arrives. Over many runs only
+  // what the live doctor stored is asked (diagnosing 100 runs takes a minute); the
+  // Findings tab diagnoses the chosen runs.
+  // once per view, after the first chart's data: the critical path is runs, keys, series
+  function askFindings() {
+    if (S.findingsAsked) return;
+    S.findingsAsked = true; loadFindings(false);
+  }
+  function loadFindings(diagnose) {
     if (!S.sources.findings || !S.selected.length) return Promise.resolve();
-    return api("/api/findings?" + q({runs: S.selected.join(",")})).then(function (body) {
+    var stored = !diagnose && S.selected.length > 12 ? "1" : null;
+    return api("/api/findings?" + q({runs: S.selected.join(","), stored: stored})).then(function (body) {
       body.runs.forEach(function (r) { S.findings[r.id] = r.findings; });
+      S.charts.forEach(function (c) { if (c.handle) c.handle.setFindings(allFindings(c.runs, c.key)); });
     }).catch(function () {});
   }
 
@@ -280,7 +294,7 @@
   function findingsView() {
     var node = view();
     if (!S.sources.findings) { node.appendChild(el("p", {"class": "hint unavailable"}, "findings: not available in this install (the doctor package is missing)")); return; }
-    loadFindings().then(function () {
+    loadFindings(true).then(function () {
       var max = 1;
       S.runs.forEach(function (r) { if (S.selected.indexOf(r.id) >= 0 && r.last_step) max = Math.max(max, r.last_step); });
       C.findings(node, S.selected.map(function (id) { return {id: id, label: S.labels[id], findings: S.findings[id] || []}; }), max);
@@ -317,14 +331,14 @@
   }
 
   // ---- tabs and the live loop ---------------------------------------------------
-  function show(tab) {
-    S.tab = tab;
+  function show(tab, keysAsked) {
+    S.tab = tab; S.findingsAsked = false;
     S.charts.forEach(function (c) { if (c.handle) c.handle.destroy(); });
     S.charts = [];
     view().textContent = "";
     document.querySelectorAll("#tabs button").forEach(function (b) { b.classList.toggle("on", b.dataset.tab === tab); });
     document.getElementById("controls").style.display = (tab === "charts" || tab === "system") ? "" : "none";
-    if (tab === "charts") loadFindings().then(function () { chartGroups(function (p) { return p !== "system"; }); });
+    if (tab === "charts") chartGroups(function (p) { return p !== "system"; }, keysAsked);
     else if (tab === "system") chartGroups(function (p) { return p === "system"; });
     else if (tab === "compare") compareView();
     else if (tab === "histograms") histogramsView();
@@ -344,9 +358,11 @@
   // #runs=all&filter=reward/mean opens with every run selected and one key (links, benchmark)
   var hash = new URLSearchParams(location.hash.slice(1));
   if (hash.get("filter")) document.getElementById("filter").value = hash.get("filter");
+  // #runs=all: the keys of every run are asked at once, beside the run list, not after it
+  var allKeys = hash.get("runs") === "all" && !hash.get("tab") ? api("/api/keys?runs=all") : null;
   loadRuns().then(function () {
     if (hash.get("runs") === "all") { S.selected = S.runs.map(function (r) { return r.id; }); renderRuns(); }
-    show(hash.get("tab") || "charts");
+    show(hash.get("tab") || "charts", allKeys);
   });
   setInterval(live, 1000);
   setInterval(function () { loadRuns().catch(function (e) { status("server unreachable: " + e.message); }); }, 2000);
