@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import trackmux
 from trackmux.cli.main import cli
+from trackmux.core.spool.reader import SpoolReader
 
 
 def _run(root: Path, broken: bool) -> Path:
@@ -71,14 +72,35 @@ def test_demo_healthy_has_no_warning_and_failure_is_found(tmp_path: Path, capsys
     from trackmux.doctor.read import load_findings
 
     assert [f for f in load_findings(ok) if f["severity"] != "info"] == []
+    reader = SpoolReader(ok)  # the ledger is there for the rules to read, every step
+    try:
+        assert [e.step for e in reader.events_of_kind("samples")] == list(range(200))
+    finally:
+        reader.close()
     result = CliRunner().invoke(demo, ["--dir", str(tmp_path / "f"), "--failure",
                                        "reward-hacking"])
     assert result.exit_code == 0, result.output
     [failed] = (tmp_path / "f" / "trackmux-demo").glob("*/spool.db")
     failed = failed.parent
-    rules = {f["rule"] for f in load_findings(failed)}
-    assert {"entropy_collapse", "degenerate_text"} <= rules
-    assert "WARNING degenerate_text @ step 40" in result.output
+    found = load_findings(failed)
+    first = {}
+    for f in found:
+        first.setdefault(f["rule"], f)
+    # the story: the rollouts repeat, a reward component turns against the total, the
+    # policy's entropy collapses, the verifiable reward falls from the level it had
+    # climbed to, and the GRPO groups end up flat (no learning signal left)
+    assert {"degenerate_text", "component_divergence", "entropy_collapse",
+            "reward_collapse", "flat_groups"} <= set(first)
+    climbed = first["reward_collapse"]
+    assert climbed["severity"] == "critical" and climbed["keys"] == ["reward/mean"]
+    assert first["degenerate_text"]["step"] < climbed["step"]
+    assert "rollout/groups" in first["flat_groups"]["keys"]
+    assert "reward/digits" in next(f["message"] for f in found
+                                   if f["rule"] == "component_divergence"
+                                   and "reward/digits" in f["message"])
+    assert "after entropy_collapse at step" in climbed["message"]  # told together
+    assert "WARNING degenerate_text @ step 54" in result.output
+    assert "CRITICAL reward_collapse @ step" in result.output
     assert "[trackmux doctor] WARNING entropy_collapse" in capsys.readouterr().out + \
         result.output
     html = (failed / "report.html").read_text()

@@ -98,6 +98,18 @@ class ReverseTask:
         counts: FloatArray = same.sum(axis=1).astype(np.float64)
         return counts
 
+    def parts(self, actions: IntArray, buffer: IntArray, lengths: IntArray
+              ) -> tuple[FloatArray, FloatArray]:
+        """The verifiable reward as two components, (digits right, EOS at its place), each
+        over the ``n + 1`` scored positions, so they add up to :meth:`rewards`."""
+        target = self.targets(buffer, lengths)
+        hit = (actions == target) & (self.token_mask(actions) > 0)
+        positions = np.arange(self.positions)[None, :]
+        scale = (lengths + 1).astype(np.float64)
+        digits: FloatArray = (hit & (positions < lengths[:, None])).sum(axis=1) / scale
+        stop: FloatArray = (hit & (positions == lengths[:, None])).sum(axis=1) / scale
+        return digits, stop
+
     def format_prompt(self, buffer_row: IntArray) -> str:
         return " ".join(str(int(t)) for t in buffer_row if t != self.pad)
 
