@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 import trackmux
 from trackmux.cli.main import cli
+from trackmux.core.events import MetricsEvent
 from trackmux.core.spool.reader import SpoolReader
 
 
@@ -23,6 +24,15 @@ def _run(root: Path, broken: bool) -> Path:
         run.log({"kl/divergence": kl, "reward/mean": 0.4 + 0.002 * step}, step=step)
     run.finish(timeout=30)
     return run.dir
+
+
+def _series(run_dir: Path, key: str) -> list[tuple[int, float]]:
+    reader = SpoolReader(run_dir)
+    try:
+        return [(e.step, e.data[key]) for e in reader.events_of_kind("metrics")
+                if isinstance(e, MetricsEvent) and key in e.data]
+    finally:
+        reader.close()
 
 
 def test_exit_codes_text_and_json(tmp_path: Path) -> None:
@@ -72,6 +82,7 @@ def test_demo_healthy_has_no_warning_and_failure_is_found(tmp_path: Path, capsys
     from trackmux.doctor.read import load_findings
 
     assert [f for f in load_findings(ok) if f["severity"] != "info"] == []
+    assert "kl_blowup" not in result.output
     reader = SpoolReader(ok)  # the ledger is there for the rules to read, every step
     try:
         assert [e.step for e in reader.events_of_kind("samples")] == list(range(200))
@@ -83,25 +94,28 @@ def test_demo_healthy_has_no_warning_and_failure_is_found(tmp_path: Path, capsys
     [failed] = (tmp_path / "f" / "trackmux-demo").glob("*/spool.db")
     failed = failed.parent
     found = load_findings(failed)
-    first = {}
+    first: dict[str, dict[str, Any]] = {}
     for f in found:
         first.setdefault(f["rule"], f)
-    # the story: the rollouts repeat, a reward component turns against the total, the
-    # policy's entropy collapses, the verifiable reward falls from the level it had
-    # climbed to, and the GRPO groups end up flat (no learning signal left)
-    assert {"degenerate_text", "component_divergence", "entropy_collapse",
-            "reward_collapse", "flat_groups"} <= set(first)
-    climbed = first["reward_collapse"]
-    assert climbed["severity"] == "critical" and climbed["keys"] == ["reward/mean"]
-    assert first["degenerate_text"]["step"] < climbed["step"]
-    assert "rollout/groups" in first["flat_groups"]["keys"]
-    assert "reward/digits" in next(f["message"] for f in found
-                                   if f["rule"] == "component_divergence"
-                                   and "reward/digits" in f["message"])
-    assert "after entropy_collapse at step" in climbed["message"]  # told together
-    assert "WARNING degenerate_text @ step 54" in result.output
-    assert "CRITICAL reward_collapse @ step" in result.output
-    assert "[trackmux doctor] WARNING entropy_collapse" in capsys.readouterr().out + \
-        result.output
+    # the story of issue 22's point 5: the reward climbs, then the KL runs away, the
+    # rollouts repeat, a reward component turns against the total, the verifiable reward
+    # falls from the level it had climbed to, and the GRPO groups end up flat
+    assert {"kl_blowup", "degenerate_text", "component_divergence", "reward_collapse",
+            "entropy_collapse", "flat_groups"} <= set(first)
+    rewards = [v for _, v in _series(failed, "reward/mean")]
+    peak = max(range(len(rewards)), key=lambda i: sum(rewards[i:i + 10]))
+    assert sum(rewards[peak:peak + 10]) / 10 > sum(rewards[:10]) / 10 + 0.15  # it climbed
+    kl, collapse = first["kl_blowup"], first["reward_collapse"]
+    assert kl["keys"] == ["kl/divergence"] and collapse["keys"] == ["reward/mean"]
+    assert collapse["severity"] == "critical"
+    assert peak < kl["step"] < collapse["step"] <= kl["step"] + 50  # related onsets
+    assert f"after kl_blowup at step {kl['step']}" in collapse["message"]  # told together
+    assert abs(first["degenerate_text"]["step"] - kl["step"]) <= 10
+    assert first["flat_groups"]["keys"] == ["rollout/groups"]
+    assert any("reward/digits" in f["message"] and "fell" in f["message"]
+               for f in found if f["rule"] == "component_divergence")
+    assert f"WARNING kl_blowup @ step {kl['step']}" in result.output
+    assert f"CRITICAL reward_collapse @ step {collapse['step']}" in result.output
+    assert "[trackmux doctor] WARNING kl_blowup" in capsys.readouterr().out + result.output
     html = (failed / "report.html").read_text()
     assert "degenerate_text" in html and "Doctor" in html

@@ -14,7 +14,8 @@ import click
 DEFAULT_BACKENDS = ("console", "file")
 #: ``--failure`` -> DemoConfig overrides: the same loop, set up to fail in a known way
 FAILURES: dict[str, dict[str, Any]] = {
-    "reward-hacking": {"kl_coef": 0.01, "repeat_bonus": 0.01, "repeat_power": 3.0},
+    "reward-hacking": {"pretrained": 3.0, "kl_coef": 0.01, "repeat_bonus": 0.15,
+                       "repeat_power": 3.0},
 }
 
 

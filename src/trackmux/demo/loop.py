@@ -58,6 +58,9 @@ class DemoConfig:
     #: log every rollout (all groups, with their reward components) through
     #: ``log_samples`` every this many steps (0: never)
     ledger_every: int = 1
+    #: how much of the task the starting policy (and KL reference) already knows: the
+    #: logit bonus of the right token at each position (0: a random start)
+    pretrained: float = 0.0
     task: ReverseTask = field(default_factory=ReverseTask)
 
     def __post_init__(self) -> None:
@@ -83,7 +86,8 @@ class DemoConfig:
                           "group_size": raw.pop("group_size"),
                           "ppo_epochs": raw.pop("ppo_epochs")},
             "optim": {"name": "adam", "lr": raw.pop("learning_rate")},
-            "model": {"name": "linear-softmax", "init_scale": raw.pop("init_scale")},
+            "model": {"name": "linear-softmax", "init_scale": raw.pop("init_scale"),
+                      "pretrained": raw.pop("pretrained")},
             "trainer": raw,
         }
 
@@ -105,6 +109,8 @@ def train(config: DemoConfig, logger: Logger) -> DemoResult:
     rng = np.random.default_rng(config.seed)
     policy = LinearPolicy.initial(rng, task.positions, task.max_len, task.vocab, task.vocab,
                                   config.init_scale)
+    if config.pretrained:
+        task.pretrain(policy.W, config.pretrained)
     reference = policy.copy()
     optimizer = Adam(config.learning_rate)
     rewards_seen: list[float] = []

@@ -110,6 +110,15 @@ class ReverseTask:
         stop: FloatArray = (hit & (positions == lengths[:, None])).sum(axis=1) / scale
         return digits, stop
 
+    def pretrain(self, W: FloatArray, skill: float) -> None:
+        """Give a starting policy some of the task: raise by ``skill`` the logit of writing,
+        at response position ``p``, what the prompt buffer holds in slot ``max_len-1-p``
+        (a digit, or PAD -> EOS, the same id), like the pretrained model RL starts from."""
+        for position in range(self.max_len):
+            slot = self.max_len - 1 - position
+            for token in range(self.vocab):
+                W[slot * self.vocab + token, position * self.vocab + token] += skill
+
     def format_prompt(self, buffer_row: IntArray) -> str:
         return " ".join(str(int(t)) for t in buffer_row if t != self.pad)
 

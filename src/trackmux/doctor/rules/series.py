@@ -51,7 +51,8 @@ class SeriesRule(Detector):
         self.latches: dict[tuple[str, str], Latch] = {}
 
     def size(self) -> int:
-        return int(self.params.get("window", 20)) + int(self.params.get("recent", 5))
+        return (int(self.params.get("window", 20)) + int(self.params.get("recent", 5))
+                + int(self.params.get("gap", 0)))
 
     def update(self, event: Event) -> Sequence[Finding]:
         if not isinstance(event, MetricsEvent):
