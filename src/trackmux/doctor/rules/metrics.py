@@ -26,6 +26,7 @@ class Nonfinite(Detector):
     how many; each key reported once."""
 
     rule = "nonfinite"
+    kinds = frozenset({"metrics", "histogram"})
     params_spec = {
         "keys": Param(["*"], "patterns", "metric keys to check"),
         "severity": Param("critical", "severity"),
@@ -320,6 +321,7 @@ class ValRegression(Detector):
     evaluations in a row."""
 
     rule = "val_regression"
+    kinds = frozenset({"metrics"})
     params_spec = {
         "keys": Param(["val-core/*", "val/*score*", "val/*reward*", "val/*acc*",
                        "!*loss*", "!*std*", "!*length*"], "patterns"),

@@ -133,6 +133,7 @@ class FlatGroups(Detector):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
+        self.kinds = frozenset(COLUMNS)  # read now: a kind added to COLUMNS counts
         self.match = KeyMatcher(self.params["keys"])
         self.recent: dict[str, list[tuple[int, int, int]]] = {}  # key -> (step, flat, all)
         self.latches: dict[str, Latch] = {}
@@ -213,6 +214,7 @@ class ComponentDivergence(Detector):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
+        self.kinds = frozenset(COLUMNS)  # read now: a kind added to COLUMNS counts
         self.match = KeyMatcher(self.params["keys"])
         self.components = KeyMatcher(self.params["components"])
         size = self.params["window"] + self.params["recent"]

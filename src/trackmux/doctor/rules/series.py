@@ -43,6 +43,7 @@ class SeriesRule(Detector):
 
     #: points kept per key; the run's first ``keep_first`` are kept apart (an early level)
     keep_first = 0
+    kinds = frozenset({"metrics"})
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
