@@ -1,8 +1,10 @@
 """The demo's training loop: GRPO post-training of a small policy on CPU, logged live.
 
 Every number it logs comes from the optimisation: rewards of sampled responses, the
-k3 KL to the frozen reference, the surrogate loss, the entropy of the policy. Every
-``sample_every`` steps it also logs a table of rollout samples and a per-token KL heatmap.
+k3 KL to the frozen reference, the surrogate loss, the entropy of the policy. Every step
+it logs every rollout to the samples ledger (``log_samples``: GRPO groups and reward
+components, what the doctor's ledger rules read); every ``sample_every`` steps a table of
+rollout samples and a per-token KL heatmap.
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ class DemoConfig:
                      "ppo_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.ledger_every < 0:
-            raise ValueError(f"ledger_every must be >= 0, got {self.ledger_every}")
+        for name in ("ledger_every", "pretrained", "repeat_bonus"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 (GRPO compares responses within a "
                              f"group), got {self.group_size}")
