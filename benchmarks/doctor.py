@@ -7,7 +7,13 @@
   wall time of the CLI process (target < 10 s);
 - B11b the delivery process's CPU with the doctor on and off, at B7's rate (B7's workload,
   100 floats a step, a table every 10 steps, B7's backends where installed, else file),
-  measured from the first acknowledgement to the drain of the loop (target <= 5% more);
+  measured from the first acknowledgement to the drain of the loop (target <= 5% more):
+  the process's CPU clock from /proc (user + system, not wall: load on the machine moves
+  it far less), ``--rounds`` pairs with the order alternating, the medians, and the
+  on/off ratio of each pair (its median, range and 90% bootstrap interval);
+- B11b-watch the watch thread's own CPU in a live run at B7's rate (``delivery="thread"``
+  and the file backend, so the thread is in this process: its scheduler clock in
+  nanoseconds from /proc/self/task/<id>/schedstat) and how many spool reads it made;
 - B11c latency from the ``log()`` that completes a finding (a NaN) to its line in the
   file backend's findings file and to the console's line in the trainer (target < 2 s).
 """
@@ -163,6 +169,59 @@ def own_cpu(steps: int, repeats: int = 5) -> float:
     return statistics.median(times)
 
 
+def watch_thread_cpu(root: Path, steps: int) -> dict[str, float]:
+    """The watch thread's CPU (scheduler clock, ns resolution) and spool reads in a live
+    run of ``steps`` B7 steps, the thread being in this process (``delivery="thread"``)."""
+    import threading
+
+    import trackmux
+    from trackmux.core.spool import reader as spool_reader
+
+    original = spool_reader.SpoolReader.read
+    reads = [0]
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "trackmux-watch":
+            reads[0] += 1
+        return original(self, *args, **kwargs)
+
+    spool_reader.SpoolReader.read = counted  # type: ignore[method-assign]
+    try:
+        run = trackmux.init(project="b11w", backends=["file"], dir=root, delivery="thread",
+                            doctor=True, backend_options={"file": {"root": str(root / "f")}})
+        assert isinstance(run, trackmux.Run)
+        work = Workload()
+        loop0 = time.perf_counter()
+        for step in range(steps):
+            scores, loss = work.step(step)
+            data = payload(step)
+            data["actor/pg_loss"] = loss
+            run.log(data, step=step)
+            if step % TABLE_EVERY == 0:
+                columns, rows = _table(step, scores)
+                run.log_table("rollout/samples", columns, rows, step=step)
+        loop_s = time.perf_counter() - loop0
+        time.sleep(1.5)  # the thread reads the last events and ticks
+        watch = next(t for t in threading.enumerate() if t.name == "trackmux-watch")
+        stat = Path(f"/proc/self/task/{watch.native_id}/schedstat").read_text()
+        cpu = int(stat.split()[0]) / 1e9
+        run.finish(timeout=60)
+    finally:
+        spool_reader.SpoolReader.read = original  # type: ignore[method-assign]
+    return {"cpu_s": cpu, "reads": reads[0], "loop_s": loop_s}
+
+
+def _paired(off: list[float], on: list[float]) -> dict[str, Any]:
+    """Each pair's on/off ratio - 1: its median, range and a 90% bootstrap interval of the
+    median (a pair ran back to back, so the machine's drift hits both alike)."""
+    ratios = [b / a - 1 for a, b in zip(off, on, strict=False) if a > 0]
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
+                     for _ in range(2000))
+    return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+            "ci90": [medians[100], medians[1899]], "ratios": ratios}
+
+
 def b9b(root: Path, rounds: int, steps: int) -> dict[str, Any]:
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
     for r in range(rounds):
@@ -171,12 +230,18 @@ def b9b(root: Path, rounds: int, steps: int) -> dict[str, Any]:
             runs[mode].append(result)
             print(f"B11b round {r + 1} doctor {mode:3s}: delivery CPU "
                   f"{result['delivery_cpu_s']:.2f} s, loop {result['loop_s']:.2f} s", flush=True)
-    off = statistics.median(x["delivery_cpu_s"] for x in runs["off"])
-    on = statistics.median(x["delivery_cpu_s"] for x in runs["on"])
+    off_cpu = [x["delivery_cpu_s"] for x in runs["off"]]
+    on_cpu = [x["delivery_cpu_s"] for x in runs["on"]]
+    off, on = statistics.median(off_cpu), statistics.median(on_cpu)
     own = own_cpu(steps)
+    watch = watch_thread_cpu(root / "watch", steps)
     return {"backends": _backends(), "steps": steps, "rounds": rounds, "off_cpu_s": off,
             "on_cpu_s": on, "increase": on / off - 1 if off else None,
+            "off_range_s": [min(off_cpu), max(off_cpu)],
+            "on_range_s": [min(on_cpu), max(on_cpu)],
+            "paired": _paired(off_cpu, on_cpu) if rounds else None,
             "doctor_own_cpu_s": own, "own_share_of_off": own / off if off else None,
+            "watch_thread": watch, "watch_share_of_off": watch["cpu_s"] / off if off else None,
             "load": os.getloadavg()[0], "runs": runs}
 
 
@@ -234,7 +299,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--tables", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=10, help="B11b pairs (off, on)")
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--latency-repeats", type=int, default=5)
     parser.add_argument("--only", default="a,b,c")
@@ -255,11 +320,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if "b" in args.only:
             result["B11b"] = b9b(root, args.rounds, args.steps)
             b = result["B11b"]
-            print(f"B11b delivery CPU ({', '.join(b['backends'])}): doctor off "
-                  f"{b['off_cpu_s']:.2f} s, on {b['on_cpu_s']:.2f} s "
-                  f"({b['increase']:+.1%}); the doctor's own CPU over the same events "
-                  f"{b['doctor_own_cpu_s'] * 1000:.0f} ms ({b['own_share_of_off']:.1%} of the "
-                  f"delivery process's; load {b['load']:.1f})", flush=True)
+            p = b["paired"]
+            print(f"B11b delivery CPU ({', '.join(b['backends'])}, {b['rounds']} pairs): "
+                  f"doctor off median {b['off_cpu_s']:.2f} s ({b['off_range_s'][0]:.2f}-"
+                  f"{b['off_range_s'][1]:.2f}), on {b['on_cpu_s']:.2f} s "
+                  f"({b['on_range_s'][0]:.2f}-{b['on_range_s'][1]:.2f}), "
+                  f"{b['increase']:+.1%} at the medians; per pair on/off median "
+                  f"{p['median']:+.1%} (range {p['min']:+.1%}..{p['max']:+.1%}, 90% CI "
+                  f"{p['ci90'][0]:+.1%}..{p['ci90'][1]:+.1%}); the doctor's own CPU over the "
+                  f"same events {b['doctor_own_cpu_s'] * 1000:.0f} ms "
+                  f"({b['own_share_of_off']:.1%} of the delivery process's); the live watch "
+                  f"thread {b['watch_thread']['cpu_s'] * 1000:.0f} ms in "
+                  f"{b['watch_thread']['reads']} reads ({b['watch_share_of_off']:.1%}; "
+                  f"load {b['load']:.1f})", flush=True)
+        if "w" in args.only and "b" not in args.only:
+            result["B11b-watch"] = w = watch_thread_cpu(root / "watch", args.steps)
+            print(f"B11b-watch the live watch thread over {args.steps} steps: "
+                  f"{w['cpu_s'] * 1000:.0f} ms CPU in {w['reads']} reads (loop "
+                  f"{w['loop_s']:.1f} s)", flush=True)
         if "c" in args.only:
             result["B11c"] = b9c(root, args.latency_repeats)
             c = result["B11c"]

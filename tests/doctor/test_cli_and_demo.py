@@ -12,6 +12,8 @@ from click.testing import CliRunner
 
 import trackmux
 from trackmux.cli.main import cli
+from trackmux.core.events import MetricsEvent
+from trackmux.core.spool.reader import SpoolReader
 
 
 def _run(root: Path, broken: bool) -> Path:
@@ -22,6 +24,15 @@ def _run(root: Path, broken: bool) -> Path:
         run.log({"kl/divergence": kl, "reward/mean": 0.4 + 0.002 * step}, step=step)
     run.finish(timeout=30)
     return run.dir
+
+
+def _series(run_dir: Path, key: str) -> list[tuple[int, float]]:
+    reader = SpoolReader(run_dir)
+    try:
+        return [(e.step, e.data[key]) for e in reader.events_of_kind("metrics")
+                if isinstance(e, MetricsEvent) and key in e.data]
+    finally:
+        reader.close()
 
 
 def test_exit_codes_text_and_json(tmp_path: Path) -> None:
@@ -71,15 +82,43 @@ def test_demo_healthy_has_no_warning_and_failure_is_found(tmp_path: Path, capsys
     from trackmux.doctor.read import load_findings
 
     assert [f for f in load_findings(ok) if f["severity"] != "info"] == []
+    assert "kl_blowup" not in result.output
+    reader = SpoolReader(ok)  # the ledger is there for the rules to read, every step
+    try:
+        assert [e.step for e in reader.events_of_kind("samples")] == list(range(200))
+    finally:
+        reader.close()
     result = CliRunner().invoke(demo, ["--dir", str(tmp_path / "f"), "--failure",
                                        "reward-hacking"])
     assert result.exit_code == 0, result.output
     [failed] = (tmp_path / "f" / "trackmux-demo").glob("*/spool.db")
     failed = failed.parent
-    rules = {f["rule"] for f in load_findings(failed)}
-    assert {"entropy_collapse", "degenerate_text"} <= rules
-    assert "WARNING degenerate_text @ step 40" in result.output
-    assert "[trackmux doctor] WARNING entropy_collapse" in capsys.readouterr().out + \
-        result.output
+    found = load_findings(failed)
+    first: dict[str, dict[str, Any]] = {}
+    for f in found:
+        first.setdefault(f["rule"], f)
+    # the story of issue 22's point 5: the reward climbs, then the KL runs away, the
+    # rollouts repeat, a reward component turns against the total, the verifiable reward
+    # falls from the level it had climbed to, and the GRPO groups end up flat
+    assert {"kl_blowup", "degenerate_text", "component_divergence", "reward_collapse",
+            "entropy_collapse", "flat_groups"} <= set(first)
+    rewards = [v for _, v in _series(failed, "reward/mean")]
+    peak = max(range(len(rewards)), key=lambda i: sum(rewards[i:i + 10]))
+    assert sum(rewards[peak:peak + 10]) / 10 > sum(rewards[:10]) / 10 + 0.15  # it climbed
+    kl, collapse = first["kl_blowup"], first["reward_collapse"]
+    assert kl["keys"] == ["kl/divergence"] and collapse["keys"] == ["reward/mean"]
+    assert collapse["severity"] == "critical"
+    assert peak < kl["step"] < collapse["step"] <= kl["step"] + 50  # related onsets
+    assert f"after kl_blowup at step {kl['step']}" in collapse["message"]  # told together
+    assert abs(first["degenerate_text"]["step"] - kl["step"]) <= 10
+    assert first["flat_groups"]["keys"] == ["rollout/groups"]
+    digits = [f for f in found if f["rule"] == "component_divergence"
+              and "component reward/digits" in f["message"]]
+    # its mean falls while the total rises, and later its correlation with the total flips
+    # too: one finding for the one component, not one per way of seeing it
+    assert len(digits) == 1 and "fell" in digits[0]["message"]
+    assert f"WARNING kl_blowup @ step {kl['step']}" in result.output
+    assert f"CRITICAL reward_collapse @ step {collapse['step']}" in result.output
+    assert "[trackmux doctor] WARNING kl_blowup" in capsys.readouterr().out + result.output
     html = (failed / "report.html").read_text()
     assert "degenerate_text" in html and "Doctor" in html

@@ -3,6 +3,7 @@ noisy runs (rising, plateau, curriculum step)."""
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
@@ -54,6 +55,25 @@ def test_kl_blowup_relative_and_bound() -> None:
     bound = [f for f in run_doctor(metrics(run), {"kl_blowup": {"bound": 0.5, "ratio": 1000}})
              if f.rule == "kl_blowup"]
     assert bound and bound[0].severity == "critical" and "bound" in bound[0].message
+
+
+def test_kl_that_runs_away_over_tens_of_steps_is_found_and_a_learning_rise_is_not() -> None:
+    """A KL that climbs 5x over 30 steps from a plateau (never 3x within the 20-point window
+    just before it) is found against its level before the climb (``gap``); a KL that rises
+    from zero as a policy learns, steeply at first, is not."""
+    run = healthy(200, 7)
+    plateau = noisy([0.5] * 100, 0.03, 7)
+    climb = [0.5 * 5 ** (i / 30) for i in range(1, 31)]
+    run["actor/ppo_kl"] = plateau + noisy(climb, 0.03, 8) + noisy([2.5] * 70, 0.1, 9)
+    found = [f for f in run_doctor(metrics(run)) if f.rule == "kl_blowup"]
+    assert len(found) == 1 and 100 <= found[0].step <= 125, [f.message for f in found]
+    no_gap = [f for f in run_doctor(metrics(run), {"kl_blowup": {"gap": 1}})
+              if f.rule == "kl_blowup"]
+    assert no_gap == []  # the window just before the recent points holds half the climb
+    learning = healthy(200, 8)
+    learning["actor/ppo_kl"] = noisy([2.5 * (1 - math.exp(-6 * i / 200)) for i in range(200)],
+                                     0.03, 10)
+    assert serious(run_doctor(metrics(learning))) == []
 
 
 def test_entropy_collapse() -> None:

@@ -52,12 +52,16 @@ class Recorder:
         self.metrics: list[dict[str, Any]] = []
         self.tables: list[tuple[str, list[str], list[list[Any]], int | None]] = []
         self.images: list[tuple[str, Any, int | None, str | None]] = []
+        self.samples: list[tuple[str, dict[str, Any], int | None]] = []
 
     def log(self, data: dict[str, Any], step: int | None = None) -> None:
         self.metrics.append(dict(data))
 
     def log_table(self, key: str, columns: Any, rows: Any, step: int | None = None) -> None:
         self.tables.append((key, list(columns), [list(r) for r in rows], step))
+
+    def log_samples(self, key: str, samples: Any, step: int | None = None) -> None:
+        self.samples.append((key, dict(samples), step))
 
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
@@ -168,11 +172,41 @@ def test_same_seed_same_run_and_other_seed_differs() -> None:
     assert rewards(5) != rewards(6)
 
 
+def test_ledger_holds_every_rollout_with_groups_and_reward_components() -> None:
+    """Each step logs all prompts x group_size rollouts; the components add up to the total
+    the policy was trained on (with the flawed reward model's term in the failure setup),
+    and the verifiable components match the task's reward."""
+    for config in (DemoConfig(steps=4, seed=3),
+                   DemoConfig(steps=4, seed=3, repeat_bonus=0.01, repeat_power=3.0)):
+        recorder = Recorder()
+        train(config, recorder)
+        assert [(k, s) for k, _, s in recorder.samples] == [("rollout/groups", s)
+                                                             for s in range(4)]
+        for _, columns, _ in recorder.samples:
+            n = config.prompts_per_step * config.group_size
+            assert all(len(v) == n for v in columns.values())
+            assert len(set(columns["uid"])) == config.prompts_per_step
+            parts = ["reward/digits", "reward/stop"] + (
+                ["reward/repeats"] if config.repeat_bonus else [])
+            assert "reward/repeats" in columns or not config.repeat_bonus
+            for i in range(n):
+                total = sum(columns[p][i] for p in parts)
+                assert columns["reward"][i] == pytest.approx(total, abs=1e-3)
+                prompt, response = columns["prompt"][i], columns["response"][i]
+                target = [*reversed(prompt.split()), "<eos>"]
+                hits = sum(1 for a, b in zip(response.split(), target, strict=False) if a == b)
+                verifiable = columns["reward/digits"][i] + columns["reward/stop"][i]
+                assert verifiable == pytest.approx(hits / len(target), abs=1e-3)
+                assert columns["acc"][i] == (hits == len(target))
+
+
 def test_bad_config_names_the_option() -> None:
     with pytest.raises(ValueError, match="group_size"):
         DemoConfig(group_size=1)
     with pytest.raises(ValueError, match="steps"):
         DemoConfig(steps=0)
+    with pytest.raises(ValueError, match="ledger_every"):
+        DemoConfig(ledger_every=-1)
 
 
 # -- the CLI run ----------------------------------------------------------------------------

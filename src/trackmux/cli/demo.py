@@ -14,7 +14,8 @@ import click
 DEFAULT_BACKENDS = ("console", "file")
 #: ``--failure`` -> DemoConfig overrides: the same loop, set up to fail in a known way
 FAILURES: dict[str, dict[str, Any]] = {
-    "reward-hacking": {"kl_coef": 0.001, "repeat_bonus": 0.3},
+    "reward-hacking": {"pretrained": 3.0, "kl_coef": 0.01, "repeat_bonus": 0.15,
+                       "repeat_power": 3.0},
 }
 
 
@@ -42,8 +43,10 @@ def _limit_blas_threads() -> None:
               help="Write report.html into the run directory at the end.")
 @click.option("--failure", type=click.Choice(sorted(FAILURES)), default=None,
               help="Reproduce a classic failure for the doctor to find (docs/doctor.md): "
-                   "'reward-hacking' trains with a KL coefficient far too small on a reward "
-                   "with a flaw (it pays for repeated digits).")
+                   "'reward-hacking' starts from a policy that half-knows the task and "
+                   "trains it with a KL coefficient ten times too small on a reward model "
+                   "with a flaw (it pays more and more for repeated digits): the reward "
+                   "climbs, then the KL runs away, the samples repeat and the reward falls.")
 def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, project: str,
          name: str | None, root: Path | None, write_report: bool, failure: str | None) -> None:
     """Train a tiny policy with GRPO (KL to a frozen reference) on a digit-reversal task.

@@ -1,8 +1,10 @@
 """The demo's training loop: GRPO post-training of a small policy on CPU, logged live.
 
 Every number it logs comes from the optimisation: rewards of sampled responses, the
-k3 KL to the frozen reference, the surrogate loss, the entropy of the policy. Every
-``sample_every`` steps it also logs a table of rollout samples and a per-token KL heatmap.
+k3 KL to the frozen reference, the surrogate loss, the entropy of the policy. Every step
+it logs every rollout to the samples ledger (``log_samples``: GRPO groups and reward
+components, what the doctor's ledger rules read); every ``sample_every`` steps a table of
+rollout samples and a per-token KL heatmap.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class Logger(Protocol):
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None: ...
 
+    def log_samples(self, key: str, samples: Any, step: int | None = None) -> None: ...
+
 
 @dataclass(frozen=True)
 class DemoConfig:
@@ -44,10 +48,21 @@ class DemoConfig:
     init_scale: float = 0.5
     sample_every: int = 20
     samples_shown: int = 8
-    #: a flaw in the reward the policy is trained on (0: none): a bonus per response token
-    #: that repeats the one before it, like a reward model that likes what it has seen
-    #: often. ``trackmux demo --failure`` sets it with a KL coefficient far too small.
+    #: a flaw in the reward the policy is trained on (0: none): a bonus of
+    #: ``repeat_bonus * repeats ** repeat_power`` per response, where ``repeats`` counts the
+    #: digits that repeat the one before them, like a reward model that likes what it has
+    #: seen often. With a power above 1 it pays little for the odd repeat and a lot for a
+    #: response that is one digit over and over, so a policy learns the task first and finds
+    #: the flaw later. ``trackmux demo --failure reward-hacking`` sets it with a KL
+    #: coefficient ten times too small to hold the policy near its reference.
     repeat_bonus: float = 0.0
+    repeat_power: float = 1.0
+    #: log every rollout (all groups, with their reward components) through
+    #: ``log_samples`` every this many steps (0: never)
+    ledger_every: int = 1
+    #: how much of the task the starting policy (and KL reference) already knows: the
+    #: logit bonus of the right token at each position (0: a random start)
+    pretrained: float = 0.0
     task: ReverseTask = field(default_factory=ReverseTask)
 
     def __post_init__(self) -> None:
@@ -55,6 +70,9 @@ class DemoConfig:
                      "ppo_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("ledger_every", "pretrained", "repeat_bonus"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 (GRPO compares responses within a "
                              f"group), got {self.group_size}")
@@ -64,13 +82,15 @@ class DemoConfig:
         raw = asdict(self)
         return {
             "task": {"name": "reverse-digits", **raw.pop("task")},
-            "reward": {"repeat_bonus": raw.pop("repeat_bonus")},
+            "reward": {"repeat_bonus": raw.pop("repeat_bonus"),
+                       "repeat_power": raw.pop("repeat_power")},
             "algorithm": {"name": "grpo", "kl_estimator": "k3", "loss_agg": "token-mean",
                           "kl_coef": raw.pop("kl_coef"), "clip_ratio": raw.pop("clip_ratio"),
                           "group_size": raw.pop("group_size"),
                           "ppo_epochs": raw.pop("ppo_epochs")},
             "optim": {"name": "adam", "lr": raw.pop("learning_rate")},
-            "model": {"name": "linear-softmax", "init_scale": raw.pop("init_scale")},
+            "model": {"name": "linear-softmax", "init_scale": raw.pop("init_scale"),
+                      "pretrained": raw.pop("pretrained")},
             "trainer": raw,
         }
 
@@ -92,6 +112,8 @@ def train(config: DemoConfig, logger: Logger) -> DemoResult:
     rng = np.random.default_rng(config.seed)
     policy = LinearPolicy.initial(rng, task.positions, task.max_len, task.vocab, task.vocab,
                                   config.init_scale)
+    if config.pretrained:
+        task.pretrain(policy.W, config.pretrained)
     reference = policy.copy()
     optimizer = Adam(config.learning_rate)
     rewards_seen: list[float] = []
@@ -107,7 +129,7 @@ def train(config: DemoConfig, logger: Logger) -> DemoResult:
         rewards, exact = task.rewards(actions, buffer, lengths)
         trained_on = rewards
         if config.repeat_bonus:
-            trained_on = rewards + config.repeat_bonus * task.repeats(actions)
+            trained_on = rewards + flaw_bonus(config, task, actions)
         advantages = group_advantages(trained_on, config.group_size)
         stats = grpo_update(policy, reference, optimizer, inputs, actions, mask, advantages,
                             kl_coef=config.kl_coef, clip=config.clip_ratio,
@@ -130,10 +152,43 @@ def train(config: DemoConfig, logger: Logger) -> DemoResult:
             **({"reward/model_score": float(trained_on.mean())} if config.repeat_bonus
                else {}),
         }, step=step)
+        if config.ledger_every and step % config.ledger_every == 0:
+            _log_ledger(config, logger, step, buffer, lengths, actions, trained_on,
+                        advantages, exact)
         if step % config.sample_every == 0 or step == config.steps - 1:
             _log_samples(config, logger, step, buffer, actions, mask, rewards, advantages,
                          stats.token_kl)
     return DemoResult(rewards_seen, time.perf_counter() - started)
+
+
+def flaw_bonus(config: DemoConfig, task: ReverseTask, actions: np.ndarray) -> np.ndarray:
+    """What the flawed reward model adds to the verifiable reward, per response."""
+    out: np.ndarray = config.repeat_bonus * task.repeats(actions) ** config.repeat_power
+    return out
+
+
+def _log_ledger(config: DemoConfig, logger: Logger, step: int, buffer: np.ndarray,
+                lengths: np.ndarray, actions: np.ndarray, trained_on: np.ndarray,
+                advantages: np.ndarray, exact: np.ndarray) -> None:
+    """Every rollout of the step, as verl logs them (``docs/samples.md``): the GRPO group
+    (``uid``: one per prompt), the total reward the policy was trained on and its
+    components, so the doctor's ledger rules (flat groups, a component that turns against
+    the total) read real data."""
+    task = config.task
+    digits, stop = task.parts(actions, buffer, lengths)
+    columns: dict[str, Any] = {
+        "uid": [f"{step}-{i // config.group_size}" for i in range(len(actions))],
+        "prompt": [task.format_prompt(row) for row in buffer],
+        "response": [task.format_response(row) for row in actions],
+        "reward": np.round(trained_on, 4).tolist(),
+        "reward/digits": np.round(digits, 4).tolist(),
+        "reward/stop": np.round(stop, 4).tolist(),
+    }
+    if config.repeat_bonus:
+        columns["reward/repeats"] = np.round(flaw_bonus(config, task, actions), 4).tolist()
+    columns["advantage"] = np.round(advantages, 4).tolist()
+    columns["acc"] = exact.tolist()
+    logger.log_samples("rollout/groups", columns, step=step)
 
 
 def _log_samples(config: DemoConfig, logger: Logger, step: int, buffer: np.ndarray,

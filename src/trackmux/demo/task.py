@@ -98,6 +98,27 @@ class ReverseTask:
         counts: FloatArray = same.sum(axis=1).astype(np.float64)
         return counts
 
+    def parts(self, actions: IntArray, buffer: IntArray, lengths: IntArray
+              ) -> tuple[FloatArray, FloatArray]:
+        """The verifiable reward as two components, (digits right, EOS at its place), each
+        over the ``n + 1`` scored positions, so they add up to :meth:`rewards`."""
+        target = self.targets(buffer, lengths)
+        hit = (actions == target) & (self.token_mask(actions) > 0)
+        positions = np.arange(self.positions)[None, :]
+        scale = (lengths + 1).astype(np.float64)
+        digits: FloatArray = (hit & (positions < lengths[:, None])).sum(axis=1) / scale
+        stop: FloatArray = (hit & (positions == lengths[:, None])).sum(axis=1) / scale
+        return digits, stop
+
+    def pretrain(self, W: FloatArray, skill: float) -> None:
+        """Give a starting policy some of the task: raise by ``skill`` the logit of writing,
+        at response position ``p``, what the prompt buffer holds in slot ``max_len-1-p``
+        (a digit, or PAD -> EOS, the same id), like the pretrained model RL starts from."""
+        for position in range(self.max_len):
+            slot = self.max_len - 1 - position
+            for token in range(self.vocab):
+                W[slot * self.vocab + token, position * self.vocab + token] += skill
+
     def format_prompt(self, buffer_row: IntArray) -> str:
         return " ".join(str(int(t)) for t in buffer_row if t != self.pad)
 

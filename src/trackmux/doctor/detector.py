@@ -25,6 +25,9 @@ class Detector:
     parameters (defaults merged with the user's overrides)."""
 
     rule = ""
+    #: the event kinds ``update`` reads (None: every kind). The engine hands a detector
+    #: only these, and the live runner does not even decode kinds no detector reads.
+    kinds: frozenset[str] | None = None
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.params = dict(params)

@@ -36,12 +36,31 @@ class Doctor:
                 detector.rule = detector.rule or name
         self.detectors = list(detectors)
         self.findings: list[FindingEvent] = []
+        self._by_kind: dict[str, list[Detector]] = {}
+
+    @property
+    def kinds(self) -> frozenset[str] | None:
+        """The event kinds some detector reads (None: a detector reads every kind)."""
+        wanted: set[str] = set()
+        for detector in self.detectors:
+            if detector.kinds is None:
+                return None
+            wanted |= detector.kinds
+        return frozenset(wanted)
+
+    def _for(self, kind: str) -> list[Detector]:
+        """The detectors that read ``kind``, worked out once per kind (a run has a few)."""
+        hit = self._by_kind.get(kind)
+        if hit is None:
+            hit = self._by_kind[kind] = [d for d in self.detectors
+                                         if d.kinds is None or kind in d.kinds]
+        return hit
 
     def feed(self, event: Event) -> list[FindingEvent]:
         if event.kind == "finding":  # our own output, read back from the spool
             return []
         raised: list[Finding] = []
-        for detector in list(self.detectors):
+        for detector in tuple(self._for(event.kind)):
             try:
                 raised.extend(detector.update(event))
             except Exception as exc:
@@ -60,6 +79,7 @@ class Doctor:
     def _broken(self, detector: Detector, method: str, exc: Exception, step: int,
                 time: float) -> Finding:
         self.detectors.remove(detector)
+        self._by_kind.clear()
         message = (f"the detector of rule {detector.rule!r} raised {type(exc).__name__}: "
                    f"{exc} in {method}(); it is switched off for this run")
         log.warning("trackmux doctor: %s", message)

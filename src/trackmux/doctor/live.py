@@ -16,6 +16,8 @@ TARGET = "trackmux.doctor.live:watcher"
 class DoctorWatcher:
     def __init__(self, doctor: Doctor) -> None:
         self.doctor = doctor
+        #: the runner decodes only these kinds of event for the doctor
+        self.kinds = doctor.kinds
 
     def feed(self, event: Event) -> Sequence[FindingEvent]:
         return self.doctor.feed(event)

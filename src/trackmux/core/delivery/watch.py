@@ -6,7 +6,10 @@ it crosses the pipe to the delivery process as plain data and core never imports
 that provides it. :class:`WatchRunner` runs every watcher of a run on one thread: in the
 delivery process (the default), or on a thread of the trainer with ``delivery="thread"``.
 It follows the spool like a delivery worker (woken by commits, reading from seq 0 on each
-start), feeds each event in spool order, ticks the watchers every second with the wall time
+start; wake-ups within ``READ_EVERY`` of its last read wait for the rest of it, so a trainer
+that commits every few milliseconds costs it one read a quarter second, not one per commit,
+and kinds of event no watcher reads are passed over undecoded), feeds each event in spool
+order, ticks the watchers every second with the wall time
 and whether the trainer is alive (a hang shows as the absence of events), and appends what
 they return with :func:`~trackmux.core.spool.writer.append_events`, so every backend, a
 resync and every reader get the findings like any other event.
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from trackmux.core.backends.contract import RunInfo
-from trackmux.core.events import Event, FindingEvent
+from trackmux.core.events import EVENT_KINDS, Event, FindingEvent
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.spool.writer import append_events
 
@@ -35,6 +38,8 @@ log = logging.getLogger("trackmux")
 
 TICK = 1.0
 READ_PAGE = 2000
+#: the shortest time between two reads of a live run (findings may be due within 2 s)
+READ_EVERY = 0.25
 
 
 class Watcher(Protocol):
@@ -45,6 +50,9 @@ class Watcher(Protocol):
 
     def tick(self, now: float, alive: bool) -> Sequence[FindingEvent]:
         """Every second: wall time and whether the trainer is alive and not finished."""
+
+    # optional: ``kinds``, a frozenset of the event kinds ``feed`` reads (absent or None:
+    # every kind); the runner passes over the others without decoding them
 
 
 @dataclass(frozen=True)
@@ -93,11 +101,22 @@ class WatchRunner:
         self.cursor = 0
         self.last_appended = 0
         self._known: set[tuple[str, int, tuple[str, ...]]] = set()
+        self._skip = self._unread_kinds()
         self._wake = threading.Event()
+        self._hurry = threading.Event()  # finishing: no more pauses between reads
         self._stop = threading.Event()
         self._cond = threading.Condition()
         self._write_reported = False
         self.thread = threading.Thread(target=self._main, name="trackmux-watch", daemon=True)
+
+    def _unread_kinds(self) -> frozenset[str]:
+        wanted: set[str] = set()
+        for _, watcher in self._watchers:
+            kinds = getattr(watcher, "kinds", None)
+            if kinds is None:
+                return frozenset()
+            wanted |= set(kinds)
+        return EVENT_KINDS - wanted
 
     @property
     def active(self) -> bool:
@@ -112,6 +131,7 @@ class WatchRunner:
 
     def stop(self) -> None:
         self._stop.set()
+        self._hurry.set()
         self._wake.set()
 
     def catch_up(self, target: int, deadline: float) -> int:
@@ -119,6 +139,7 @@ class WatchRunner:
         returns the seq that delivery should reach so the findings go out too."""
         if not self._watchers or not self.thread.is_alive():
             return max(target, self.last_appended)
+        self._hurry.set()
         self._wake.set()
         with self._cond:
             while self.cursor < target and self.thread.is_alive():
@@ -140,9 +161,15 @@ class WatchRunner:
                 if isinstance(event, FindingEvent):
                     self._known.add(identity(event))
             next_tick = time.monotonic()
+            last_read, more = 0.0, False
             while not self._stop.is_set():
+                pause = last_read + READ_EVERY - time.monotonic()
+                if pause > 0 and not more:  # coalesce the wake-ups of many small commits
+                    self._hurry.wait(pause)
                 self._wake.clear()
-                batch = reader.read(self.cursor, READ_PAGE)
+                last_read = time.monotonic()
+                before = self.cursor
+                batch = reader.read(self.cursor, READ_PAGE, skip=self._skip)
                 found: list[FindingEvent] = []
                 for event in batch.events:
                     found += self._each("feed", event)
@@ -153,8 +180,9 @@ class WatchRunner:
                 with self._cond:
                     self.cursor = max(self.cursor, batch.upto)
                     self._cond.notify_all()
-                if batch.upto > 0 and len(batch.events) >= READ_PAGE:
-                    continue  # more to read now
+                more = batch.upto - before >= READ_PAGE  # a full page: more to read now
+                if more:
+                    continue
                 self._wake.wait(max(0.0, min(TICK, next_tick - time.monotonic())))
         finally:
             reader.close()

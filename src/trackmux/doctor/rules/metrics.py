@@ -26,6 +26,7 @@ class Nonfinite(Detector):
     how many; each key reported once."""
 
     rule = "nonfinite"
+    kinds = frozenset({"metrics", "histogram"})
     params_spec = {
         "keys": Param(["*"], "patterns", "metric keys to check"),
         "severity": Param("critical", "severity"),
@@ -114,9 +115,12 @@ class RewardCollapse(SeriesRule):
 
 
 class KlBlowup(SeriesRule):
-    """A KL rises ``ratio`` times above its level (the median of the ``window`` points
-    before the recent ones; at least ``floor``) and ``sigmas`` times its noise, or past the
-    absolute ``bound`` (critical)."""
+    """A KL rises ``ratio`` times above its level (the median of the ``window`` points that
+    end ``gap`` points before the recent ones; at least ``floor``) and ``sigmas`` times its
+    noise, or past the absolute ``bound`` (critical). The gap compares a KL that runs away
+    over a few tens of steps with where it was before it started to climb, not with the
+    first half of the climb; a KL that rises as a healthy policy learns moves too slowly or
+    too noisily for it."""
 
     rule = "kl_blowup"
     params_spec = {
@@ -124,6 +128,7 @@ class KlBlowup(SeriesRule):
                        "*/kl", "*kl_div*", "!*coef*", "!*kl_ctrl*", "!val*"], "patterns"),
         "window": Param(20, "count"),
         "recent": Param(3, "count"),
+        "gap": Param(10, "count", "points between the level's window and the recent ones"),
         "ratio": Param(3.0, "positive", "how many times above its level"),
         "floor": Param(0.01, "positive", "levels below this count as this (tiny KLs)"),
         "sigmas": Param(4.0, "positive"),
@@ -142,9 +147,10 @@ class KlBlowup(SeriesRule):
             onset = self.latch(key, "bound").onset
             return self.finding(onset, [key], f"{key} passed its bound {fmt(bound)}: "
                                 f"{fmt(recent)} at step {onset}", severity="critical")
-        if s.count < window + recent_n:
+        gap = self.params["gap"]
+        if s.count < window + recent_n + gap:
             return None
-        before = s.before_tail(recent_n, window)
+        before = s.before_tail(recent_n + gap, window)
         level = median(before)
         base = max(level, self.params["floor"])
         noise = self.params["sigmas"] * robust_sigma(before)
@@ -153,9 +159,10 @@ class KlBlowup(SeriesRule):
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
         onset = self.latch(key).onset
+        level_steps = steps[-(recent_n + gap + window):-(recent_n + gap)]
         return self.finding(onset, [key], f"{key} rose {recent / base:.1f}x above its level "
-                            f"of {fmt(level)} ({span([x for x in steps if x < onset])}) to "
-                            f"{fmt(recent)} at step {onset}")
+                            f"of {fmt(level)} ({span(level_steps)}) to {fmt(recent)} at "
+                            f"step {onset}")
 
 
 class EntropyCollapse(SeriesRule):
@@ -314,6 +321,7 @@ class ValRegression(Detector):
     evaluations in a row."""
 
     rule = "val_regression"
+    kinds = frozenset({"metrics"})
     params_spec = {
         "keys": Param(["val-core/*", "val/*score*", "val/*reward*", "val/*acc*",
                        "!*loss*", "!*std*", "!*length*"], "patterns"),

@@ -133,6 +133,7 @@ class FlatGroups(Detector):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
+        self.kinds = frozenset(COLUMNS)  # read now: a kind added to COLUMNS counts
         self.match = KeyMatcher(self.params["keys"])
         self.recent: dict[str, list[tuple[int, int, int]]] = {}  # key -> (step, flat, all)
         self.latches: dict[str, Latch] = {}
@@ -180,7 +181,7 @@ class FlatGroups(Detector):
                    f"advantages are zero), since step {latch.onset}: {len(flat)} of "
                    f"{len(groups)} groups at step {event.step} ({how}; groups "
                    f"{names(list(flat))}); the prompts are too easy or too hard for the "
-                   f"policy")
+                   f"policy, or its samples of a prompt no longer differ (collapsed)")
         return [self.finding(latch.onset, [key], message, time=event.time)]
 
 
@@ -213,6 +214,7 @@ class ComponentDivergence(Detector):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
+        self.kinds = frozenset(COLUMNS)  # read now: a kind added to COLUMNS counts
         self.match = KeyMatcher(self.params["keys"])
         self.components = KeyMatcher(self.params["components"])
         size = self.params["window"] + self.params["recent"]
@@ -293,8 +295,8 @@ class ComponentDivergence(Detector):
         steps = list(comp.steps)
         onset = steps[-self.params["recent"]]
         latch = self.latch(key, name, "trend")
-        if not latch.check(c_dir * t_dir < 0, onset):
-            return None
+        if not latch.check(c_dir * t_dir < 0, onset) or self.latch(key, name, "flip").active:
+            return None  # (a component already found turning against the total: once)
         word = {1: "rose", -1: "fell"}
         since = f"steps {steps[0]}-{steps[-self.params['recent'] - 1]}"
         return self.finding(latch.onset, [key], (
@@ -315,7 +317,7 @@ class ComponentDivergence(Detector):
         sign = 1.0 if early > 0 else -1.0
         onset = first_past(s, recent_n, lambda v: v * sign <= -line)
         latch = self.latch(key, name, "flip")
-        if not latch.check(flipped, onset):
+        if not latch.check(flipped, onset) or self.latch(key, name, "trend").active:
             return None
         return self.finding(latch.onset, [key], (
             f"the reward component {name} in {key} turned against the total reward "

@@ -43,6 +43,7 @@ class SeriesRule(Detector):
 
     #: points kept per key; the run's first ``keep_first`` are kept apart (an early level)
     keep_first = 0
+    kinds = frozenset({"metrics"})
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
@@ -51,7 +52,8 @@ class SeriesRule(Detector):
         self.latches: dict[tuple[str, str], Latch] = {}
 
     def size(self) -> int:
-        return int(self.params.get("window", 20)) + int(self.params.get("recent", 5))
+        return (int(self.params.get("window", 20)) + int(self.params.get("recent", 5))
+                + int(self.params.get("gap", 0)))
 
     def update(self, event: Event) -> Sequence[Finding]:
         if not isinstance(event, MetricsEvent):

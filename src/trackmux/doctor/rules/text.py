@@ -157,6 +157,7 @@ class DegenerateText(Detector):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
+        self.kinds = frozenset(EXTRACTORS)  # read now: a kind added to EXTRACTORS counts
         self.match = KeyMatcher(self.params["keys"])
         self.columns = KeyMatcher(self.params["columns"])
         self.exclude = KeyMatcher(self.params["exclude_columns"])

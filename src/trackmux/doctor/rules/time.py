@@ -25,6 +25,7 @@ def seconds(value: float) -> str:
 
 class Stall(Detector):
     rule = "stall"
+    kinds = frozenset({"metrics"})
     params_spec = {
         "factor": Param(10.0, "positive", "a gap of this many usual step intervals"),
         "min_seconds": Param(300.0, "positive", "and at least this long (a validation pass "

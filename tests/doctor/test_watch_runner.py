@@ -1,0 +1,104 @@
+"""The watch runner's costs (core/delivery/watch.py): it decodes only the kinds its watchers
+read, and coalesces the wake-ups of a trainer that commits every few milliseconds into one
+read per ``READ_EVERY``, while still feeding every event in order and catching up at once
+when the run finishes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trackmux.core.backends.contract import RunInfo
+from trackmux.core.delivery import watch
+from trackmux.core.events import Event, FindingEvent, ImageEvent, MetricsEvent, TableEvent
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.writer import SpoolWriter
+from trackmux.core.values.media import encode_image
+from trackmux.doctor.config import resolve
+from trackmux.doctor.engine import Doctor
+
+SEEN: list[Event] = []
+
+
+class Recording:
+    kinds = frozenset({"metrics", "table"})
+
+    def feed(self, event: Event) -> Sequence[FindingEvent]:
+        SEEN.append(event)
+        return ()
+
+    def tick(self, now: float, alive: bool) -> Sequence[FindingEvent]:
+        return ()
+
+
+def recording(options: Mapping[str, Any], info: RunInfo) -> Recording:
+    return Recording()
+
+
+def _image(step: int) -> ImageEvent:
+    encoded = encode_image(np.zeros((8, 8, 3), dtype=np.uint8))
+    return ImageEvent("samples/grid", encoded.png, encoded.width, encoded.height,
+                      encoded.mode, step, 0.0)
+
+
+def test_only_the_kinds_watchers_read_are_decoded_and_reads_coalesce(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    SEEN.clear()
+    writer = SpoolWriter(tmp_path)
+    decoded: list[str] = []
+    original = SpoolReader._decode_rows
+
+    def spy(self: SpoolReader, rows: list[tuple[Any, ...]]) -> Any:
+        decoded.extend(r[1] for r in rows)
+        return original(self, rows)
+
+    monkeypatch.setattr(SpoolReader, "_decode_rows", spy)
+    reads = [0]
+    read = SpoolReader.read
+
+    def counted(self: SpoolReader, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "trackmux-watch":
+            reads[0] += 1
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(SpoolReader, "read", counted)
+    info = RunInfo("p", "n", "r", tmp_path, 0.0)
+    runner = watch.WatchRunner([watch.WatcherSpec(f"{__name__}:recording")], info,
+                               alive=lambda: True, on_found=lambda f: None,
+                               on_problem=lambda n, m: None)
+    runner.start()
+    steps, wakeups = 200, 0
+    started = time.monotonic()
+    for step in range(steps):  # a trainer committing every 5 ms, waking the runner each time
+        writer.append(MetricsEvent({"loss": float(step)}, step, 0.0))
+        if step % 20 == 0:
+            writer.append(TableEvent("t", ("response",), (("x",),), step, 0.0))
+            writer.append(_image(step))
+        writer.flush(10)
+        runner.notify()
+        wakeups += 1
+        time.sleep(0.005)
+    elapsed = time.monotonic() - started
+    last = writer.last_seq
+    assert runner.catch_up(last, time.monotonic() + 10) >= last
+    runner.stop()
+    runner.thread.join(10)
+    writer.close()
+    assert [e.step for e in SEEN if isinstance(e, MetricsEvent)] == list(range(steps))
+    assert [e.step for e in SEEN if isinstance(e, TableEvent)] == list(range(0, steps, 20))
+    assert "image" not in decoded and {"metrics", "table"} <= set(decoded)
+    # about 1 s of commits, 200 wake-ups: a read per READ_EVERY (0.25 s), not per commit
+    assert reads[0] <= elapsed / watch.READ_EVERY + 5, (reads[0], elapsed)
+    assert reads[0] < wakeups / 4, (reads[0], wakeups)
+
+
+def test_the_doctor_names_the_kinds_its_rules_read() -> None:
+    doctor = Doctor(resolve(True))
+    assert doctor.kinds == frozenset({"metrics", "histogram", "table", "samples"})
+    only_kl = Doctor(resolve({name: name == "kl_blowup" for name in resolve(True)}))
+    assert only_kl.kinds == frozenset({"metrics"})
