@@ -65,7 +65,7 @@ def build_run(root: Path, points: int, tables: int) -> Path:
     return run.dir
 
 
-def b9a(root: Path, points: int, tables: int) -> dict[str, Any]:
+def b11a(root: Path, points: int, tables: int) -> dict[str, Any]:
     run_dir = build_run(root / "a", points, tables)
     cli = str(Path(sys.executable).parent / "trackmux")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -87,6 +87,17 @@ def _backends() -> list[str]:
 
     wanted = ["wandb", "mlflow", "tensorboard"]
     return wanted if all(importlib.util.find_spec(m) for m in wanted) else ["file"]
+
+
+def _b7_step(run: Any, work: Workload, step: int) -> None:
+    """One step of B7's loop: the toy update, its metrics, a rollout table now and then."""
+    scores, loss = work.step(step)
+    data = payload(step)
+    data["actor/pg_loss"] = loss
+    run.log(data, step=step)
+    if step % TABLE_EVERY == 0:
+        columns, rows = _table(step, scores)
+        run.log_table("rollout/samples", columns, rows, step=step)
 
 
 def one_round(root: Path, doctor: bool, steps: int) -> dict[str, float]:
@@ -111,13 +122,7 @@ def one_round(root: Path, doctor: bool, steps: int) -> dict[str, float]:
     cpu0 = _proc_cpu_s(pid) or 0.0
     loop0 = time.perf_counter()
     for step in range(1, steps):
-        scores, loss = work.step(step)
-        data = payload(step)
-        data["actor/pg_loss"] = loss
-        run.log(data, step=step)
-        if step % TABLE_EVERY == 0:
-            columns, rows = _table(step, scores)
-            run.log_table("rollout/samples", columns, rows, step=step)
+        _b7_step(run, work, step)
     loop_s = time.perf_counter() - loop0
     while True:  # drained: every backend acknowledged what the loop logged
         delivery = run.delivery()
@@ -193,13 +198,7 @@ def watch_thread_cpu(root: Path, steps: int) -> dict[str, float]:
         work = Workload()
         loop0 = time.perf_counter()
         for step in range(steps):
-            scores, loss = work.step(step)
-            data = payload(step)
-            data["actor/pg_loss"] = loss
-            run.log(data, step=step)
-            if step % TABLE_EVERY == 0:
-                columns, rows = _table(step, scores)
-                run.log_table("rollout/samples", columns, rows, step=step)
+            _b7_step(run, work, step)
         loop_s = time.perf_counter() - loop0
         time.sleep(1.5)  # the thread reads the last events and ticks
         watch = next(t for t in threading.enumerate() if t.name == "trackmux-watch")
@@ -222,7 +221,7 @@ def _paired(off: list[float], on: list[float]) -> dict[str, Any]:
             "ci90": [medians[100], medians[1899]], "ratios": ratios}
 
 
-def b9b(root: Path, rounds: int, steps: int) -> dict[str, Any]:
+def b11b(root: Path, rounds: int, steps: int) -> dict[str, Any]:
     runs: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
     for r in range(rounds):
         for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
@@ -257,7 +256,7 @@ class _Stamped(io.TextIOBase):
         return len(text)
 
 
-def b9c(root: Path, repeats: int) -> dict[str, Any]:
+def b11c(root: Path, repeats: int) -> dict[str, Any]:
     import trackmux
 
     file_s, console_s = [], []
@@ -265,7 +264,7 @@ def b9c(root: Path, repeats: int) -> dict[str, Any]:
         stamped = _Stamped()
         saved, sys.stdout = sys.stdout, stamped  # type: ignore[assignment]
         try:
-            run = trackmux.init(project="b9c", name=f"latency-{r}",
+            run = trackmux.init(project="b11c", name=f"latency-{r}",
                                 backends=["console", "file"], dir=root / "c",
                                 backend_options={"file": {"root": str(root / "c-out")},
                                                  "console": {"interval": 60}})
@@ -275,7 +274,7 @@ def b9c(root: Path, repeats: int) -> dict[str, Any]:
                 time.sleep(0.05)
             sent = time.time()
             run.log({"loss": float("nan")}, step=20)
-            findings = root / "c-out" / "b9c" / f"{run.name}.findings.jsonl"
+            findings = root / "c-out" / "b11c" / f"{run.name}.findings.jsonl"
             seen: float | None = None
             while time.time() - sent < 10 and (seen is None or stamped.at is None):
                 if seen is None and findings.exists() and findings.stat().st_size:
@@ -312,13 +311,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         root = Path(tmp)
         os.chdir(root)
         if "a" in args.only:
-            result["B11a"] = b9a(root, args.points, args.tables)
+            result["B11a"] = b11a(root, args.points, args.tables)
             print(f"B11a trackmux doctor over {args.points:,} points and {args.tables} tables: "
                   f"{result['B11a']['seconds']:.2f} s wall, {result['B11a']['cpu_seconds']:.2f} s "
                   f"CPU (exit {result['B11a']['exit']}, load {result['B11a']['load']:.1f})",
                   flush=True)
         if "b" in args.only:
-            result["B11b"] = b9b(root, args.rounds, args.steps)
+            result["B11b"] = b11b(root, args.rounds, args.steps)
             b = result["B11b"]
             p = b["paired"]
             print(f"B11b delivery CPU ({', '.join(b['backends'])}, {b['rounds']} pairs): "
@@ -339,7 +338,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"{w['cpu_s'] * 1000:.0f} ms CPU in {w['reads']} reads (loop "
                   f"{w['loop_s']:.1f} s)", flush=True)
         if "c" in args.only:
-            result["B11c"] = b9c(root, args.latency_repeats)
+            result["B11c"] = b11c(root, args.latency_repeats)
             c = result["B11c"]
             print(f"B11c finding latency: file median {c['file_median_s']}, console median "
                   f"{c['console_median_s']}", flush=True)
