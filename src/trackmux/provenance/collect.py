@@ -1,9 +1,10 @@
 """What provenance records, section by section, and which part runs where.
 
-At ``init()``, in the trainer's thread (cheap, no subprocess, no file scan): ``command``
-(argv, redacted; executable; working directory; the entry script), ``python``, ``host``
-(name, OS, machine, CPU count) and ``env`` (the NAMES of the variables trainers read, never
-their values). In a child process (``probe.py``, started and awaited by a thread of the
+At ``init()``, in the trainer's thread, only a :func:`snapshot` (copies of argv, the working
+directory, the entry script and the names of the environment variables; microseconds). On
+the provenance thread (:func:`cheap`): ``command`` (argv, redacted; executable; working
+directory; the entry script), ``python``, ``host`` (name, OS, machine, CPU count) and
+``env`` (the NAMES of the variables trainers read, never their values). In a child process (``probe.py``, started and awaited by a thread of the
 trainer, so that work never holds the trainer's GIL): ``git`` (git calls with timeouts),
 ``packages`` (versions from ``importlib.metadata``, no ``pip freeze``), the CPU model
 (``/proc/cpuinfo``) and ``gpu`` (NVML through ``pynvml`` when installed: models, memory,
@@ -89,20 +90,29 @@ def env_names(environ: dict[str, str] | None = None) -> list[str]:
     return sorted(n for n in environ if n.startswith(ENV_PREFIXES) or n in ENV_NAMES)
 
 
-def cheap() -> dict[str, Any]:
-    """The sections read at ``init()`` in the trainer's thread (tens of microseconds)."""
-    argv = list(sys.argv)
+def snapshot() -> dict[str, Any]:
+    """What must be read at ``init()`` itself, in the trainer's thread, because the trainer
+    may change it later (argv, working directory, environment, ``__main__``): copies only,
+    a few microseconds. Everything else is derived on the provenance thread."""
+    return {"argv": list(sys.argv), "cwd": os.getcwd(), "entry": entry_script(),
+            "env": env_names()}
+
+
+def cheap(taken: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The in-process sections, from a :func:`snapshot` (taken now when not given): the
+    redacted command, Python, host and the environment variable names."""
+    taken = snapshot() if taken is None else taken
     uname = os.uname()
     return {
         "schema": 1,
-        "command": {"argv": redact_argv(argv), "executable": sys.executable,
-                    "cwd": os.getcwd(), "entry": entry_script(argv)},
+        "command": {"argv": redact_argv(taken["argv"]), "executable": sys.executable,
+                    "cwd": taken["cwd"], "entry": taken["entry"]},
         "python": {"version": platform.python_version(),
                    "implementation": platform.python_implementation()},
         "host": {"hostname": socket.gethostname(), "os": uname.sysname,
                  "platform": f"{uname.sysname}-{uname.release}-{uname.machine}",
                  "machine": uname.machine, "cpu_count": os.cpu_count()},
-        "env": env_names(),
+        "env": taken["env"],
     }
 
 
