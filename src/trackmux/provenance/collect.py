@@ -4,8 +4,9 @@ At ``init()``, in the trainer's thread, only a :func:`snapshot` (copies of argv,
 directory, the entry script and the names of the environment variables; microseconds). On
 the provenance thread (:func:`cheap`): ``command`` (argv, redacted; executable; working
 directory; the entry script), ``python``, ``host`` (name, OS, machine, CPU count) and
-``env`` (the NAMES of the variables trainers read, never their values). In a child process (``probe.py``, started and awaited by a thread of the
-trainer, so that work never holds the trainer's GIL): ``git`` (git calls with timeouts),
+``env`` (the NAMES of the variables trainers read, never their values). In a child
+process (``probe.py``, started and awaited by that thread, so that work never holds the
+trainer's GIL): ``git`` (git calls with timeouts),
 ``packages`` (versions from ``importlib.metadata``, no ``pip freeze``), the CPU model
 (``/proc/cpuinfo``) and ``gpu`` (NVML through ``pynvml`` when installed: models, memory,
 driver and CUDA driver version).
