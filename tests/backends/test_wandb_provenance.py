@@ -144,3 +144,17 @@ def test_bad_provenance_wait_names_the_option() -> None:
 
     with pytest.raises(ValueError, match="provenance_wait"):
         WandbBackend({"provenance_wait": -1})
+
+
+def test_settings_from_a_record_never_carry_credentials_or_a_path_outside_the_tree() -> None:
+    from trackmux.plugins.wandb_provenance import settings
+    from trackmux.testing.provenance import provenance_event
+
+    event = provenance_event(entry="/elsewhere/train.py")
+    event.data["git"]["remote"] = f"https://bot:{TOKEN}@github.com/o/train.git"
+    got = settings(event, in_trainer=True)
+    assert got["git_remote_url"] == "https://github.com/o/train.git"
+    assert got["program_relpath"] == "train.py"  # not ../elsewhere/train.py
+    assert "x_disable_meta" not in got  # the trainer's own process: wandb's metadata stays off
+    event.data["git"] = {"available": False, "error": "not a git repository"}
+    assert not {"git_commit", "git_remote_url", "git_root"} & set(settings(event, False))

@@ -107,10 +107,10 @@ def settings(event: ProvenanceEvent, in_trainer: bool) -> dict[str, Any]:
         out["program"] = entry
         if not entry.startswith("-m "):
             out["program_abspath"] = entry
-            root = git.get("root") if git.get("available") else None
-            with contextlib.suppress(ValueError):
-                out["program_relpath"] = (os.path.relpath(entry, root) if root
-                                          else os.path.basename(entry))
+            root = str(git.get("root") or "") if git.get("available") else ""
+            inside = bool(root) and os.path.commonpath([entry, root]) == root
+            out["program_relpath"] = (os.path.relpath(entry, root) if inside
+                                      else os.path.basename(entry))
     if command.get("executable"):
         out["x_executable"] = str(command["executable"])
     hostname = (data.get("host") or {}).get("hostname")
