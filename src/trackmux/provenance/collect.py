@@ -1,7 +1,7 @@
 """What provenance records, section by section, and which part runs where.
 
-At ``init()``, in the trainer's thread, only a :func:`snapshot` (copies of argv, the working
-directory, the entry script and the names of the environment variables; microseconds). On
+At ``init()``, in the trainer's thread, only a snapshot (snapshot.py: copies of argv, the
+working directory, the entry script and the environment variable names; microseconds). On
 the provenance thread (:func:`cheap`): ``command`` (argv, redacted; executable; working
 directory; the entry script), ``python``, ``host`` (name, OS, machine, CPU count) and
 ``env`` (the NAMES of the variables trainers read, never their values). In a child
@@ -35,16 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from trackmux.core.values import redact
-
-#: prefixes of the environment variables trainers read (names only are recorded)
-ENV_PREFIXES = (
-    "CUDA_", "NCCL_", "WANDB_", "MLFLOW_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "VERL_",
-    "RAY_", "TRACKMUX_", "TORCH_", "PYTORCH_", "OMP_", "MKL_", "VLLM_", "SGLANG_",
-    "SWANLAB_", "TENSORBOARD_", "TRACKIO_", "CLEARML_", "ACCELERATE_", "DEEPSPEED_",
-    "NVIDIA_", "TOKENIZERS_", "XLA_",
+from trackmux.provenance.snapshot import (  # noqa: F401 - part of this module's words
+    ENV_NAMES,
+    ENV_PREFIXES,
+    entry_script,
+    env_names,
+    snapshot,
 )
-ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
-             "LOCAL_WORLD_SIZE", "PYTHONHASHSEED", "TOKENIZERS_PARALLELISM")
+
 #: command-line flags whose next argument is a value (``--api_key VALUE``)
 _FLAG = "-"
 
@@ -72,36 +70,9 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def entry_script(argv: list[str] | None = None) -> str | None:
-    """The absolute path of the script this process runs, ``-m NAME`` for a module, None
-    for an interactive session."""
-    argv = sys.argv if argv is None else argv
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and getattr(spec, "name", None) and argv and argv[0] != "-c":
-        origin = getattr(spec, "origin", None)
-        return origin if origin else f"-m {spec.name}"
-    if argv and argv[0] not in ("", "-c"):
-        return str(Path(argv[0]).absolute())
-    return None
-
-
-def env_names(environ: dict[str, str] | None = None) -> list[str]:
-    environ = dict(os.environ) if environ is None else environ
-    return sorted(n for n in environ if n.startswith(ENV_PREFIXES) or n in ENV_NAMES)
-
-
-def snapshot() -> dict[str, Any]:
-    """What must be read at ``init()`` itself, in the trainer's thread, because the trainer
-    may change it later (argv, working directory, environment, ``__main__``): copies only,
-    a few microseconds. Everything else is derived on the provenance thread."""
-    return {"argv": list(sys.argv), "cwd": os.getcwd(), "entry": entry_script(),
-            "env": env_names()}
-
-
 def cheap(taken: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The in-process sections, from a :func:`snapshot` (taken now when not given): the
-    redacted command, Python, host and the environment variable names."""
+    """The in-process sections, from a snapshot (snapshot.py; taken now when not given):
+    the redacted command, Python, host and the environment variable names."""
     taken = snapshot() if taken is None else taken
     uname = os.uname()
     return {

@@ -1,7 +1,7 @@
 """Provenance joins each run: cheap sections at ``init()``, the rest on a thread, one event.
 
 Where each part runs (the ``init()`` budget is 50 ms more than without, see
-docs/performance.md): :func:`collect.snapshot` (copies) in the trainer's thread at
+docs/performance.md): :func:`snapshot.snapshot` (copies) in the trainer's thread at
 ``init()``; git
 (status, remote, diff), package versions, CPU model and NVML in a child process
 (``probe.py``), started and awaited by a bare thread at nice 10 (started without waiting
@@ -26,6 +26,7 @@ from typing import Any
 
 from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import ProvenanceEvent
+from trackmux.provenance.snapshot import snapshot
 
 log = logging.getLogger("trackmux")
 PROBE_TIMEOUT = 60.0
@@ -38,12 +39,10 @@ class Collector:
     """One run's provenance: the cheap part now, the slow part on a thread, one event."""
 
     def __init__(self, run: Any) -> None:
-        from trackmux.provenance import collect
-
         self.run = run
         self.time = time.time()
         self.step = max(run.step, 0)
-        self._snapshot = collect.snapshot()  # the only part read in the trainer's thread
+        self._snapshot = snapshot()  # the only part read in the trainer's thread
         self.data: dict[str, Any] = {
             "attempt": getattr(getattr(run, "attempt", None), "number", 1),
             "command": {"argv": [], "entry": self._snapshot["entry"],
