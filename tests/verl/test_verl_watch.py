@@ -4,8 +4,10 @@ provenance records the run (issue 25)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -72,10 +74,17 @@ def test_ray_workers_watch_their_model_with_trackmux_watch(
                                "trainer.experiment_name=run1"))]
     driver = [sys.executable, str(Path(__file__).with_name("ray_sft_driver.py")), "2"]
     command = driver + command[command.index("verl.trainer.sft_trainer") + 1:]
-    proc = subprocess.run(command, env=sft_env(tracker_env, TRACKMUX_WATCH="all:1",
-                                               RAY_USAGE_STATS_ENABLED="0",
-                                               RAY_DISABLE_DOCKER_CPU_WARNING="1"),
-                          cwd=tmp_path, capture_output=True, text=True, timeout=400)
+    # Ray refuses a temp dir inside the virtualenv (tox's TMPDIR is) and its socket paths
+    # must stay short: a fresh folder under /tmp, removed afterwards
+    ray_tmp = tempfile.mkdtemp(prefix="tm-ray-", dir="/tmp")
+    try:
+        proc = subprocess.run(command, env=sft_env(tracker_env, TRACKMUX_WATCH="all:1",
+                                                   RAY_USAGE_STATS_ENABLED="0",
+                                                   RAY_DISABLE_DOCKER_CPU_WARNING="1",
+                                                   TMPDIR=ray_tmp),
+                              cwd=tmp_path, capture_output=True, text=True, timeout=400)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "stopped answering" not in proc.stderr, proc.stderr[-3000:]
     (run_dir,) = [p.parent for p in tracker_env["spool"].rglob("spool.db")]
