@@ -39,7 +39,9 @@ def records(tmp_path: Path, kind: str) -> list[dict[str, Any]]:
 def test_a_synced_spool_fills_wandbs_run_and_environment_records(tmp_path: Path) -> None:
     """``trackmux sync`` (any process but the trainer's): git in the run record, and
     program, code path, the trainer's redacted argv, git and host in wandb's metadata."""
+    argv = list(sys.argv)
     deliver_wandb(provenance_spool(tmp_path))
+    assert sys.argv == argv  # set to the trainer's only while wandb.init read it
     (run,) = {r["run_id"]: r for r in records(tmp_path, "run")}.values()
     assert run["git"] == {"commit": COMMIT, "remote_url": REMOTE}
     assert run["host"] == "node-1"
@@ -49,7 +51,6 @@ def test_a_synced_spool_fills_wandbs_run_and_environment_records(tmp_path: Path)
     assert environment["code_path"] == "train.py"
     assert environment["args"] == ["--lr=0.1", "--api_key=***REDACTED***"]
     assert environment["executable"] == "/usr/bin/python3"
-    assert sys.argv[0] != "train.py"  # restored after wandb.init
 
 
 @pytest.fixture
