@@ -19,8 +19,10 @@ Where it is watched (``+trainer.trackmux.watch=gradients|parameters|all``,
   through ``trackmux.attach(role="actor"|"critic")`` (keys ``actor/gradients/<name>``),
   its local FSDP shard only, at the step = its count of optimizer steps (a worker's handle
   logs no steps of its own; PPO makes several optimizer steps per trainer step); other
-  ranks watch nothing and no collective is issued. Not run in the tests: PPO's rollout
-  needs a GPU here.
+  ranks watch nothing and no collective is issued. Tested through verl's own Ray trainer
+  (``sft_trainer_ray``: the same ``TrainingWorker`` in a ``RayWorkerGroup``, 2 workers);
+  ``main_ppo`` itself is not run: its rollout needs vLLM/SGLang, i.e. a GPU, here
+  (docs/provenance.md).
 - Not covered: verl's Megatron, TorchTitan and VeOmni engines (their ``initialize`` is
   not wrapped).
 """

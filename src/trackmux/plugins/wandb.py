@@ -20,8 +20,10 @@ What each event becomes (see docs/backends/wandb.md):
 - provenance (issue 25): the config section ``_provenance`` and a code record: an
   artifact of type ``code`` named ``source-<run id>``, made by ``run.log_code`` as wandb's
   ``save_code`` does, holding ``provenance.json``, ``diff.patch`` (the uncommitted diff)
-  and the entry script when this process can read it. wandb's own git fields of the run
-  record are set at ``wandb.init``, before provenance arrives, and are not filled in.
+  and the entry script when this process can read it. wandb's own fields (the run
+  record's git commit and remote, the environment record's program, args, git, host) are
+  filled from the provenance at ``wandb.init``: ``open`` waits for it up to
+  ``provenance_wait`` seconds (see wandb_provenance.py).
 - summary: wandb's own (last row per key), corrected at close to each metric's value at
   its highest step when late data came last.
 
@@ -41,7 +43,8 @@ uploaded them),
 ``entity`` (default ``WANDB_ENTITY``), ``project``, ``name``, ``group``, ``job_type``,
 ``tags``, ``notes``, ``id`` (a wandb run id for a new delivery; default ``WANDB_RUN_ID`` or a
 new one), ``proxy`` (http(s) proxy, verl's ``trainer.wandb_proxy``), ``tables``
-("incremental" or "per_step": a fresh table per event), ``settings`` (a dict of extra
+("incremental" or "per_step": a fresh table per event), ``provenance_wait`` (seconds
+``open`` waits for the run's provenance, default 10), ``settings`` (a dict of extra
 ``wandb.Settings`` fields; console capture and system stats are off by default because the
 delivering process need not be the training process).
 """
@@ -81,13 +84,14 @@ from trackmux.core.events import (
     TextEvent,
 )
 from trackmux.hookspecs import RegisterBackend, hookimpl
+from trackmux.plugins import wandb_provenance
 
 log = logging.getLogger("trackmux")
 
 STEP_KEY = "trackmux/step"
 SEQ_KEY = "_trackmux_seq"
 OPTIONS = frozenset({"dir", "mode", "entity", "project", "name", "group", "job_type", "tags",
-                     "notes", "id", "proxy", "tables", "settings"})
+                     "notes", "id", "proxy", "tables", "settings", "provenance_wait"})
 MODES = ("online", "offline", "disabled")
 #: how long ``close`` waits for wandb-core to finish writing the run's transaction log
 LOG_WRITE_TIMEOUT = 60.0
@@ -276,6 +280,10 @@ def _check_options(options: Mapping[str, Any]) -> None:
                          f"got {options['tables']!r}")
     if not isinstance(options.get("settings", {}), Mapping):
         raise ValueError("wandb option settings must be a dict of wandb.Settings fields")
+    wait = options.get("provenance_wait", 0.0)
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not wait >= 0:
+        raise ValueError(f"wandb option provenance_wait must be a number of seconds >= 0, "
+                         f"got {wait!r}")
     tags = options.get("tags", ())
     if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
         raise ValueError("wandb option tags must be a list of strings")
@@ -359,19 +367,22 @@ class WandbBackend(Backend):
             written = scan_written(self.wandb_dir, run_id)
         self._seq = max(written.seq, int(resume.state.get("seq", 0)))
         self._resumed_tables = written.tables
+        # issue 25: wandb's own git/program fields from the provenance (wandb_provenance.py)
+        provenance, meta = wandb_provenance.wait(
+            run.run_dir, float(opts.get("provenance_wait", wandb_provenance.DEFAULT_WAIT)))
+        in_trainer = meta.get("pid") == os.getpid()
+        from_provenance = ({} if provenance is None
+                           else wandb_provenance.settings(provenance, in_trainer))
         settings = {**QUIET_SETTINGS, "reinit": "create_new",
-                    "x_sync_dir_suffix": f"tm{time.time_ns()}", **opts.get("settings", {})}
+                    "x_sync_dir_suffix": f"tm{time.time_ns()}", **from_provenance,
+                    **opts.get("settings", {})}
         if opts.get("proxy"):
             settings.setdefault("http_proxy", opts["proxy"])
             settings.setdefault("https_proxy", opts["proxy"])
-        self._run = wandb.init(
-            dir=str(self._root), mode=opts.get("mode"), id=run_id, resume="allow",
-            entity=opts.get("entity") or os.environ.get("WANDB_ENTITY") or None,
-            project=wandb_project(opts.get("project") or run.project),
-            name=opts.get("name") or run.name,
-            group=opts.get("group"), job_type=opts.get("job_type"), notes=opts.get("notes"),
-            tags=list(opts.get("tags", ())) or list(run.tags) or None,
-            settings=wandb.Settings(**settings))
+        argv = None if provenance is None or in_trainer or settings.get("x_disable_meta") \
+            else list(provenance.data.get("command", {}).get("argv") or [])
+        with wandb_provenance.argv_as(argv):
+            self._run = self._init(wandb, run, opts, run_id, settings)
         # the transaction log this run writes (none when wandb is disabled)
         self._log = None if getattr(self._run, "disabled", False) else Path(
             self._run.settings.sync_file)
@@ -379,6 +390,17 @@ class WandbBackend(Backend):
                               int(getattr(self._run, "step", 0) or 0))
         self._run.define_metric(STEP_KEY)
         self._run.define_metric("*", step_metric=STEP_KEY)
+
+    def _init(self, wandb: Any, run: RunInfo, opts: Mapping[str, Any], run_id: str,
+              settings: dict[str, Any]) -> Any:
+        return wandb.init(
+            dir=str(self._root), mode=opts.get("mode"), id=run_id, resume="allow",
+            entity=opts.get("entity") or os.environ.get("WANDB_ENTITY") or None,
+            project=wandb_project(opts.get("project") or run.project),
+            name=opts.get("name") or run.name,
+            group=opts.get("group"), job_type=opts.get("job_type"), notes=opts.get("notes"),
+            tags=list(opts.get("tags", ())) or list(run.tags) or None,
+            settings=wandb.Settings(**settings))
 
     @property
     def remote_id(self) -> str | None:

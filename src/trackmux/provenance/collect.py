@@ -1,10 +1,12 @@
 """What provenance records, section by section, and which part runs where.
 
-At ``init()``, in the trainer's thread (cheap, no subprocess, no file scan): ``command``
-(argv, redacted; executable; working directory; the entry script), ``python``, ``host``
-(name, OS, machine, CPU count) and ``env`` (the NAMES of the variables trainers read, never
-their values). In a child process (``probe.py``, started and awaited by a thread of the
-trainer, so that work never holds the trainer's GIL): ``git`` (git calls with timeouts),
+At ``init()``, in the trainer's thread, only a snapshot (snapshot.py: copies of argv, the
+working directory, the entry script and the environment variable names; microseconds). On
+the provenance thread (:func:`cheap`): ``command`` (argv, redacted; executable; working
+directory; the entry script), ``python``, ``host`` (name, OS, machine, CPU count) and
+``env`` (the NAMES of the variables trainers read, never their values). In a child
+process (``probe.py``, started and awaited by that thread, so that work never holds the
+trainer's GIL): ``git`` (git calls with timeouts),
 ``packages`` (versions from ``importlib.metadata``, no ``pip freeze``), the CPU model
 (``/proc/cpuinfo``) and ``gpu`` (NVML through ``pynvml`` when installed: models, memory,
 driver and CUDA driver version).
@@ -33,16 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from trackmux.core.values import redact
-
-#: prefixes of the environment variables trainers read (names only are recorded)
-ENV_PREFIXES = (
-    "CUDA_", "NCCL_", "WANDB_", "MLFLOW_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "VERL_",
-    "RAY_", "TRACKMUX_", "TORCH_", "PYTORCH_", "OMP_", "MKL_", "VLLM_", "SGLANG_",
-    "SWANLAB_", "TENSORBOARD_", "TRACKIO_", "CLEARML_", "ACCELERATE_", "DEEPSPEED_",
-    "NVIDIA_", "TOKENIZERS_", "XLA_",
+from trackmux.provenance.snapshot import (  # noqa: F401 - part of this module's words
+    ENV_NAMES,
+    ENV_PREFIXES,
+    entry_script,
+    env_names,
+    snapshot,
 )
-ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
-             "LOCAL_WORLD_SIZE", "PYTHONHASHSEED", "TOKENIZERS_PARALLELISM")
+
 #: command-line flags whose next argument is a value (``--api_key VALUE``)
 _FLAG = "-"
 
@@ -70,39 +70,21 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def entry_script(argv: list[str] | None = None) -> str | None:
-    """The absolute path of the script this process runs, ``-m NAME`` for a module, None
-    for an interactive session."""
-    argv = sys.argv if argv is None else argv
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and getattr(spec, "name", None) and argv and argv[0] != "-c":
-        origin = getattr(spec, "origin", None)
-        return origin if origin else f"-m {spec.name}"
-    if argv and argv[0] not in ("", "-c"):
-        return str(Path(argv[0]).absolute())
-    return None
-
-
-def env_names(environ: dict[str, str] | None = None) -> list[str]:
-    environ = dict(os.environ) if environ is None else environ
-    return sorted(n for n in environ if n.startswith(ENV_PREFIXES) or n in ENV_NAMES)
-
-
-def cheap() -> dict[str, Any]:
-    """The sections read at ``init()`` in the trainer's thread (tens of microseconds)."""
-    argv = list(sys.argv)
+def cheap(taken: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The in-process sections, from a snapshot (snapshot.py; taken now when not given):
+    the redacted command, Python, host and the environment variable names."""
+    taken = snapshot() if taken is None else taken
     uname = os.uname()
     return {
         "schema": 1,
-        "command": {"argv": redact_argv(argv), "executable": sys.executable,
-                    "cwd": os.getcwd(), "entry": entry_script(argv)},
+        "command": {"argv": redact_argv(taken["argv"]), "executable": sys.executable,
+                    "cwd": taken["cwd"], "entry": taken["entry"]},
         "python": {"version": platform.python_version(),
                    "implementation": platform.python_implementation()},
         "host": {"hostname": socket.gethostname(), "os": uname.sysname,
                  "platform": f"{uname.sysname}-{uname.release}-{uname.machine}",
                  "machine": uname.machine, "cpu_count": os.cpu_count()},
-        "env": env_names(),
+        "env": taken["env"],
     }
 
 

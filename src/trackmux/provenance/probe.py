@@ -8,8 +8,10 @@ object: ``git`` (with the diff's facts), ``diff``, ``packages``, ``cpu``, ``gpu`
 
     python -S -E probe.py DIRECTORY < sys.path as JSON
 
-It runs at nice 10, below the trainer (not in the idle class: on a busy machine it
-would wait past the run's end).
+It runs at nice 10, below the trainer, from its first instruction: it is forked by the
+provenance thread, which lowered its own nice value first (Linux keeps one per thread); it
+lowers itself when started otherwise. Not in the idle class: on a busy machine it would
+wait past the run's end.
 """
 
 from __future__ import annotations
@@ -120,6 +122,8 @@ if __name__ == "__main__":
     with contextlib.suppress(OSError):
         import os
 
-        os.nice(10)  # below the trainer, which is starting up at the same time
+        current = os.nice(0)  # inherited from the provenance thread (record.py): 10
+        if current < 10:  # started some other way: below the trainer all the same
+            os.nice(10 - current)
     sys.path[:0] = [p for p in json.loads(sys.stdin.read() or "[]") if p not in sys.path]
     sys.stdout.write(json.dumps(probe(sys.argv[1])))

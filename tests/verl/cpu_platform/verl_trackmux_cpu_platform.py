@@ -118,6 +118,11 @@ class PlatformCPU(PlatformBase):
     def ray_resource_name(self) -> str:
         return "CPU"
 
+    def ray_resource_options(self, num_gpus: float) -> dict[str, Any]:
+        # Ray refuses resources={"CPU": n}: a worker's share of its bundle is num_cpus
+        # (verl's Ray trainers; the bundles are {"CPU": 1} with this platform)
+        return {"num_cpus": num_gpus}
+
     def ray_noset_envvars(self) -> list[str]:
         return []
 

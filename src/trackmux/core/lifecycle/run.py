@@ -254,6 +254,7 @@ class Run:
             backends=self.backends, durability=durability, tags=list(tags),
             backend_options=redact.redact(normalize.to_json_value(options)),
             trackmux_version=_version(), attempt=self.attempt.number,
+            provenance=provenance,  # issue 25: the wandb backend waits for it (plugins/)
         )
         if self._watchers:  # readers know the run was watched live (no findings = healthy)
             self._spool.set_meta(watchers=[w.target for w in self._watchers])
