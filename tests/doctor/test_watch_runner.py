@@ -102,3 +102,16 @@ def test_the_doctor_names_the_kinds_its_rules_read() -> None:
     assert doctor.kinds == frozenset({"metrics", "histogram", "table", "samples"})
     only_kl = Doctor(resolve({name: name == "kl_blowup" for name in resolve(True)}))
     assert only_kl.kinds == frozenset({"metrics"})
+
+
+def test_finish_in_thread_mode_returns_with_the_watch_thread_gone(tmp_path: Path) -> None:
+    """finish() waits for the doctor's thread to close its spool reader: a run folder
+    copied right after finish() must not have its WAL removed under the copy (CI7)."""
+    import trackmux
+
+    run = trackmux.init(project="w", backends=[], dir=tmp_path, delivery="thread",
+                        doctor=True)
+    for step in range(50):
+        run.log({"reward/mean": float(step)}, step=step)
+    assert run.finish(timeout=30).complete
+    assert not [t for t in threading.enumerate() if t.name == "trackmux-watch"]

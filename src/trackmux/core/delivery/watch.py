@@ -129,10 +129,14 @@ class WatchRunner:
     def notify(self) -> None:
         self._wake.set()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 0.0) -> None:
+        """Stop the thread; ``wait`` seconds for it to close its spool reader (a run's
+        ``finish()`` returns with nothing of its own still reading the spool)."""
         self._stop.set()
         self._hurry.set()
         self._wake.set()
+        if wait > 0 and self.thread.is_alive():
+            self.thread.join(wait)
 
     def catch_up(self, target: int, deadline: float) -> int:
         """Wait (until ``deadline``, monotonic) until every event up to ``target`` was fed;

@@ -501,7 +501,7 @@ class Run:
         target = self._spool.last_seq
         if self._watch is not None:  # thread mode: the last events' findings go out too
             target = self._watch.catch_up(target, deadline)
-            self._watch.stop()
+            self._watch.stop(wait=max(0.1, min(5.0, deadline - time.monotonic())))
         for host in self._deliveries:  # the delivery process first: its watchers settle
             if isinstance(host, ProcessDelivery):
                 host.request_finish(target, status, deadline)
