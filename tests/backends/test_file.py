@@ -104,3 +104,45 @@ def test_a_metrics_only_run_leaves_no_empty_side_files(tmp_path: Path) -> None:
     names = sorted(p.name for p in out.parent.iterdir())
     assert names == ["run.jsonl", "run.run-id", "run.text.jsonl"], names
     assert orjson.loads(out.read_bytes())["data"] == {"loss": 1.0}
+
+
+def test_a_run_that_finishes_between_the_owner_check_and_the_lock_is_not_truncated(
+        tmp_path: Path, monkeypatch) -> None:
+    """CI once lost a run's output this way: the second run read "no owner", the first
+    opened, wrote and closed, then the second took the free lock and truncated the file.
+    Here the first run's whole delivery happens inside the second's call to lock."""
+    import time
+
+    import trackmux.plugins.file as file_plugin
+    from trackmux.core.backends.contract import ResumeState, RunInfo
+    from trackmux.core.events import MetricsEvent
+
+    def info(run_id: str) -> RunInfo:
+        return RunInfo(project="p", name="same", run_id=run_id, run_dir=tmp_path / run_id,
+                       started_at=time.time())
+
+    def deliver(run_id: str, value: float) -> None:
+        backend = FileBackend({"root": str(tmp_path / "out")})
+        backend.open(info(run_id), ResumeState())
+        backend.write([MetricsEvent({"who": value}, step=s, time=0.0, seq=s + 1)
+                       for s in range(3)])
+        backend.close("finished")
+
+    real_lock = file_plugin._lock
+    first_pending = [True]
+
+    def lock_after_the_first_run(fd: int) -> None:
+        if first_pending:
+            first_pending.clear()
+            monkeypatch.setattr(file_plugin, "_lock", real_lock)
+            deliver("first", 1.0)
+        real_lock(fd)
+
+    monkeypatch.setattr(file_plugin, "_lock", lock_after_the_first_run)
+    deliver("second", 2.0)
+
+    folder = tmp_path / "out" / "p"
+    outputs = {p.name: [orjson.loads(line)["data"]["who"] for line in p.read_bytes().splitlines()]
+               for p in folder.glob("same*.jsonl") if p.name.count(".") == 1}
+    assert outputs == {"same.jsonl": [1.0] * 3, "same-second.jsonl": [2.0] * 3}
+    assert (folder / "same.run-id").read_text().strip() == "first"

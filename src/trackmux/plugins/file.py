@@ -122,19 +122,14 @@ class FileBackend(Backend):
         path = Path(earlier) if earlier and not explicit else resolve_path(self.options, run)
         offsets = {k: int(v) for k, v in (state.get("offsets") or {}).items()}
         continuing = bool(earlier) and Path(str(earlier)) == path and resume.acked_seq > 0
-        owner = self._owner(path)
-        if owner not in (None, run.run_id):  # never overwrite or interleave another run
-            alt = _sibling(path, f"-{run.run_id}.jsonl")
-            log.warning("trackmux: file output %s belongs to run %s; run %s is written to %s",
-                        path, owner, run.run_id, alt)
-            path, continuing = alt, False
         self.run = run
-        if not self._bind(path):  # another live run writes there
+        refused = self._bind(path, run.run_id)
+        if refused:  # never overwrite or interleave another run
             alt = _sibling(path, f"-{run.run_id}.jsonl")
-            log.warning("trackmux: file output %s is in use by another live run; run %s is "
-                        "written to %s", path, run.run_id, alt)
+            log.warning("trackmux: file output %s %s; run %s is written to %s",
+                        path, refused, run.run_id, alt)
             continuing = False
-            if not self._bind(alt):
+            if self._bind(alt, run.run_id):
                 raise RuntimeError(f"file output {path} and {alt} are both in use by another "
                                    "process")
         sizes = {kind: os.fstat(self._fds[kind]).st_size for kind in KINDS}
@@ -156,29 +151,35 @@ class FileBackend(Backend):
         if rebuild:
             self._rebuild(run, resume.acked_seq)
 
-    def _bind(self, path: Path) -> bool:
-        """Open the files at ``path`` and lock them for this run; False if another live
-        process holds the lock."""
+    def _bind(self, path: Path, run_id: str) -> str | None:
+        """Open the files at ``path`` and lock them for this run: None when bound, else why
+        not. The owner mark is read under the lock, so a run that finished between a
+        check and the lock (its output complete, its lock released) is never truncated."""
         path.parent.mkdir(parents=True, exist_ok=True)
         paths = {"metrics": path, "table": _sibling(path, ".tables.jsonl"),
                  "text": _sibling(path, ".text.jsonl"),
                  "histogram": _sibling(path, ".histograms.jsonl"),
                  "artifact": _sibling(path, ".artifacts.jsonl"),
                  "finding": _sibling(path, ".findings.jsonl")}
-        fds = {kind: os.open(p, os.O_RDWR | os.O_CREAT, 0o644) for kind, p in paths.items()}
+        metrics = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            _lock(fds["metrics"])
+            _lock(metrics)
         except BlockingIOError:
-            for fd in fds.values():
-                os.close(fd)
-            return False
+            os.close(metrics)
+            return "is in use by another live run"
+        owner = self._owner(path)
+        if owner not in (None, run_id):
+            os.close(metrics)  # releases the lock
+            return f"belongs to run {owner}"
+        fds = {kind: metrics if kind == "metrics" else os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+               for kind, p in paths.items()}
         self.path = path
         self._paths = paths
         self._fds = fds
         self.config_path = _sibling(path, ".config.json")
         self._media = _sibling(path, "_media")
         self.artifacts_dir = _sibling(path, "_artifacts")
-        return True
+        return None
 
     @staticmethod
     def _owner(path: Path) -> str | None:
