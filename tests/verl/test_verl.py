@@ -516,9 +516,9 @@ def test_sft_killed_and_resumed_is_one_run_with_one_value_per_step(
                              stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + SFT_BUDGET_S
     try:
-        while _spool_steps(tracker_env["spool"]) < 5:
+        while _spool_steps(tracker_env["spool"]) < 3:
             assert first.poll() is None, first.stdout.read().decode()[-5000:]  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "the first attempt did not reach step 5"
+            assert time.monotonic() < deadline, "the first attempt did not reach step 3"
             time.sleep(0.05)
     finally:
         for pid in [first.pid, *_descendants(first.pid)]:  # torchrun and its trainer
@@ -529,14 +529,19 @@ def test_sft_killed_and_resumed_is_one_run_with_one_value_per_step(
     checkpoint_step = int((tmp_path / "ckpt" / "latest_checkpointed_iteration.txt")
                           .read_text())
     killed_at = _spool_steps(tracker_env["spool"])
-    assert checkpoint_step == 4 and killed_at >= 5, (checkpoint_step, killed_at)
+    # The kill lands once step 3 reached the spool, usually before step 4's checkpoint; on a
+    # loaded machine the trainer (under a second a step) may get a step or two further first
+    # (CI9: killed at 6, after step 6's checkpoint). The second attempt must rewind to the
+    # last checkpoint, whichever it is, of a run that had not finished.
+    assert checkpoint_step in (2, 4, 6) and killed_at >= max(3, checkpoint_step), (
+        checkpoint_step, killed_at)
     record = orjson.loads((tmp_path / "ckpt" / "trackmux_run.json").read_bytes())
     assert record["run_id"] == run_dir.name
 
     proc = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=SFT_BUDGET_S)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    assert "(attempt 2, rewound to step 4)" in proc.stdout + proc.stderr
+    assert f"(attempt 2, rewound to step {checkpoint_step})" in proc.stdout + proc.stderr
 
     # the spool: one run, two attempts, one live value per step 1..7
     assert spool_dirs(tracker_env["spool"], "tiny-sft") == [run_dir]
@@ -547,7 +552,7 @@ def test_sft_killed_and_resumed_is_one_run_with_one_value_per_step(
                  if isinstance(e, trackmux.MetricsEvent) and "train/loss" in e.data]
     finally:
         reader.close()
-    assert [(a.number, a.rewind_to) for a in attempts] == [(1, None), (2, 4)]
+    assert [(a.number, a.rewind_to) for a in attempts] == [(1, None), (2, checkpoint_step)]
     assert steps == list(range(1, RESUME_STEPS + 1))  # each step once, in order
     spooled = spool_metrics(run_dir)["train/loss"]
     # tensorboard: one file, one point per step (TensorBoard's reader), the live values
