@@ -57,7 +57,7 @@ def test_list_and_a_chart_of_two_runs(browser: Any, server_for: Any, sweep: Path
                                       "els => els.map(e => e.textContent.trim())")
     assert sorted(names) == ["kl0.01", "kl0.1", "kl0.3"]
     assert page.locator("#runs .badge.ok", has_text="finished").count() == 3
-    page.wait_for_function("document.querySelectorAll('#runs tbody tr td.num')[0]"
+    page.wait_for_function("() => document.querySelectorAll('#runs tbody tr td.num')[0]"
                            ".textContent === '59'")  # last step, once warm
     assert series_count(page, "reward/mean") == 2  # the first two runs are selected
     # hovering shows the values of both runs at that step
@@ -185,7 +185,7 @@ def test_sample_browser_and_findings(browser: Any, server_for: Any, tmp_path: Pa
     assert "4 steps" in page.locator(".tm-hist .tm-chart-title").text_content()
     page.click("button[data-tab=media]")
     page.wait_for_selector(".media[data-key='rollouts'] table td")
-    page.wait_for_function("document.querySelector(\".media[data-key='kl/heatmap'] img\")"
+    page.wait_for_function("() => document.querySelector(\".media[data-key='kl/heatmap'] img\")"
                            ".naturalWidth > 0")
     assert problems == []
 
@@ -205,7 +205,7 @@ def test_many_runs_show_the_nearest_values_instead_of_a_legend(browser: Any, ser
     assert page.locator('.tm-chart[data-key="reward/mean"] .u-legend').count() == 0
     # the critical path: keys beside the run list, the chart's data, then findings (only
     # the stored ones over 12 runs), set on the chart when they come
-    page.wait_for_function("window.trackmuxUI.state.charts[0].handle.findings().length > 0")
+    page.wait_for_function("() => window.trackmuxUI.state.charts[0].handle.findings().length > 0")
     first = {name.split("?")[0]: i for i, name in reversed(list(enumerate(asked)))}
     assert "keys?runs=all" in asked and first["series"] < first["findings"]
     assert any(a.startswith("findings?") and "stored=1" in a for a in asked)
