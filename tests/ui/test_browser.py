@@ -15,8 +15,15 @@ from ui_support import make_run
 import trackmux
 
 
-def open_ui(browser: Any, server: Any) -> tuple[Any, list[str]]:
+def open_ui(browser: Any, server: Any, fragment: str = "",
+            asked: list[str] | None = None) -> tuple[Any, list[str]]:
+    """A new page at the UI (``fragment``: its hash state), recording console problems and
+    any request outside the server; ``asked`` collects the page's API requests from its
+    first one (a page of its own, so no earlier page's late request is counted)."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    if asked is not None:
+        page.on("request", lambda r: asked.append(r.url.split("/api/")[-1])
+                if "/api/" in r.url else None)
     problems: list[str] = []
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
             if m.type in ("error", "warning") else None)
@@ -31,7 +38,7 @@ def open_ui(browser: Any, server: Any) -> tuple[Any, list[str]]:
             r.abort()
 
     page.route("**/*", route)
-    page.goto(server.url)
+    page.goto(server.url + fragment)
     page.wait_for_selector("#runs tbody tr")
     return page, problems
 
@@ -195,12 +202,8 @@ def test_many_runs_show_the_nearest_values_instead_of_a_legend(browser: Any, ser
     for i in range(14):  # the first run breaks: the live doctor stores a finding
         make_run(tmp_path, f"r{i:02d}", 8, scale=1.0 + i / 10, nan_at=4 if i == 0 else None)
     server = server_for(tmp_path)
-    page, problems = open_ui(browser, server)
     asked: list[str] = []
-    page.on("request", lambda r: asked.append(r.url.split("/api/")[-1])
-            if "/api/" in r.url else None)
-    page.goto(server.url + "#runs=all&filter=reward/mean")
-    page.reload()
+    page, problems = open_ui(browser, server, "#runs=all&filter=reward/mean", asked)
     page.wait_for_selector('.tm-chart[data-key="reward/mean"] canvas')
     assert page.locator('.tm-chart[data-key="reward/mean"] .u-legend').count() == 0
     # the critical path: keys beside the run list, the chart's data, then findings (only
