@@ -7,7 +7,7 @@ default report is the UI's frozen export (trackmux/ui/export.py)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from html import escape
 
 from trackmux.report import findings, sections

@@ -330,6 +330,7 @@
       setFindings: function (f) { state.findings = f || []; plot.redraw(false); },
       findings: function () { return state.findings; },
       setEvidence: function (e) { state.evidence = e || []; plot.redraw(false); },
+      evidence: function () { return state.evidence; },
       setSmoothing: function (w) { opts.smoothing = w; refresh(zoomed); },
       setYMode: function (mode) {
         if (mode.log !== undefined) state.log = !!mode.log;
