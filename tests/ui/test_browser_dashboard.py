@@ -119,9 +119,8 @@ def test_large_axis_labels_fit_their_axis(browser: Any, server_for: Any, tmp_pat
           const room = u.over.getBoundingClientRect().left - u.root.querySelector('.u-wrap').getBoundingClientRect().left;
           return {labels, widest, room};
         }""", key)
-        assert fit["labels"] and fit["widest"] + 10 <= fit["room"], fit
-        if key == "perf/throughput":
-            assert all("," not in str(t) or len(str(t)) <= 6 for t in fit["labels"]), fit
+        # uPlot draws a label right of the axis' 10 px ticks and 5 px gap
+        assert fit["labels"] and fit["widest"] + 15 <= fit["room"], fit
     assert problems == []
 
 
