@@ -76,8 +76,10 @@ def test_axis_labels_fit_and_a_spike_is_marked_not_the_range(chromium: Any, repo
       const u = window.trackmuxExport.charts['perf/throughput'].plot;
       const ctx = document.createElement('canvas').getContext('2d');
       ctx.font = u.axes[1].font ? u.axes[1].font[0] : '12px sans-serif';
-      const widest = Math.max(...(u.axes[1]._values || []).map(t => ctx.measureText(String(t)).width));
-      const room = u.over.getBoundingClientRect().left - u.root.querySelector('.u-wrap').getBoundingClientRect().left;
+      const widest = Math.max(...(u.axes[1]._values || [])
+        .map(t => ctx.measureText(String(t)).width));
+      const room = u.over.getBoundingClientRect().left
+            - u.root.querySelector('.u-wrap').getBoundingClientRect().left;
       return {labels: u.axes[1]._values, widest, room}; }""")
     assert fit["labels"] and fit["widest"] + 15 <= fit["room"], fit
     assert page.evaluate(f"() => ({HANDLE})('kl/divergence').plot.scales.y.max") < 1

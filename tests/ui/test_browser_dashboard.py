@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import trackmux
 from ui_support import log_batch, make_run, open_ui, series_count
+
+import trackmux
 
 CHART = "(key) => window.trackmuxUI.state.charts.find(c => c.key === key)"
 # coloured (not white, not transparent, not a light grid line) pixels in a 9x9 square
@@ -116,7 +117,8 @@ def test_large_axis_labels_fit_their_axis(browser: Any, server_for: Any, tmp_pat
           ctx.font = u.axes[1].font ? u.axes[1].font[0] : '12px sans-serif';
           const labels = u.axes[1]._values || [];
           const widest = Math.max(...labels.map(t => ctx.measureText(String(t)).width));
-          const room = u.over.getBoundingClientRect().left - u.root.querySelector('.u-wrap').getBoundingClientRect().left;
+          const room = u.over.getBoundingClientRect().left
+            - u.root.querySelector('.u-wrap').getBoundingClientRect().left;
           return {labels, widest, room};
         }""", key)
         # uPlot draws a label right of the axis' 10 px ticks and 5 px gap
@@ -133,7 +135,8 @@ def test_a_run_keeps_its_colour_when_a_new_run_appears(browser: Any, server_for:
     server = server_for(tmp_path)
     page, problems = open_ui(browser, server)
     colours = "() => Object.fromEntries([...document.querySelectorAll('#runs tbody tr')]" \
-              ".map(tr => [tr.children[1].textContent.trim(), tr.querySelector('.dot').style.background]))"
+              ".map(tr => [tr.children[1].textContent.trim(), " \
+              "tr.querySelector('.dot').style.background]))"
     first = page.evaluate(colours)
     assert first["a"] != first["b"]
     spool_run(tmp_path, "c", [(s, {"reward/mean": s}) for s in range(5)], doctor=False).finish()
@@ -197,8 +200,11 @@ def test_one_spike_does_not_squash_the_other_lines(browser: Any, server_for: Any
     # the spike is marked at the top edge (a triangle in the run's colour)
     marked = page.evaluate("""() => {
       const u = window.trackmuxUI.state.charts[0].handle.plot;
-      const X = Math.round(u.valToPos(30, 'x', true)), d = u.ctx.getImageData(X - 3, u.bbox.top, 7, 12 * devicePixelRatio).data;
-      let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 128 && Math.min(d[i], d[i + 1], d[i + 2]) < 180) n++;
+      const X = Math.round(u.valToPos(30, 'x', true));
+      const d = u.ctx.getImageData(X - 3, u.bbox.top, 7, 12 * devicePixelRatio).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4)
+        if (d[i + 3] > 128 && Math.min(d[i], d[i + 1], d[i + 2]) < 180) n++;
       return n; }""")
     assert marked > 5
     page.select_option("#yscale", "log")
