@@ -6,7 +6,7 @@
   "use strict";
   var PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777",
                  "#0891b2", "#65a30d", "#9333ea", "#ea580c", "#0d9488", "#4b5563"];
-  var SEVERITY = {info: "#0891b2", warning: "#d97706", critical: "#dc2626"};
+  var SEVERITY = new Map([["info", "#0891b2"], ["warning", "#d97706"], ["critical", "#dc2626"]]);
 
   function colour(i) { return PALETTE[i % PALETTE.length]; }
 
@@ -134,7 +134,7 @@
         var x = u.valToPos(f.step, "x", true);
         if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
         ctx.save();
-        ctx.strokeStyle = SEVERITY[f.severity] || "#6b7280";
+        ctx.strokeStyle = SEVERITY.get(f.severity) || "#6b7280";
         ctx.setLineDash([4, 3]); ctx.lineWidth = 1.5 * devicePixelRatio;
         ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + h); ctx.stroke();
         ctx.restore();

@@ -10,7 +10,7 @@
   var S = {runs: [], selected: [], tab: "charts", charts: [], sources: C.dict(), labels: C.dict(),
            colours: C.dict(), findings: C.dict(), timers: [], shown: null, groups: null, focus: null};
   var colourOf = C.colourKeeper();  // a run keeps its colour when others come and go
-  var SAMPLE_RULES = {degenerate_text: 1, flat_groups: 1};  // findings read from samples
+  var SAMPLE_RULES = new Set(["degenerate_text", "flat_groups"]);  // findings read from samples
 
   function api(path) {
     var headers = token ? {"X-Trackmux-Token": token} : {};
@@ -397,7 +397,7 @@
     var pad = Math.max(5, Math.round(0.05 * last), Math.round(0.25 * (hi - lo)));
     S.focus = {run: rid, key: key, step: f.step, lo: Math.max(0, lo - pad), hi: hi + pad,
                evidence: (f.evidence || []).filter(function (e) { return !key || !e.key || e.key === key; })};
-    if (SAMPLE_RULES[f.rule] && S.sources.samples) { show("samples", null, true); return; }
+    if (SAMPLE_RULES.has(f.rule) && S.sources.samples) { show("samples", null, true); return; }
     document.getElementById("xmode").value = "step";
     document.getElementById("filter").value = key || "";
     show("charts", null, true);
