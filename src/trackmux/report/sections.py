@@ -174,8 +174,8 @@ def metrics_section(runs: Sequence[RunData],
 def table_cap_note(shown: int, total: int, run_id: str) -> str:
     """What a report says under a table it cut (as the console says what it did not
     print): the reader learns the total and where every row is."""
-    return (f"the report holds the first {shown:,} of {total:,} rows; all are in the "
-            f"spool: trackmux ui, or trackmux show {run_id}")
+    return (f"the first {shown:,} of {total:,} rows; every row is in the spool: "
+            f"trackmux ui, or trackmux show {run_id}")
 
 
 def table_html(event: TableEvent, run_id: str = "") -> str:
@@ -194,7 +194,7 @@ def table_html(event: TableEvent, run_id: str = "") -> str:
     body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in rows)
     note = ""
     if shown < len(event.rows):
-        note = (f'<p class="hint tm-cap">rows 1..{shown:,} of {len(event.rows):,} · '
+        note = (f'<p class="hint tm-cap">'
                 f"{escape(table_cap_note(shown, len(event.rows), run_id))}</p>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
 

@@ -498,9 +498,8 @@
     t.appendChild(body); node.appendChild(t);
     if (payload.total > payload.rows.length) {
       // the report holds the first rows only and says so (payload.note)
-      node.appendChild(el("p", {"class": "hint tm-cap"}, "rows " + (payload.offset + 1) + ".." +
-        (payload.offset + payload.rows.length) + " of " + payload.total.toLocaleString("en-US") +
-        (payload.note ? " · " + payload.note : "")));
+      node.appendChild(el("p", {"class": "hint tm-cap"}, payload.note || "rows " + (payload.offset + 1) + ".." +
+        (payload.offset + payload.rows.length) + " of " + payload.total.toLocaleString("en-US")));
     }
     return t;
   }
