@@ -332,6 +332,14 @@ def test_a_single_point_still_draws() -> None:
     assert '<polyline' in svg and '<circle class="last"' in svg and "0.25" in svg
 
 
+def test_large_tick_labels_fit_the_static_chart_margin() -> None:
+    svg = line_chart("perf/throughput", [Series("r", "#000", [(s, 120_000.0 + 800 * s)
+                                                               for s in range(40)])])
+    labels = re.findall(r'<text class="tick" x="[\d.]+" y="[\d.]+" text-anchor="end">([^<]+)<', svg)
+    assert labels and all(len(t) <= 5 for t in labels), labels  # 125k, not 125,000
+    assert "125k" in labels or "130k" in labels
+
+
 def test_a_failing_doctor_is_a_line_not_a_failed_report(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from trackmux.ui import sources

@@ -1,10 +1,8 @@
-"""The report with RL-native data: histograms over steps, large tables paged beside it,
+"""The report with RL-native data: histograms over steps, large tables capped on the page,
 artifacts listed (the data the page draws; test_report_browser.py draws it)."""
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -33,33 +31,38 @@ def test_histograms_are_drawn_with_their_counts(tmp_path: Path) -> None:
     assert items[2]["edges"][0] > items[0]["edges"][0]  # the distribution moved up
 
 
-def test_large_table_is_paged_not_embedded_whole(tmp_path: Path) -> None:
+def test_a_large_table_is_capped_on_the_page_and_the_report_stays_one_file(
+        tmp_path: Path) -> None:
     run = trackmux.init(project="p", name="big", backends=[], dir=tmp_path / "spool")
-    rows = [[f"prompt-{i:05d}", f"response-{i:05d}", i] for i in range(1050)]
-    run.log_table("rollouts", ["prompt", "response", "reward"], rows, step=0)
+    total = 200_000
+    rows = [[f"prompt-{i:06d}", f"response-{i:06d}", i] for i in range(total)]
+    for step in range(2):
+        run.log_table("rollouts", ["prompt", "response", "reward"], rows, step=step)
+    run.log_table("small", ["a"], [["x"], ["y"]], step=0)
+    run.finish(timeout=60)
+    out = tmp_path / "out"
+    for static in (False, True):
+        report = build_report([str(run.dir)], out / f"r{int(static)}.html", static=static)
+        html = report.read_text()
+        assert "prompt-000000" in html and f"prompt-{MAX_TABLE_ROWS:06d}" not in html
+        # the page says what it left out and where every row is, as the console does
+        assert f"first {MAX_TABLE_ROWS:,} of {total:,} rows" in html
+        assert "trackmux show" in html
+        assert len(html) < 2_000_000  # bounded by the cap, not by 2 x 200k rows
+    assert sorted(p.name for p in out.iterdir()) == ["r0.html", "r1.html"]  # no side pages
+    (tables,) = embedded((out / "r0.html").read_text())["tables"].values()
+    table = tables["rollouts"][-1]
+    assert len(table["rows"]) == MAX_TABLE_ROWS and table["total"] == total
+    assert tables["small"][0]["note"] is None  # a table within the cap says nothing
+
+
+def test_a_table_s_own_max_rows_caps_the_report_too(tmp_path: Path) -> None:
+    run = trackmux.init(project="p", name="capped", backends=[], dir=tmp_path / "spool")
+    run.log_table("t", ["v"], [[i] for i in range(50)], step=0, max_rows=7)
     run.finish()
-    report = build_report([str(run.dir)], tmp_path / "r.html")
-    html = report.read_text()
-    assert "prompt-00000" in html and f"prompt-{MAX_TABLE_ROWS:05d}" not in html
-    pages = sorted((tmp_path / "r_tables").glob("*.html"))
-    assert len(pages) == math.ceil(1050 / MAX_TABLE_ROWS) - 1
-    (tables,) = embedded(html)["tables"].values()
-    (table,) = tables["rollouts"]
-    assert len(table["rows"]) == MAX_TABLE_ROWS and table["total"] == 1050
-    assert table["next"] is not None and table["next"].startswith("r_tables/")
-    seen = set(re.findall(r"prompt-(\d{5})", html))
-    page = tmp_path / table["next"]
-    while True:  # follow the next links to the end: every row exactly once
-        text = page.read_text()
-        found = set(re.findall(r"prompt-(\d{5})", text))
-        assert not found & seen
-        seen |= found
-        nxt = re.search(r'<a href="([^"]+)">next →', text)
-        if nxt is None:
-            break
-        page = page.parent / nxt.group(1)
-    assert seen == {f"{i:05d}" for i in range(1050)}
-    assert 'href="../r.html#tables"' in text
+    (tables,) = embedded(build_report([str(run.dir)], tmp_path / "r.html").read_text()
+                         )["tables"].values()
+    assert len(tables["t"][0]["rows"]) == 7 and "first 7 of 50 rows" in tables["t"][0]["note"]
 
 
 def test_artifacts_are_listed_and_show_names_every_new_kind(tmp_path: Path) -> None:

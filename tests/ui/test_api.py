@@ -348,3 +348,23 @@ def test_chart_answers_stay_within_their_byte_budget(tmp_path: Path, server_for:
         get(server, f"/api/series?key=reward/mean&runs={rid}&width={width}")
     memory = get(server, "/api/runs").json()["memory"]
     assert memory["answers"] == 3 and memory["answer_bytes"] <= first["nbytes"] * 3
+
+
+def test_a_key_logged_after_the_first_ask_is_in_the_next_answer(tmp_path: Path,
+                                                                server_for: Any) -> None:
+    # the page asks /api/keys again while it is open (issue 33, item 1): the answer must
+    # follow the spool, not the first read
+    run = trackmux.init(project="live", name="k", backends=[], dir=tmp_path, doctor=False)
+    assert isinstance(run, trackmux.Run)
+    run.log({"reward/mean": 0.0}, step=0)
+    run._spool.flush(5)
+    server = server_for(tmp_path)
+    rid = ids(server)["k"]
+    assert get(server, f"/api/keys?runs={rid}").json()["groups"] == {"reward": ["reward/mean"]}
+    run.log({"val/score": 0.5, "doctor/nonfinite": 1.0}, step=100)
+    run._spool.flush(5)
+    groups = get(server, f"/api/keys?runs={rid}").json()["groups"]
+    assert groups["val"] == ["val/score"] and groups["doctor"] == ["doctor/nonfinite"]
+    tail = get(server, f"/api/series?runs={rid}&key=val/score").json()
+    assert tail["x"] == [100.0] and tail["runs"][0]["y"] == [0.5]  # a single point
+    run.finish()

@@ -58,3 +58,37 @@ def log_batch(run: trackmux.Run, step: int) -> None:
         "reward/format": [0.5] * (2 * GROUP),
         "uid": [f"g{i // GROUP}" for i in range(2 * GROUP)]}, step=step,
         tokens={"token": tokens, "logprob": [[-0.5 * j for j in range(len(t))] for t in tokens]})
+
+
+def open_ui(browser: Any, server: Any, fragment: str = "",
+            asked: list[str] | None = None) -> tuple[Any, list[str]]:
+    """A new page at the UI (``fragment``: its hash state), recording console problems and
+    any request outside the server; ``asked`` collects the page's API requests from its
+    first one (a page of its own, so no earlier page's late request is counted)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    if asked is not None:
+        page.on("request", lambda r: asked.append(r.url.split("/api/")[-1])
+                if "/api/" in r.url else None)
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+            if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    base = f"http://127.0.0.1:{server.port}/"
+
+    def route(r: Any) -> None:
+        if r.request.url.startswith(base):
+            r.continue_()
+        else:
+            problems.append(f"outside request: {r.request.url}")
+            r.abort()
+
+    page.route("**/*", route)
+    page.goto(server.url + fragment)
+    page.wait_for_selector("#runs tbody tr")
+    return page, problems
+
+
+def series_count(page: Any, key: str) -> int:
+    selector = f'.tm-chart[data-key="{key}"]'
+    page.wait_for_selector(selector + " canvas")
+    return int(page.eval_on_selector_all(selector + " .u-legend .u-series", "e => e.length")) - 1

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from trackmux.report.load import RunData, RunNotFound, load_run, load_runs, resolve_run
 from trackmux.report.page import render
-from trackmux.report.table_pages import write_table_pages
 
 __all__ = ["MissingDependency", "RunData", "RunNotFound", "build_report", "load_run",
            "load_runs", "render", "resolve_run"]
@@ -43,7 +42,6 @@ def build_report(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
     path = Path(output).expanduser().absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    pages = write_table_pages(data, path)
-    tmp.write_text(render(data, title, pages), encoding="utf-8")
+    tmp.write_text(render(data, title), encoding="utf-8")
     os.replace(tmp, path)
     return path

@@ -72,6 +72,17 @@ def fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+def tick_label(value: float) -> str:
+    """An axis label short enough for the fixed left margin at any size (125k, 3.2M), as
+    the interactive charts label theirs (assets/charts.js ``tick``)."""
+    magnitude = abs(value)
+    if 1e5 <= magnitude < 1e15:
+        for scale, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if magnitude >= scale and (unit != "k" or magnitude >= 1e5):
+                return f"{value / scale:.3g}{unit}"
+    return fmt(value)
+
+
 def thin(points: Sequence[tuple[int, float]], limit: int = MAX_POINTS
          ) -> list[tuple[int, float]]:
     """At most about ``limit`` points that keep the line's shape (first/min/max/last of
@@ -134,13 +145,13 @@ def line_chart(key: str, series: Sequence[Series], width: int = WIDTH,
         y = sy(value)
         parts.append(f'<line class="grid" x1="{LEFT}" x2="{width - RIGHT}" y1="{y:.1f}" '
                      f'y2="{y:.1f}"/><text class="tick" x="{LEFT - 6}" y="{y + 3.5:.1f}" '
-                     f'text-anchor="end">{escape(fmt(value))}</text>')
+                     f'text-anchor="end">{escape(tick_label(value))}</text>')
     for value in xticks:
         x = sx(value)
         parts.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" '
                      f'y2="{height - BOTTOM}"/><text class="tick" x="{x:.1f}" '
                      f'y="{height - BOTTOM + 15}" text-anchor="middle">'
-                     f'{escape(fmt(value))}</text>')
+                     f'{escape(tick_label(value))}</text>')
     parts.append(f'<text class="axis-label" x="{width - RIGHT}" y="{height - 3}" '
                  f'text-anchor="end">step</text>')
     for step, severity, label in marks:  # the onset of a finding of the doctor

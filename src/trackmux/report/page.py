@@ -7,7 +7,7 @@ default report is the UI's frozen export (trackmux/ui/export.py)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from html import escape
 
 from trackmux.report import findings, sections
@@ -20,8 +20,7 @@ from trackmux.report.samples_section import samples_section, script_hash
 from trackmux.report.style import CSS
 
 
-def render(runs: Sequence[RunData], title: str | None = None,
-           table_pages: Mapping[tuple[str, int], str] | None = None) -> str:
+def render(runs: Sequence[RunData], title: str | None = None) -> str:
     if not runs:
         raise ValueError("a report needs at least one run")
     title = title or "trackmux report: " + ", ".join(run.label for run in runs)
@@ -29,7 +28,7 @@ def render(runs: Sequence[RunData], title: str | None = None,
     body = [findings.findings_section(runs, found), sections.runs_section(runs),
             sections.metrics_section(runs, findings.marks(found)),
             histograms_section(runs, PALETTE),
-            sections.tables_section(runs, table_pages)]
+            sections.tables_section(runs)]
     samples_html, script = samples_section(runs)
     body += [samples_html, sections.images_section(runs),
              sections.texts_section(runs), artifacts_section(runs),

@@ -171,28 +171,36 @@ def metrics_section(runs: Sequence[RunData],
     return "".join(out)
 
 
-def table_html(event: TableEvent, start: int = 0, note: str | None = None) -> str:
-    """Rows ``start`` .. ``start + MAX_TABLE_ROWS`` of ``event``; ``note`` (HTML) replaces
-    the default "N more rows not shown" line."""
-    def numeric(index: int) -> bool:
-        values = [row[index] for row in event.rows if row[index] is not None]
+def table_cap_note(shown: int, total: int, run_id: str) -> str:
+    """What a report says under a table it cut (as the console says what it did not
+    print): the reader learns the total and where every row is."""
+    return (f"the first {shown:,} of {total:,} rows; every row is in the spool: "
+            f"trackmux ui, or trackmux show {run_id}")
+
+
+def table_html(event: TableEvent, run_id: str = "") -> str:
+    """The first rows of ``event`` (at most ``MAX_TABLE_ROWS``, and at most the table's
+    ``max_rows``), and a line saying how many rows the report left out."""
+    shown = min(MAX_TABLE_ROWS, len(event.rows), event.max_rows or len(event.rows))
+    rows = event.rows[:shown]
+
+    def numeric(index: int) -> bool:  # from the rows shown: a cost bounded by the page
+        values = [row[index] for row in rows if row[index] is not None]
         return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                     for v in values)
 
     head = "".join(f'<th class="num">{escape(c)}</th>' if numeric(i) else f"<th>{escape(c)}</th>"
                    for i, c in enumerate(event.columns))
-    body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>"
-                   for row in event.rows[start:start + MAX_TABLE_ROWS])
-    if note is None:
-        more = len(event.rows) - MAX_TABLE_ROWS
-        note = f'<p class="hint">{more} more rows not shown</p>' if more > 0 else ""
+    body = "".join("<tr>" + "".join(cell(v) for v in row) + "</tr>" for row in rows)
+    note = ""
+    if shown < len(event.rows):
+        note = (f'<p class="hint tm-cap">'
+                f"{escape(table_cap_note(shown, len(event.rows), run_id))}</p>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
 
 
-def tables_section(runs: Sequence[RunData],
-                   pages: Mapping[tuple[str, int], str] | None = None) -> str:
-    """Each table's first page inline; ``pages`` maps (run id, seq) of a longer table to
-    the link of its second page (written beside the report by report.table_pages)."""
+def tables_section(runs: Sequence[RunData]) -> str:
+    """Each table's first rows inline, and how many the page left out."""
     out = []
     for run in runs:
         by_key: dict[str, list[TableEvent]] = {}
@@ -204,13 +212,8 @@ def tables_section(runs: Sequence[RunData],
                        f"{len(events)} logged</span></h3><div class=\"panel\">")
             for event in reversed(events):
                 is_open = " open" if event is events[-1] else ""
-                link = (pages or {}).get((run.run_id, event.seq))
-                note = None
-                if link is not None:
-                    note = (f'<p class="hint">rows 1..{MAX_TABLE_ROWS} of {len(event.rows)} · '
-                            f'<a href="{escape(link)}">next page →</a></p>')
                 out.append(f"<details{is_open}><summary>step {event.step}</summary>"
-                           f"{table_html(event, 0, note)}</details>")
+                           f"{table_html(event, run.run_id)}</details>")
             out.append("</div>")
     if not out:
         return ""

@@ -25,15 +25,14 @@ import orjson
 
 from trackmux.core.events import ImageEvent, TableEvent
 from trackmux.report.details import run_details
-from trackmux.report.sections import MAX_TABLE_ROWS
-from trackmux.report.table_pages import write_pages
+from trackmux.report.sections import MAX_TABLE_ROWS, table_cap_note
 from trackmux.ui import queries, sources
 from trackmux.ui.store import Store
 
 ASSETS = Path(__file__).resolve().parent.parent / "report" / "assets"
 STATIC = Path(__file__).resolve().parent / "static"
 WIDTH = 500  # buckets per chart: a min and a max each, about two points per pixel of a chart
-TABLE_ROWS = MAX_TABLE_ROWS  # rows of a table in the page; the rest on pages beside it
+TABLE_ROWS = MAX_TABLE_ROWS  # rows of a table in the page, said so (the spool has them all)
 TABLES_PER_KEY = 24  # logged tables of a key in the page, spread evenly (always the last)
 IMAGES_PER_KEY = 24
 SAMPLE_STEPS = 40  # steps of each sample key in the report (the live UI has them all)
@@ -48,9 +47,10 @@ def spread(items: list[Any], most: int) -> list[Any]:
     return [items[i] for i in sorted(picks)]
 
 
-def payload(run_dirs: Sequence[Path], report: Path | None = None) -> dict[str, Any]:
-    """Everything the report draws, in the shapes the API serves; ``report`` is the file
-    to be written (tables longer than a page get pages beside it)."""
+def payload(run_dirs: Sequence[Path]) -> dict[str, Any]:
+    """Everything the report draws, in the shapes the API serves. A table is cut to its
+    first ``TABLE_ROWS`` rows with a note saying so: the report stays one file whose size
+    does not grow with a table's rows."""
     wanted = [d.resolve() for d in run_dirs]
     store = Store(wanted)
     store.warm()
@@ -69,7 +69,6 @@ def payload(run_dirs: Sequence[Path], report: Path | None = None) -> dict[str, A
                             "histograms": {}, "tables": {}, "images": {}, "findings": {},
                             "details": {},
                             "samples": {} if sources.samples_available() else None}
-    paged: list[tuple[str, str, TableEvent]] = []
     for row in rows:
         rid = row["id"]
         data["details"][rid] = run_details(Path(row["dir"]))
@@ -87,9 +86,8 @@ def payload(run_dirs: Sequence[Path], report: Path | None = None) -> dict[str, A
             for item in spread(items, TABLES_PER_KEY):
                 event = cache.event_at(item["seq"])
                 if isinstance(event, TableEvent):
-                    tables[key].append(_table(event, len(items)))
-                    if len(event.rows) > TABLE_ROWS:
-                        paged.append((data["details"][rid]["run_id"], row["label"], event))
+                    tables[key].append(_table(event, len(items),
+                                              data["details"][rid]["run_id"]))
         data["tables"][rid] = tables
         data["images"][rid] = {key: [_image(cache.event_at(item["seq"]))
                                      for item in spread(items, IMAGES_PER_KEY)]
@@ -106,13 +104,6 @@ def payload(run_dirs: Sequence[Path], report: Path | None = None) -> dict[str, A
         if data["samples"] is not None:
             data["samples"][rid] = _samples(cache.run_dir)
         cache.close()
-    if report is not None:
-        links = write_pages(paged, report)
-        for rid, tables in data["tables"].items():
-            run_id = data["details"][rid]["run_id"]
-            for items in tables.values():
-                for table in items:
-                    table["next"] = links.get((run_id, table["seq"]))
     return data
 
 
@@ -132,11 +123,14 @@ def _samples(run_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _table(event: TableEvent, logged: int) -> dict[str, Any]:
+def _table(event: TableEvent, logged: int, run_id: str) -> dict[str, Any]:
+    shown = min(TABLE_ROWS, len(event.rows), event.max_rows or len(event.rows))
     return {"key": event.key, "step": event.step, "seq": event.seq, "logged": logged,
             "columns": list(event.columns),
-            "rows": [[queries.cell(c) for c in row] for row in event.rows[:TABLE_ROWS]],
-            "offset": 0, "total": len(event.rows), "next": None}
+            "rows": [[queries.cell(c) for c in row] for row in event.rows[:shown]],
+            "offset": 0, "total": len(event.rows),
+            "note": table_cap_note(shown, len(event.rows), run_id) if shown < len(event.rows)
+            else None}
 
 
 def _image(event: Any) -> dict[str, Any] | None:
@@ -199,7 +193,7 @@ def export_html(run_dirs: Sequence[str | os.PathLike[str]], output: str | os.Pat
     dirs = [Path(d).expanduser().resolve() for d in run_dirs]
     path = Path(output).expanduser().absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = payload(dirs, path)
+    data = payload(dirs)
     if not data["runs"]:
         raise ValueError("a report needs at least one run")
     names = ", ".join(r["label"] for r in data["runs"])

@@ -23,10 +23,12 @@ once, count; or raise in strict mode) they hand each bad entry to it and keep th
 
 from __future__ import annotations
 
+import gc
 import math
 import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 from trackmux.core.events import Cell, Scalar
@@ -309,6 +311,9 @@ def normalize_table(
         raise ValueError(f"columns must be unique, got {list(cols)}")
     if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
         raise TypeError(f"rows must be a list of rows, got {type(rows).__name__}")
+    plain = _plain_rows(cols, rows)
+    if plain is not None:
+        return cols, plain
     out: list[list[Cell]] = []
     for i, row in enumerate(rows):
         try:
@@ -324,6 +329,48 @@ def normalize_table(
                 if r[j] is not None and type(r[j]) is not str:
                     r[j] = str(r[j])
     return cols, tuple(tuple(r) for r in out)
+
+
+_PLAIN_CELLS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_rows(cols: tuple[str, ...], rows: Sequence[Any]
+                ) -> tuple[tuple[Cell, ...], ...] | None:
+    """The rows as they are when nothing in them needs a change: lists or tuples of the
+    right length whose cells are plain str (valid UTF-8), int (64-bit), float, bool or
+    None, no column mixing text with numbers. Checked a column at a time with built-ins,
+    so a table of 200k rows costs about what copying it does (the cell-by-cell path took
+    1-3 s); None: take that careful path (it converts, repairs and names what it drops)."""
+    if not rows or not {type(r) for r in rows} <= {list, tuple}:
+        return None
+    if set(map(len, rows)) != {len(cols)}:
+        return None
+    for j in range(len(cols)):
+        kinds = set(map(type, map(itemgetter(j), rows)))
+        if not kinds <= _PLAIN_CELLS:
+            return None
+        if str in kinds:
+            if len(kinds) > 1:  # text mixed with numbers or None: the careful path
+                return None
+            text = "".join(map(itemgetter(j), rows))
+            if not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    return None
+        elif int in kinds:
+            ints = [c for c in map(itemgetter(j), rows) if type(c) is int]
+            if min(ints) < -MAX_INT - 1 or max(ints) > MAX_INT:
+                return None
+    # a copy (the caller may change its lists after the call); the collector is paused
+    # for it: 200k new tuples would otherwise set off a full collection or two
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return tuple(map(tuple, rows))
+    finally:
+        if paused:
+            gc.enable()
 
 
 def _row(cols: tuple[str, ...], row: object, i: int, on_bad: OnBad | None) -> list[Cell]:

@@ -6,9 +6,11 @@
   var C = window.trackmuxCharts, el = C.el;
   var data = JSON.parse(document.getElementById("trackmux-data").textContent);
   var main = document.getElementById("export"), nav = document.getElementById("nav");
-  var labels = {}, colours = {}, handles = {}, details = data.details || {};
+  // keyed by run ids and metric keys (user data): maps without a prototype (C.dict)
+  var labels = C.dict(), colours = C.dict(), handles = C.dict(), details = data.details || C.dict();
+  var colourOf = C.colourKeeper();  // the same colour rule as the live page
   window.trackmuxExport = {data: data, charts: handles};
-  data.runs.forEach(function (r, i) { labels[r.id] = r.label || r.name; colours[r.id] = C.colour(i); });
+  data.runs.forEach(function (r) { labels[r.id] = r.label || r.name; colours[r.id] = colourOf(r.id); });
   main.textContent = "";
 
   function section(id, title) {
@@ -28,7 +30,8 @@
   if (data.findings) {
     var fs = section("findings", "Doctor");
     var max = Math.max.apply(null, data.runs.map(function (r) { return r.last_step || 1; }));
-    C.findings(fs.node, data.runs.map(function (r) { return {id: r.id, label: labels[r.id], findings: data.findings[r.id] || []}; }), max);
+    C.findings(fs.node, data.runs.map(function (r) { return {id: r.id, label: labels[r.id], findings: data.findings[r.id] || []}; }), max,
+               {open: openFinding});
     data.runs.forEach(function (r) { (data.findings[r.id] || []).forEach(function (f) { findings.push(f); }); });
     if (findings.length) fs.node.appendChild(el("p", {"class": "hint"}, "Onsets are marked on the charts of their keys (dashed lines)."));
   }
@@ -58,8 +61,46 @@
   });
   rs.node.appendChild(t);
 
+  /* A finding's onset, key or evidence leads to its chart, zoomed around the onset with
+   * the evidence ringed, or to the sample browser of its key at that step. */
+  function openFinding(f, rid, key) {
+    key = key || (f.evidence && f.evidence.length && f.evidence[0].key) || (f.keys || [])[0] || null;
+    var steps = [f.step].concat((f.evidence || []).map(function (e) { return e.step; }));
+    var lo = Math.min.apply(null, steps), hi = Math.max.apply(null, steps);
+    var last = (data.runs.filter(function (r) { return r.id === rid; })[0] || {}).last_step || hi;
+    var pad = Math.max(5, Math.round(0.05 * last), Math.round(0.25 * (hi - lo)));
+    var h = key && handles[key];
+    if (h) {
+      var ev = (f.evidence || []).filter(function (e) { return !e.key || e.key === key; });
+      if (!ev.length) {  // no evidence given: the run's value at the onset
+        var s = data.series[key], run = s && s.runs.filter(function (r) { return r.id === rid; })[0];
+        if (run) for (var i = 0; i < s.x.length; i++) if (s.x[i] === f.step && run.y[i] !== null) ev.push({step: f.step, value: run.y[i]});
+      }
+      h.zoomTo(Math.max(0, lo - pad), hi + pad); h.setEvidence(ev);
+      h.node.scrollIntoView({block: "center"});
+      return;
+    }
+    var box = document.querySelector('.panel.samples[data-run="' + CSS.escape(rid) + '"][data-key="' + CSS.escape(key || "") + '"]');
+    if (!box) return;
+    box.scrollIntoView({block: "start"});
+    var slider = box.querySelector(".tms-step");
+    if (!slider) return;
+    var steps2 = JSON.parse(box.getAttribute("data-steps") || "[]"), at = 0;
+    steps2.forEach(function (s, i) { if (s <= f.step) at = i; });
+    slider.value = String(at); slider.dispatchEvent(new Event("input"));
+  }
+
   // metrics, grouped by prefix, all runs overlaid, onsets of findings on their keys
   var ms = section("metrics", "Metrics");
+  var bar = el("div", {"class": "row"}), yscale = el("select", {id: "yscale"}), robust = el("input", {type: "checkbox", id: "robust"});
+  yscale.appendChild(el("option", {value: "linear"}, "linear")); yscale.appendChild(el("option", {value: "log"}, "log"));
+  robust.checked = true;
+  bar.appendChild(el("label", {}, "y ")).appendChild(yscale);
+  var rl = el("label", {}); rl.appendChild(robust); rl.appendChild(document.createTextNode(" clip outliers")); bar.appendChild(rl);
+  ms.node.appendChild(bar);
+  [yscale, robust].forEach(function (c) { c.addEventListener("change", function () {
+    Object.keys(handles).forEach(function (k) { handles[k].setYMode({log: yscale.value === "log", robust: robust.checked}); });
+  }); });
   if (!Object.keys(data.groups).length) ms.node.appendChild(el("p", {"class": "hint"}, "no metrics logged"));
   each(data.groups, function (prefix, keys) {
     var h = el("h3", {"class": "group", id: "metrics-" + prefix.replace(/[^A-Za-z0-9]/g, "-")}, prefix);
@@ -87,7 +128,7 @@
   each(data.tables, function (rid, byKey) {
     each(byKey, function (key, items) {
       if (!items.length) return; any = true;
-      var shown = items.length < items[0].logged ? ", " + items.length + " of " + items[0].logged + " shown" : ", " + items.length + " logged";
+      var shown = items.length < items[0].logged ? ", " + items.length + " of " + items[0].logged + " logged tables shown" : ", " + items.length + " logged";
       ts.node.appendChild(el("h3", {}, key)).appendChild(el("span", {"class": "hint"}, " " + labels[rid] + shown));
       var p = el("div", {"class": "panel"}); ts.node.appendChild(p);
       items.slice().reverse().forEach(function (tab, i) {
@@ -111,7 +152,7 @@
       each(byKey, function (key, packed) {
         var steps = Object.keys(packed.steps).map(Number).sort(function (a, b) { return a - b; });
         if (!steps.length) return; any = true;
-        var box = el("div", {"class": "panel samples", "data-key": key}); ss.node.appendChild(box);
+        var box = el("div", {"class": "panel samples", "data-key": key, "data-run": rid, "data-steps": JSON.stringify(steps)}); ss.node.appendChild(box);
         box.appendChild(el("h3", {}, key + " · " + labels[rid] + (steps.length < packed.total ? " · " + steps.length + " of " + packed.total + " steps embedded" : "")));
         box.appendChild(el("p", {"class": "hint"}, "first samples of each step; every sample of any step: trackmux samples " + ((details[rid] || {}).run_id || "") + " --key " + key + " --step N"));
         var holder = el("div", {"class": "sample-browser"}); box.appendChild(holder);
@@ -191,7 +232,7 @@
     ph.appendChild(el("th", {}, "field")); data.runs.forEach(function (r) { ph.appendChild(el("th", {}, labels[r.id])); });
     pt.appendChild(ph);
     keys.forEach(function (k) {
-      var vals = data.runs.map(function (r) { var p = (details[r.id] || {}).provenance; return p && k in p.rows ? p.rows[k] : "—"; });
+      var vals = data.runs.map(function (r) { var p = (details[r.id] || {}).provenance; return p && Object.prototype.hasOwnProperty.call(p.rows, k) ? p.rows[k] : "—"; });
       var differs = data.runs.length > 1 && vals.some(function (v) { return v !== vals[0]; });
       var tr = el("tr", differs ? {"class": "diff"} : {}); tr.appendChild(el("td", {"class": "mono"}, k));
       vals.forEach(function (v) { tr.appendChild(el("td", {"class": "mono"}, v)); }); pt.appendChild(tr);

@@ -11,6 +11,12 @@
   "use strict";
   var MAX_TOKENS = 4096;
 
+  /* Column names, group ids and token array names are user data: they are keys of Maps
+   * or of objects without a prototype, never of a plain {} ("__proto__", "constructor"
+   * and "toString" are ordinary group ids). */
+  function dict() { return Object.create(null); }
+  function own(obj, key) { return obj !== null && obj !== undefined && Object.prototype.hasOwnProperty.call(obj, key); }
+
   function el(tag, attrs, children) {
     var node = document.createElement(tag);
     if (attrs) Object.keys(attrs).forEach(function (k) {
@@ -32,7 +38,7 @@
   function compileWhere(text, columns) {
     var re = /\s*(?:(-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(<=|>=|==|!=|<|>|\(|\))|`([^`]+)`|([A-Za-z_][A-Za-z0-9_.\/@-]*))/y;
     var toks = [], pos = 0, src = text.replace(/\s+$/, "");
-    var KW = {and: 1, or: 1, not: 1, contains: 1, "true": 1, "false": 1, "null": 1};
+    var KW = new Set(["and", "or", "not", "contains", "true", "false", "null"]);
     while (pos < src.length) {
       re.lastIndex = pos;
       var m = re.exec(src);
@@ -41,7 +47,7 @@
       else if (m[2] !== undefined) toks.push(["str", m[2].slice(1, -1).replace(/\\(.)/g, "$1")]);
       else if (m[3] !== undefined) toks.push(["op", m[3]]);
       else if (m[4] !== undefined) toks.push(["name", m[4]]);
-      else toks.push([KW[m[5]] ? "kw" : "name", m[5]]);
+      else toks.push([KW.has(m[5]) ? "kw" : "name", m[5]]);
       pos = re.lastIndex;
     }
     if (!toks.length) throw new Error("the expression is empty");
@@ -53,12 +59,12 @@
       var t = take();
       if (t[0] === "num" || t[0] === "str") return function () { return t[1]; };
       if (t[0] === "kw" && (t[1] === "true" || t[1] === "false" || t[1] === "null")) {
-        var c = {"true": true, "false": false, "null": null}[t[1]];
+        var c = t[1] === "true" ? true : t[1] === "false" ? false : null;
         return function () { return c; };
       }
       if (t[0] === "name") {
         if (columns.indexOf(t[1]) < 0) throw new Error("unknown column '" + t[1] + "'");
-        return function (row) { var v = row[t[1]]; return v === undefined ? null : v; };
+        return function (row) { return own(row, t[1]) ? row[t[1]] : null; };
       }
       if (isWord(t, "(")) {
         var inner = or();
@@ -151,7 +157,8 @@
 
     function rowsOf(p) {
       return p.rows.map(function (cells, i) {
-        var row = {sample: i};
+        var row = dict();
+        row.sample = i;
         p.columns.forEach(function (c, j) { row[c] = cells[j]; });
         return row;
       });
@@ -161,14 +168,15 @@
       var p = state.payload;
       stepLabel.textContent = "step " + p.step;
       sortSel.innerHTML = "";
-      ["sample"].concat(p.columns.filter(function (c) { return p.kinds[c] === "number"; }))
+      ["sample"].concat(p.columns.filter(function (c) { return own(p.kinds, c) && p.kinds[c] === "number"; }))
         .forEach(function (c) { sortSel.appendChild(el("option", {value: c, text: c})); });
       if (["sample"].concat(p.columns).indexOf(state.sort) < 0) state.sort = "sample";
       sortSel.value = state.sort;
       arraySel.innerHTML = "";
-      var names = Object.keys(p.tokens || {});
-      state.stringArray = names.filter(function (n) { return p.tokens[n].dtype === "s"; })[0] || null;
-      var numeric = names.filter(function (n) { return p.tokens[n].dtype !== "s"; });
+      var tokens = p.tokens || dict();
+      var names = Object.keys(tokens).filter(function (n) { return own(tokens, n); });
+      state.stringArray = names.filter(function (n) { return tokens[n].dtype === "s"; })[0] || null;
+      var numeric = names.filter(function (n) { return tokens[n].dtype !== "s"; });
       arraySel.appendChild(el("option", {value: "", text: "(none)"}));
       numeric.forEach(function (n) { arraySel.appendChild(el("option", {value: n, text: n})); });
       if (numeric.indexOf(state.array) < 0) state.array = numeric[0] || null;
@@ -247,14 +255,13 @@
         (p.shown < p.count ? " (" + p.shown + " in this page)" : "");
       var colour = state.array ? scale(p.tokens[state.array].values) : null;
       if (p.group) {
-        var order = [], byGroup = {};
+        var byGroup = new Map();  // insertion order is the order groups first appear
         shown.forEach(function (row) {
           var g = String(row[p.group]);
-          if (!(g in byGroup)) { byGroup[g] = []; order.push(g); }
-          byGroup[g].push(row);
+          if (!byGroup.has(g)) byGroup.set(g, []);
+          byGroup.get(g).push(row);
         });
-        order.forEach(function (g) {
-          var members = byGroup[g];
+        byGroup.forEach(function (members, g) {
           var rewards = members.map(function (r) { return r[p.reward]; });
           var same = p.reward && rewards.every(function (r) { return r === rewards[0]; });
           var first = members[0];

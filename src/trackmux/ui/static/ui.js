@@ -5,8 +5,12 @@
   "use strict";
   var C = window.trackmuxCharts, el = C.el;
   var token = new URLSearchParams(location.search).get("token");
-  var S = {runs: [], selected: [], tab: "charts", charts: [], sources: {}, labels: {},
-           colours: {}, findings: {}, timers: []};
+  // every map keyed by run data (run ids, keys) has no prototype: an id like "__proto__"
+  // or "constructor" is just a key (C.dict)
+  var S = {runs: [], selected: [], tab: "charts", charts: [], sources: C.dict(), labels: C.dict(),
+           colours: C.dict(), findings: C.dict(), timers: [], shown: null, groups: null, focus: null};
+  var colourOf = C.colourKeeper();  // a run keeps its colour when others come and go
+  var SAMPLE_RULES = new Set(["degenerate_text", "flat_groups"]);  // findings read from samples
 
   function api(path) {
     var headers = token ? {"X-Trackmux-Token": token} : {};
@@ -39,7 +43,7 @@
     var body = document.querySelector("#runs tbody");
     body.textContent = "";
     S.runs.forEach(function (r, i) {
-      S.labels[r.id] = r.name; S.colours[r.id] = C.colour(i);
+      S.labels[r.id] = r.name; S.colours[r.id] = colourOf(r.id);
       var tr = el("tr", {"data-run": r.id, "class": S.selected.indexOf(r.id) >= 0 ? "selected" : ""});
       var box = el("input", {type: "checkbox", "aria-label": "select " + r.name});
       box.checked = S.selected.indexOf(r.id) >= 0;
@@ -65,10 +69,40 @@
     return api("/api/runs").then(function (body) {
       var before = S.runs.map(function (r) { return r.id; }).join();
       S.runs = body.runs; S.sources = body.sources;
-      if (!S.selected.length && S.runs.length) S.selected = S.runs.slice(0, Math.min(2, S.runs.length)).map(function (r) { return r.id; });
+      if (!S.selected.length && S.runs.length) S.selected = defaultSelection(S.runs);
       renderRuns();
       status(S.runs.length + " runs · cache " + Math.round(body.memory.cached_bytes / 1048576) + " MB");
       return before !== S.runs.map(function (r) { return r.id; }).join();
+    });
+  }
+  // the two newest runs, and every run the live doctor found a problem in (up to 6 in
+  // all): a failing run is never hidden behind healthy ones
+  function defaultSelection(runs) {
+    var picked = runs.slice(0, 2).map(function (r) { return r.id; });
+    runs.forEach(function (r) { if (r.findings_bad && picked.length < 6 && picked.indexOf(r.id) < 0) picked.push(r.id); });
+    return picked;
+  }
+  // runs with findings first: what went wrong is what a reader looks for
+  function byConcern(ids) {
+    var bad = C.dict();
+    S.runs.forEach(function (r) { bad[r.id] = r.findings_bad || 0; });
+    return ids.slice().sort(function (a, b) { return (bad[b] || 0) - (bad[a] || 0); });
+  }
+  function runHeader(id) {
+    var h = el("h3", {"class": "run-head", "data-run": id}), dot = el("i", {"class": "dot"});
+    dot.style.background = S.colours[id]; h.appendChild(dot);
+    h.appendChild(document.createTextNode(" " + (S.labels[id] || id)));
+    var row = S.runs.filter(function (r) { return r.id === id; })[0];
+    if (row && row.findings_bad) h.appendChild(el("span", {"class": "badge bad"}, row.findings_bad + " finding" + (row.findings_bad > 1 ? "s" : "")));
+    return h;
+  }
+  // one column per chosen run (samples, images and tables): no run hidden behind another
+  function runColumns(node, ids, fill) {
+    var grid = el("div", {"class": "run-columns"}); node.appendChild(grid);
+    byConcern(ids).forEach(function (id) {
+      var col = el("div", {"class": "run-column", "data-run": id}); grid.appendChild(col);
+      col.appendChild(runHeader(id));
+      fill(col, id);
     });
   }
   function toggle(id, on) {
@@ -79,11 +113,16 @@
 
   // ---- charts -------------------------------------------------------------------
   function xmode() { return document.getElementById("xmode").value; }
+  function ymode() { return {log: document.getElementById("yscale").value === "log",
+                             robust: document.getElementById("robust").checked}; }
   function smoothing() { return parseFloat(document.getElementById("smoothing").value) || 0; }
 
   function mountChart(node, key) {
     var runs = S.selected.slice(), mode = xmode(), width = Math.max(200, Math.floor(node.clientWidth || 560) - 20);
-    var entry = {key: key, runs: runs, mode: mode, handle: null, cursors: {}, lo: null, hi: null, busy: false};
+    var entry = {key: key, runs: runs, mode: mode, handle: null, cursors: C.dict(), lo: null, hi: null, busy: false};
+    // opened from a finding: zoomed to its onset, its evidence ringed
+    var focus = S.focus && S.focus.key === key && mode === "step" ? S.focus : null;
+    if (focus) { entry.lo = focus.lo; entry.hi = focus.hi; }
     function fetchRange(lo, hi) {
       // one bucket per 2 px: its min and max make one point per pixel
       return api("/api/series?" + q({key: key, runs: runs.join(","), x: mode, lo: lo, hi: hi, width: Math.ceil(width / 2)}))
@@ -94,17 +133,32 @@
           return payload;
         });
     }
-    fetchRange(null, null).then(function (payload) {
+    fetchRange(entry.lo, entry.hi).then(function (payload) {
       askFindings();
+      var y = ymode();
       entry.handle = C.lineChart(node, payload, {labels: S.labels, colours: S.colours, smoothing: smoothing(),
-        width: width, findings: allFindings(runs, key),
+        width: width, findings: allFindings(runs, key), log: y.log, robust: y.robust,
+        zoom: focus ? [focus.lo, focus.hi] : null, evidence: focus ? evidenceOf(focus, payload) : null,
         onZoom: function (lo, hi) {
           entry.lo = lo; entry.hi = hi;
           fetchRange(lo, hi).then(function (p) { entry.handle.update(p, lo !== null); });
         }});
+      if (focus) node.scrollIntoView({block: "center"});
     }).catch(function (e) { node.appendChild(el("p", {"class": "error"}, key + ": " + e.message)); });
     S.charts.push(entry);
     return entry;
+  }
+  // the finding's evidence points of this key; without them the run's value at the onset
+  function evidenceOf(focus, payload) {
+    var given = (focus.evidence || []).filter(function (e) { return !e.key || e.key === focus.key; });
+    if (given.length) return given;
+    var out = [];
+    payload.runs.forEach(function (r) {
+      if (r.id !== focus.run) return;
+      var xs = r.x;
+      for (var i = 0; i < xs.length; i++) if (xs[i] === focus.step && r.y[i] !== null) out.push({step: xs[i], value: r.y[i]});
+    });
+    return out;
   }
   function tailChart(entry) {
     if (!entry.handle || entry.busy || !entry.payload) return Promise.resolve();
@@ -129,20 +183,44 @@
   function chartGroups(filterFn, keysAsked) {
     var node = view();
     if (!S.selected.length) { node.appendChild(el("p", {"class": "hint"}, "select runs above")); return; }
-    (keysAsked || api("/api/keys?" + q({runs: S.selected.join(",")}))).then(function (body) {
+    var tab = S.tab, empty = el("p", {"class": "hint empty"},
+      tab === "system" ? "no system metrics in the chosen runs: init(system_metrics=...) records them"
+                       : "no metrics in the chosen runs yet" + (document.getElementById("filter").value.trim() ? " (matching the filter)" : ""));
+    S.shown = new Set(); S.groups = new Map();
+    S.addKeys = function (body) {  // first call: every key; later (live): only new ones
+      if (S.tab !== tab) return;
       var needle = document.getElementById("filter").value.trim();
       Object.keys(body.groups).forEach(function (prefix) {
-        var keys = body.groups[prefix].filter(function (k) { return filterFn(prefix, k) && (!needle || k.indexOf(needle) >= 0); });
+        var keys = body.groups[prefix].filter(function (k) {
+          return !S.shown.has(k) && filterFn(prefix, k) && (!needle || k.indexOf(needle) >= 0); });
         if (!keys.length) return;
-        node.appendChild(el("h3", {"class": "group"}, prefix));
-        var grid = el("div", {"class": "grid"}); node.appendChild(grid);
+        if (!S.groups.has(prefix)) {
+          node.appendChild(el("h3", {"class": "group"}, prefix));
+          var g = el("div", {"class": "grid", "data-group": prefix}); node.appendChild(g);
+          S.groups.set(prefix, g);
+        }
+        var grid = S.groups.get(prefix);
         keys.forEach(function (key) {
+          S.shown.add(key);
           var cell = el("div", {"class": "panel"}); grid.appendChild(cell);
           lazily(cell, function () { mountChart(cell, key); });
         });
       });
+      if (S.shown.size) empty.remove(); else node.appendChild(empty);
+    };
+    (keysAsked || api("/api/keys?" + q({runs: S.selected.join(",")}))).then(function (body) {
+      S.addKeys(body);
       if (!node.querySelector(".panel")) askFindings();  // no chart to wait for
     });
+  }
+  // a key first logged after the page opened gets its chart without a reload
+  function newKeys() {
+    if ((S.tab !== "charts" && S.tab !== "system") || !S.addKeys || !S.selected.length || S.keysBusy) return;
+    S.keysBusy = true;
+    var asked = S.addKeys;
+    api("/api/keys?" + q({runs: S.selected.join(",")})).then(function (body) {
+      if (S.addKeys === asked) asked(body);
+    }).catch(function () {}).finally(function () { S.keysBusy = false; });
   }
   function lazily(node, draw) {
     var io = new IntersectionObserver(function (entries) {
@@ -198,7 +276,7 @@
           return api("/api/path?" + q({runs: S.selected.join(","), x: px.value, y: py.value}));
         }).then(function (p) {
           out.appendChild(el("h3", {}, p.y_key + " against " + p.x_key));
-          C.pathChart(out, p, {labels: S.labels, colours: S.colours});
+              C.pathChart(out, p, {labels: S.labels, colours: S.colours});
         });
       }
       [metric, px, py].forEach(function (s) { s.addEventListener("change", draw); });
@@ -244,17 +322,22 @@
   }
 
   // ---- histograms, media, findings, samples -------------------------------------
-  function firstRun() { return S.selected[0]; }
   function histogramsView() {
     var node = view();
-    S.selected.forEach(function (id) {
-      api("/api/run/" + id + "/histograms").then(function (body) {
+    if (!S.selected.length) { node.appendChild(el("p", {"class": "hint"}, "select runs above")); return; }
+    var drawn = 0;
+    Promise.all(S.selected.map(function (id) {
+      return api("/api/run/" + id + "/histograms").then(function (body) {
         var keys = Object.keys(body.histograms);
         if (!keys.length) return;
-        node.appendChild(el("h3", {}, S.labels[id]));
+        drawn += keys.length;
+        node.appendChild(runHeader(id));
         var grid = el("div", {"class": "grid"}); node.appendChild(grid);
         keys.forEach(function (k) { var p = el("div", {"class": "panel"}); grid.appendChild(p); C.histogramChart(p, k, body.histograms[k]); });
       });
+    })).then(function () {
+      if (!drawn && S.tab === "histograms") node.appendChild(el("p", {"class": "hint empty"},
+        "no histograms in the chosen runs: run.log_histogram(key, values) records them"));
     });
   }
   function slider(node, items, onPick, label) {
@@ -268,27 +351,28 @@
     return input;
   }
   function mediaView() {
-    var node = view(), id = firstRun();
-    if (!id) return;
-    node.appendChild(el("p", {"class": "hint"}, "run " + S.labels[id] + " (the first selected)"));
-    api("/api/run/" + id + "/media").then(function (m) {
-      Object.keys(m.images).forEach(function (key) {
-        var box = el("div", {"class": "panel media", "data-key": key}); node.appendChild(box);
-        box.appendChild(el("h3", {}, key));
-        var img = el("img", {alt: key});
-        slider(box, m.images[key], function (it) { img.src = "/api/run/" + id + "/image/" + it.seq + (token ? "?token=" + token : ""); }, "image");
-        box.appendChild(img);
+    var node = view();
+    if (!S.selected.length) { node.appendChild(el("p", {"class": "hint"}, "select runs above")); return; }
+    runColumns(node, S.selected, function (col, id) {
+      api("/api/run/" + id + "/media").then(function (m) {
+        Object.keys(m.images).forEach(function (key) {
+          var box = el("div", {"class": "panel media", "data-key": key, "data-run": id}); col.appendChild(box);
+          box.appendChild(el("h3", {}, key));
+          var img = el("img", {alt: key});
+          slider(box, m.images[key], function (it) { img.src = "/api/run/" + id + "/image/" + it.seq + (token ? "?token=" + token : ""); }, "image");
+          box.appendChild(img);
+        });
+        Object.keys(m.tables).forEach(function (key) {
+          var box = el("div", {"class": "panel media", "data-key": key, "data-run": id}); col.appendChild(box);
+          box.appendChild(el("h3", {}, key));
+          var holder = el("div");
+          slider(box, m.tables[key], function (it) {
+            api("/api/run/" + id + "/table/" + it.seq).then(function (t) { holder.textContent = ""; C.table(holder, t); });
+          }, "table");
+          box.appendChild(holder);
+        });
+        if (!Object.keys(m.images).length && !Object.keys(m.tables).length) col.appendChild(el("p", {"class": "hint empty"}, "no images or tables in this run"));
       });
-      Object.keys(m.tables).forEach(function (key) {
-        var box = el("div", {"class": "panel media", "data-key": key}); node.appendChild(box);
-        box.appendChild(el("h3", {}, key));
-        var holder = el("div");
-        slider(box, m.tables[key], function (it) {
-          api("/api/run/" + id + "/table/" + it.seq).then(function (t) { holder.textContent = ""; C.table(holder, t); });
-        }, "table");
-        box.appendChild(holder);
-      });
-      if (!Object.keys(m.images).length && !Object.keys(m.tables).length) node.appendChild(el("p", {"class": "hint"}, "no images or tables in this run"));
     });
   }
   function findingsView() {
@@ -297,42 +381,73 @@
     loadFindings(true).then(function () {
       var max = 1;
       S.runs.forEach(function (r) { if (S.selected.indexOf(r.id) >= 0 && r.last_step) max = Math.max(max, r.last_step); });
-      C.findings(node, S.selected.map(function (id) { return {id: id, label: S.labels[id], findings: S.findings[id] || []}; }), max);
+      C.findings(node, S.selected.map(function (id) { return {id: id, label: S.labels[id], findings: S.findings[id] || []}; }), max,
+                 {open: openFinding});
     });
   }
-  function samplesView() {
-    var node = view(), id = firstRun();
-    if (!S.sources.samples) { node.appendChild(el("p", {"class": "hint unavailable"}, "samples: not available in this install (the samples package is missing)")); return; }
-    if (!id) return;
-    // the ledger's own browser (report/assets/samples.js): it draws the step slider, sort,
-    // filter, groups and token colours; the server hands it one step at a time
-    function mount() {
-      api("/api/run/" + id + "/samples").then(function (body) {
-        Object.keys(body.keys).forEach(function (key) {
-          var steps = body.keys[key];
-          if (!steps.length) return;
-          var box = el("div", {"class": "panel samples", "data-key": key}); node.appendChild(box);
-          box.appendChild(el("h3", {}, key + " · " + S.labels[id]));
-          var holder = el("div", {"class": "sample-browser"}); box.appendChild(holder);
-          var load = function (step) { return api("/api/run/" + id + "/samples/step?" + q({key: key, step: step})); };
-          load(steps[steps.length - 1]).then(function (p) {
-            window.trackmuxSamples.mount(holder, p, {steps: steps, load: load});
-            holder.setAttribute("data-ready", "1");
-          });
-        });
-        if (!Object.keys(body.keys).length) node.appendChild(el("p", {"class": "hint"}, "no samples in this run (run.log_samples)"));
-      });
-    }
-    if (window.trackmuxSamples) return mount();
+  /* One click from a finding to where it shows: samples findings (degenerate text, flat
+   * groups) open the sample browser at the onset step and key; the others the key's chart
+   * zoomed around the onset (or around the evidence), the evidence points ringed. */
+  function openFinding(f, rid, key) {
+    key = key || (f.evidence && f.evidence.length && f.evidence[0].key) || (f.keys || [])[0] || null;
+    if (S.selected.indexOf(rid) < 0) { S.selected.push(rid); renderRuns(); }
+    var steps = [f.step].concat((f.evidence || []).map(function (e) { return e.step; }));
+    var lo = Math.min.apply(null, steps), hi = Math.max.apply(null, steps);
+    var row = S.runs.filter(function (r) { return r.id === rid; })[0], last = (row && row.last_step) || hi;
+    var pad = Math.max(5, Math.round(0.05 * last), Math.round(0.25 * (hi - lo)));
+    S.focus = {run: rid, key: key, step: f.step, lo: Math.max(0, lo - pad), hi: hi + pad,
+               evidence: (f.evidence || []).filter(function (e) { return !key || !e.key || e.key === key; })};
+    if (SAMPLE_RULES.has(f.rule) && S.sources.samples) { show("samples", null, true); return; }
+    document.getElementById("xmode").value = "step";
+    document.getElementById("filter").value = key || "";
+    show("charts", null, true);
+  }
+  function loadSamplesScript(then) {
+    if (window.trackmuxSamples) return then();
     var css = document.createElement("link"); css.rel = "stylesheet"; css.href = "/assets/samples.css";
     document.head.appendChild(css);
-    var s = document.createElement("script"); s.src = "/assets/samples.js"; s.onload = mount;
+    var s = document.createElement("script"); s.src = "/assets/samples.js"; s.onload = then;
     document.head.appendChild(s);
+  }
+  function samplesView() {
+    var node = view();
+    if (!S.sources.samples) { node.appendChild(el("p", {"class": "hint unavailable"}, "samples: not available in this install (the samples package is missing)")); return; }
+    if (!S.selected.length) { node.appendChild(el("p", {"class": "hint"}, "select runs above")); return; }
+    var focus = S.focus;
+    // the ledger's own browser (report/assets/samples.js): it draws the step slider, sort,
+    // filter, groups and token colours; the server hands it one step at a time
+    loadSamplesScript(function () {
+      runColumns(node, S.selected, function (col, id) {
+        api("/api/run/" + id + "/samples").then(function (body) {
+          Object.keys(body.keys).forEach(function (key) {
+            var steps = body.keys[key];
+            if (!steps.length) return;
+            var box = el("div", {"class": "panel samples", "data-key": key, "data-run": id}); col.appendChild(box);
+            box.appendChild(el("h3", {}, key));
+            var holder = el("div", {"class": "sample-browser", "data-run": id}); box.appendChild(holder);
+            var load = function (step) { return api("/api/run/" + id + "/samples/step?" + q({key: key, step: step})); };
+            var at = steps[steps.length - 1], focused = focus && focus.run === id && (!focus.key || focus.key === key);
+            if (focused) {  // the logged step at or before the onset (else the first after)
+              var before = steps.filter(function (s) { return s <= focus.step; });
+              at = before.length ? before[before.length - 1] : steps[0];
+              box.setAttribute("data-focus", "1");
+            }
+            load(at).then(function (p) {
+              window.trackmuxSamples.mount(holder, p, {steps: steps, load: load});
+              holder.setAttribute("data-ready", "1");
+              if (focused) box.scrollIntoView({block: "start"});
+            }).catch(function (e) { holder.textContent = "samples could not be read: " + e.message; });
+          });
+          if (!Object.keys(body.keys).length) col.appendChild(el("p", {"class": "hint empty"}, "no samples in this run (run.log_samples)"));
+        });
+      });
+    });
   }
 
   // ---- tabs and the live loop ---------------------------------------------------
-  function show(tab, keysAsked) {
-    S.tab = tab; S.findingsAsked = false;
+  function show(tab, keysAsked, keepFocus) {
+    S.tab = tab; S.findingsAsked = false; S.addKeys = null;
+    if (!keepFocus) S.focus = null;
     S.charts.forEach(function (c) { if (c.handle) c.handle.destroy(); });
     S.charts = [];
     view().textContent = "";
@@ -346,14 +461,22 @@
     else if (tab === "findings") findingsView();
     else if (tab === "samples") samplesView();
   }
+  var ticks = 0;
   function live() {
     S.charts.forEach(tailChart);
+    if (++ticks % 2 === 0) newKeys();
   }
   document.querySelectorAll("#tabs button").forEach(function (b) { b.addEventListener("click", function () { show(b.dataset.tab); }); });
   document.getElementById("xmode").addEventListener("change", function () { show(S.tab); });
   document.getElementById("filter").addEventListener("change", function () { show(S.tab); });
   document.getElementById("smoothing").addEventListener("input", function () {
     S.charts.forEach(function (c) { if (c.handle) c.handle.setSmoothing(smoothing()); });
+  });
+  ["yscale", "robust"].forEach(function (id) {
+    document.getElementById(id).addEventListener("change", function () {
+      var y = ymode();
+      S.charts.forEach(function (c) { if (c.handle) c.handle.setYMode(y); });
+    });
   });
   // #runs=all&filter=reward/mean opens with every run selected and one key (links, benchmark)
   var hash = new URLSearchParams(location.hash.slice(1));
@@ -366,5 +489,5 @@
   });
   setInterval(live, 1000);
   setInterval(function () { loadRuns().catch(function (e) { status("server unreachable: " + e.message); }); }, 2000);
-  window.trackmuxUI = {state: S, show: show};
+  window.trackmuxUI = {state: S, show: show, openFinding: openFinding};
 })();
