@@ -43,7 +43,7 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.lifecycle import signals
+from trackmux.core.lifecycle import exit_status, signals
 from trackmux.core.spool import attempts
 from trackmux.core.spool.writer import RUN_LOCK, SpoolWriter
 from trackmux.core.values import normalize, redact
@@ -279,6 +279,7 @@ class Run:
         self.save_code = save_code
         _live_runs.add(self)
         signals.install(lambda: list(_live_runs))
+        exit_status.install()
         _announce_start(self)
         threading.Thread(target=_warm_image_imports, name="trackmux-warm-imports",
                          daemon=True).start()
@@ -581,7 +582,7 @@ class Run:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.finish(exit_code=0 if exc_type is None else 1)
+        self.finish(exit_code=_block_exit_code(exc))
 
     def __repr__(self) -> str:
         return f"<trackmux.Run {self.project}/{self.id} backends={self.backends}>"
@@ -1021,10 +1022,22 @@ def _version() -> str:
     return __version__
 
 
+def _block_exit_code(exc: BaseException | None) -> int:
+    """A ``with`` block's end: 0, SystemExit's own status (``sys.exit(0)`` inside the
+    block is a success), 1 for any other exception."""
+    if exc is None:
+        return 0
+    if isinstance(exc, SystemExit):
+        return exit_status.status_of(exc.code)
+    return 1
+
+
 @atexit.register
 def _finish_at_exit() -> None:
     failed = hasattr(sys, "last_value") and sys.last_value is not None
-    code = signals.SIGTERM_EXIT_CODE if signals.received else 1 if failed else 0
+    exited = exit_status.noted()
+    code = (signals.SIGTERM_EXIT_CODE if signals.received else 1 if failed
+            else exited if exited is not None else 0)
     for run in list(_live_runs):
         try:
             run.finish(exit_code=code)
