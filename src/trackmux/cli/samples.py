@@ -16,7 +16,7 @@ from typing import Any
 import click
 import orjson
 
-from trackmux.core.errors import SpoolUnsafeError
+from trackmux.core.errors import SpoolUnreadableError, SpoolUnsafeError
 from trackmux.core.spool.runs import resolve_run
 from trackmux.samples.read import (
     COMPONENT_PREFIXES,
@@ -53,7 +53,7 @@ def samples(run_arg: str, key: str | None, step: int | None, last: bool, sort_by
     try:
         run_dir = resolve_run(run_arg, root)
         ledger = Ledger(run_dir)
-    except (FileNotFoundError, SpoolUnsafeError) as exc:
+    except (FileNotFoundError, SpoolUnsafeError, SpoolUnreadableError) as exc:
         raise click.UsageError(str(exc)) from None
     with ledger:
         keys = ledger.keys()

@@ -9,7 +9,7 @@ import click
 import orjson
 
 from trackmux.core.configmerge import merge_config
-from trackmux.core.errors import SpoolUnsafeError
+from trackmux.core.errors import SpoolUnreadableError, SpoolUnsafeError
 from trackmux.core.events import (
     ArtifactEvent,
     ConfigEvent,
@@ -42,7 +42,7 @@ def show(run_arg: str, root: str | None) -> None:
     try:
         run_dir = resolve_run(run_arg, root)
         summary = summarize(run_dir)
-    except (FileNotFoundError, SpoolUnsafeError) as exc:
+    except (FileNotFoundError, SpoolUnsafeError, SpoolUnreadableError) as exc:
         raise click.UsageError(str(exc)) from None
     meta = summary.meta
     click.echo(f"run {meta.get('project')}/{run_dir.name} ({meta.get('name')}): "

@@ -41,7 +41,7 @@ def install() -> None:
         return
     _original = sys.exit
 
-    def exit(status: object = None) -> NoReturn:  # noqa: A001 - stands in for sys.exit
+    def exit(status: object = None) -> NoReturn:
         global _noted
         if threading.current_thread() is threading.main_thread():
             _noted = status_of(status)
