@@ -277,6 +277,7 @@ class Run:
         #: it stores the entry script and the uncommitted diff as an artifact
         self.provenance = provenance
         self.save_code = save_code
+        _warn_if_concurrent(self)
         _live_runs.add(self)
         signals.install(lambda: list(_live_runs))
         exit_status.install()
@@ -1020,6 +1021,27 @@ def _version() -> str:
     from trackmux import __version__
 
     return __version__
+
+
+_concurrent_warned = False
+
+
+def _warn_if_concurrent(run: Run) -> None:
+    """Say once per process that ``init()`` opened a run while another is live here.
+
+    Not an error: a sweep or an evaluation beside training may want two runs on purpose,
+    and each is complete on its own. But a second ``init()`` is more often a script run
+    twice in a notebook, or a callback and a script both starting one: every ``log()`` then
+    goes to whichever run the caller holds, and the first stays live until exit."""
+    global _concurrent_warned
+    live = [r for r in list(_live_runs) if r._pid == os.getpid() and not r._finished]
+    if not live or _concurrent_warned:
+        return
+    _concurrent_warned = True
+    log.warning("trackmux: init() started run %s/%s (%s) while run %s/%s (%s) is still live "
+                "in this process; both are recorded, side by side. finish() the first run "
+                "(or use `with trackmux.init(...)`) if one was meant. Said once per process.",
+                run.project, run.id, run.name, live[0].project, live[0].id, live[0].name)
 
 
 def _block_exit_code(exc: BaseException | None) -> int:
