@@ -8,7 +8,14 @@ fast loop does not flood the terminal. A table prints its first ``rows`` rows (d
 them all (``trackmux show``, the report, every other backend). A histogram is one summary line
 ``[reward/dist @ step 3] n=512 mean=0.41 std=0.2 min=-0.9 p50=0.4 max=1.0`` (with
 ``nan=``/``inf=`` counts when any values were not finite). A finding of the doctor is one
-line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``.
+line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``, never rate-limited.
+
+Findings come in onset-step order as far as a terminal allows. The doctor appends what
+one read of the spool found in step order (core/delivery/watch.py), and findings that
+arrive together here are printed sorted by step. A terminal cannot take a line back, so a
+finding judged later (a rule that needs more steps to be sure) may still follow one with a
+later onset, printed earlier; holding findings back to wait for it would delay every alert
+by a bound nobody can name. Each line names its onset step.
 
 Options: ``interval`` (seconds), ``stream`` ("stdout" or "stderr"), ``rows`` (table rows
 shown, >= 0).
@@ -106,6 +113,22 @@ def _short(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _findings_in_step_order(events: Sequence[Event]) -> Sequence[Event]:
+    """Each run of adjacent findings sorted by onset step (stable), the rest in place."""
+    out = list(events)
+    start = 0
+    while start < len(out):
+        if not isinstance(out[start], FindingEvent):
+            start += 1
+            continue
+        end = start
+        while end < len(out) and isinstance(out[end], FindingEvent):
+            end += 1
+        out[start:end] = sorted(out[start:end], key=lambda e: e.step)
+        start = end
+    return out
+
+
 class ConsoleBackend(Backend):
     name = "console"
     capabilities = frozenset({"metrics", "text", "histogram", "table", "provenance",
@@ -142,6 +165,7 @@ class ConsoleBackend(Backend):
         self._run = run
 
     def write(self, events: Sequence[Event]) -> None:
+        events = _findings_in_step_order(events)
         for event in events:
             if isinstance(event, MetricsEvent):
                 if self._pending is not None and self._pending[0] == event.step:
