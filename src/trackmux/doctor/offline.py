@@ -32,10 +32,12 @@ class Diagnosis:
 
 def diagnose(run_dir: Path, setting: Any = True) -> list[FindingEvent]:
     """Every finding of the rules ``setting`` enables (config.resolve) over ``run_dir``."""
-    return _rerun(run_dir, setting, [])
+    return _rerun(run_dir, setting, [], [])
 
 
-def _rerun(run_dir: Path, setting: Any, damage: list[str]) -> list[FindingEvent]:
+def _rerun(run_dir: Path, setting: Any, damage: list[str],
+           stored: list[FindingEvent]) -> list[FindingEvent]:
+    """The re-run's findings; the spool's damage and stored findings (the same read)."""
     from trackmux.core.spool.reader import SpoolReader
     from trackmux.core.spool.runs import lock_is_held
 
@@ -44,6 +46,8 @@ def _rerun(run_dir: Path, setting: Any, damage: list[str]) -> list[FindingEvent]
     try:
         found: list[FindingEvent] = []
         for event in reader.iter_events(page=5000):
+            if isinstance(event, FindingEvent):
+                stored.append(event)
             found += doctor.feed(event)
         found += doctor.tick(time.time(), lock_is_held(run_dir))
         damage += reader.damage.errors
@@ -60,11 +64,9 @@ def diagnose_run(run_dir: Path, setting: Any = True) -> Diagnosis:
     """What ``trackmux doctor`` reports: the stored findings of the live doctor, whatever
     ``setting`` says (they were judged on the live run), plus the re-run's findings that
     are not among them."""
-    from trackmux.doctor.read import stored_findings
-
     damage: list[str] = []
-    found = _rerun(run_dir, setting, damage)
-    stored = stored_findings(run_dir) or []
+    stored: list[FindingEvent] = []
+    found = _rerun(run_dir, setting, damage, stored)
     seen = {_identity(f) for f in stored}
     merged = [*stored, *(f for f in found if _identity(f) not in seen)]
     merged.sort(key=lambda f: (f.step, f.seq == 0, f.seq))
