@@ -101,7 +101,8 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
                             config=config.as_config(), dir=spool_root,
                             tags=("demo",) + ((failure,) if failure else ()),
                             all_ranks=True, doctor=True,
-                            backend_options={"console": console_summary(steps)})
+                            backend_options={"console": console_summary(steps)}
+                            if "console" in backends else None)
     except UnknownBackendError as exc:
         raise click.BadParameter(str(exc), param_hint="--backends") from exc
     assert isinstance(run, trackmux.Run)
