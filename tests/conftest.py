@@ -46,6 +46,28 @@ def _working_directory_in_tmp(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
 
 
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def _checkout_entries() -> set[str]:
+    # dot names are tools' caches (.tox, .pytest_cache, .mypy_cache), never run output
+    return {name for name in os.listdir(CHECKOUT) if not name.startswith(".")}
+
+
+@pytest.fixture(autouse=True)
+def _nothing_written_into_the_checkout() -> Iterator[None]:
+    """A test that writes run output into the checkout fails, naming what it wrote: a file
+    backend once wrote ``p/`` and ``w/`` at the repository root, and they were committed
+    (issue 33.20). The working directory is already a temporary folder (above); this
+    catches absolute paths and subprocesses started in the checkout."""
+    before = _checkout_entries()
+    yield
+    new = sorted(_checkout_entries() - before)
+    if new:
+        pytest.fail(f"the test wrote {new} into the checkout {CHECKOUT}; write under "
+                    "tmp_path instead", pytrace=False)
+
+
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
     """Mounts a real tmpfs of a given size (``"1m"``, ``"2m"``) that a test can fill, and

@@ -99,3 +99,29 @@ def test_a_huge_table_and_text_print_a_few_rows_and_a_count(tmp_path: Path,
     table = next(e for e in reader.iter_events() if e.kind == "table")
     reader.close()
     assert len(table.rows) == 100_000  # the spool keeps every row
+
+
+def test_every_prints_one_of_each_key_per_block_of_steps_and_counts_the_rest(
+        tmp_path: Path, capsys: Any) -> None:
+    """Option ``every`` (issue 33.17): deterministic, unlike ``interval``; findings always."""
+    from trackmux.core.events import FindingEvent, MetricsEvent, TableEvent
+    from trackmux.plugins.console import ConsoleBackend
+
+    console = ConsoleBackend({"every": 10, "interval": 0})
+    events: list[Any] = []
+    for step in range(35):
+        events.append(MetricsEvent({"x": float(step)}, step, 0.0))
+        events.append(TableEvent("t", ("a",), ((step,),), step, 0.0))
+        if step == 17:
+            events.append(FindingEvent("stall", "warning", (), "m", 13, 0.0))
+    console.write(events)
+    console.close("finished")
+    out = capsys.readouterr().out.splitlines()
+    assert [int(x.split()[0][5:]) for x in out if x.startswith("step:")] == [0, 10, 20, 30, 34]
+    assert [x.split(" @ step ")[1].split("]")[0] for x in out if x.startswith("[t @")] == [
+        "0", "10", "20", "30"]
+    assert sum("[trackmux doctor]" in x for x in out) == 1
+    assert out[-1].startswith("[console] one of each key every 10 steps shown; not printed: "
+                              "31 table, 30 step lines")
+    with pytest.raises(ValueError, match="every"):
+        ConsoleBackend({"every": 0})

@@ -95,3 +95,31 @@ def test_sync_of_unknown_run_or_backend_is_a_usage_error(tmp_path: Path) -> None
     bad = CliRunner().invoke(cli, ["sync", str(run.dir), "--to", "nosuchbackend"])
     assert bad.exit_code == 2 and "unknown backend 'nosuchbackend'" in bad.output
     assert os.path.isdir(run.dir)
+
+
+def test_show_key_prints_the_series_and_names_close_keys(tmp_path: Path) -> None:
+    """Issue 33.14: ``show --key K`` gives every point (step, value, time), not the last."""
+    run = trackmux.init(project="p", backends=[], dir=tmp_path)
+    for step in range(0, 50, 5):
+        run.log({"reward/mean": step / 100, "kl": 0.1}, step=step)
+    run.log({"reward/mean": float("nan")}, step=50)
+    run.log_table("val/table", ["a"], [[1]], step=3)
+    run.finish(timeout=30)
+    result = CliRunner().invoke(cli, ["show", run.id, "--dir", str(tmp_path),
+                                      "--key", "reward/mean", "--json"])
+    assert result.exit_code == 0, result.output
+    data = orjson.loads(result.output)
+    assert data["key"] == "reward/mean" and data["run"] == run.id
+    assert [(p["step"], p["value"]) for p in data["points"]] == [
+        *((s, s / 100) for s in range(0, 50, 5)), (50, "nan")]
+    assert all(isinstance(p["time"], float) for p in data["points"])
+    text = CliRunner().invoke(cli, ["show", str(run.dir), "-k", "kl"])
+    assert text.exit_code == 0 and "kl in run" in text.output and "10 points" in text.output
+    assert len(text.output.splitlines()) == 12  # header, column names, 10 points
+    wrong = CliRunner().invoke(cli, ["show", str(run.dir), "--key", "reward/maen"])
+    assert wrong.exit_code == 2 and "no metric 'reward/maen'" in wrong.output
+    assert "closest metric keys: reward/mean" in wrong.output
+    table = CliRunner().invoke(cli, ["show", str(run.dir), "--key", "val/table"])
+    assert table.exit_code == 2 and "is a table key" in table.output
+    bare = CliRunner().invoke(cli, ["show", str(run.dir), "--json"])
+    assert bare.exit_code == 2 and "give --key K" in bare.output

@@ -54,3 +54,33 @@ def test_under_verl_its_own_defaults_apply(info: RunInfo, tmp_path: Path) -> Non
     assert resolve_path(options["file"], info) == tmp_path / "proj" / "exp.jsonl"
     assert resolve_log_dir(options["tensorboard"], info) == (
         tmp_path / "tensorboard_log" / "proj" / "exp")
+
+
+def test_a_checkout_named_trackmux_is_not_the_default_spool_root(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 33.18: ``git clone ... trackmux`` then a script in the folder above wrote its
+    runs into the checkout. Writer and readers move to ./trackmux-runs together."""
+    from click.testing import CliRunner
+
+    import trackmux
+    from trackmux.cli.main import cli
+    from trackmux.core import settings
+
+    monkeypatch.delenv("TRACKMUX_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    run = trackmux.init(project="plain", backends=[])  # no checkout: ./trackmux as ever
+    run.finish(timeout=10)
+    assert run.dir.parent.parent == tmp_path / "trackmux"
+    (tmp_path / "trackmux" / "pyproject.toml").write_text("[project]\nname = 'trackmux'\n")
+    monkeypatch.setattr(settings, "_checkout_said", False)
+    caplog.set_level("WARNING", logger="trackmux")
+    run = trackmux.init(project="p", backends=[])
+    run.finish(timeout=10)
+    assert run.dir.parent.parent == tmp_path / "trackmux-runs"
+    said = [r.getMessage() for r in caplog.records if "source checkout" in r.getMessage()]
+    assert len(said) == 1 and "trackmux-runs" in said[0]
+    listed = CliRunner().invoke(cli, ["runs"])
+    assert listed.exit_code == 0 and run.id in listed.output, listed.output
+    monkeypatch.setenv("TRACKMUX_DIR", str(tmp_path / "trackmux"))  # chosen: honoured
+    assert settings.spool_root(None) == tmp_path / "trackmux"

@@ -5,7 +5,10 @@ Read from the source with ``ast``, so an import hidden inside a function counts 
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
+
+import pytest
 
 import trackmux
 
@@ -74,3 +77,20 @@ def test_no_import_cycle_between_trackmux_modules() -> None:
         if name not in state:
             visit(name, [name])
     assert cycles == []
+
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_OUTPUT = (".run-id", ".jsonl", ".db", ".db-wal", ".db-shm", ".tfevents", ".wandb")
+
+
+def test_no_run_output_is_committed() -> None:
+    """Run output (a file backend's ``*.jsonl``/``*.run-id``, a spool, tensorboard events) is
+    committed nowhere but under a test's ``data`` folder: a test that wrote into the checkout
+    once left 20 such files at the root (issue 33.20)."""
+    done = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip("not a git checkout (an sdist or an installed copy)")
+    stray = [name for name in done.stdout.splitlines()
+             if (name.endswith(RUN_OUTPUT) or "tfevents" in name or "/spool.db" in name)
+             and "/data/" not in name]
+    assert stray == []

@@ -122,3 +122,30 @@ def test_strict_durability_commits_before_log_returns(tmp_path: Path) -> None:
         assert reader.count() >= step + 1
         reader.close()
     run.finish()
+
+
+def test_a_second_live_init_warns_once_naming_both_runs(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33.15: two init() calls in one process, the first still live: said once."""
+    from trackmux.core.lifecycle import run as run_module
+
+    monkeypatch.setattr(run_module, "_concurrent_warned", False)
+    caplog.set_level("WARNING", logger="trackmux")
+    first = trackmux.init(project="p", name="first", backends=[], dir=tmp_path)
+    try:
+        assert not [r for r in caplog.records if "still live" in r.getMessage()]
+        second = trackmux.init(project="p", name="second", backends=[], dir=tmp_path)
+        third = trackmux.init(project="p", name="third", backends=[], dir=tmp_path)
+        said = [r.getMessage() for r in caplog.records if "still live" in r.getMessage()]
+        assert len(said) == 1, said
+        assert f"p/{second.id} (second)" in said[0] and f"p/{first.id} (first)" in said[0]
+        second.finish(timeout=10)
+        third.finish(timeout=10)
+    finally:
+        first.finish(timeout=10)
+    monkeypatch.setattr(run_module, "_concurrent_warned", False)
+    caplog.clear()
+    after = trackmux.init(project="p", backends=[], dir=tmp_path)  # nothing live: silent
+    after.finish(timeout=10)
+    assert not [r for r in caplog.records if "still live" in r.getMessage()]

@@ -122,3 +122,35 @@ def test_demo_healthy_has_no_warning_and_failure_is_found(tmp_path: Path, capsys
     assert "[trackmux doctor] WARNING kl_blowup" in capsys.readouterr().out + result.output
     html = (failed / "report.html").read_text()
     assert "degenerate_text" in html and "Doctor" in html
+
+
+def test_the_failure_demo_prints_under_300_lines_and_names_its_runs(tmp_path: Path) -> None:
+    """Issue 33.17: 1,313 lines for 200 steps (a step line and a samples batch every step),
+    and runs named by timestamp. A real process, its whole terminal output counted."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(trackmux.__file__).parents[1])}
+    done = subprocess.run([sys.executable, "-m", "trackmux", "demo", "--failure",
+                           "reward-hacking", "--dir", str(tmp_path), "--no-report"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = (done.stdout + done.stderr).splitlines()
+    assert len(lines) < 300, len(lines)
+    live = [line for line in lines if line.startswith("[trackmux doctor]")]
+    assert len(live) >= 6  # findings are never summarised away
+    steps = [int(line.split(" ")[0][5:]) for line in lines if line.startswith("step:")]
+    assert steps[0] == 0 and steps[-1] == 199 and len(steps) <= 21
+    assert any("not printed:" in line for line in lines)  # says what it left out
+    [spool] = tmp_path.glob("trackmux-demo/*/spool.db")
+    reader = SpoolReader(spool.parent)
+    try:
+        assert reader.meta()["name"] == "reward-hacking"
+        assert len(reader.events_of_kind("samples")) == 200  # the spool keeps every step
+    finally:
+        reader.close()
+    assert "run reward-hacking (id " in done.stdout
+    healthy = CliRunner().invoke(cli, ["demo", "--steps", "3", "--seed", "2", "--dir",
+                                       str(tmp_path / "h"), "--no-report"])
+    assert "run healthy-seed2 (id " in healthy.output, healthy.output

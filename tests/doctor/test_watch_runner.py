@@ -115,3 +115,57 @@ def test_finish_in_thread_mode_returns_with_the_watch_thread_gone(tmp_path: Path
         run.log({"reward/mean": float(step)}, step=step)
     assert run.finish(timeout=30).complete
     assert not [t for t in threading.enumerate() if t.name == "trackmux-watch"]
+
+
+class LateFirst:
+    """Finds, at step 5, a later onset (4) before an earlier one (2): rules are sure after
+    different numbers of steps."""
+
+    kinds = frozenset({"metrics"})
+
+    def feed(self, event: Event) -> Sequence[FindingEvent]:
+        if isinstance(event, MetricsEvent) and event.step == 5:
+            return [FindingEvent("later", "warning", (), "onset 4", 4, event.time),
+                    FindingEvent("earlier", "warning", (), "onset 2", 2, event.time)]
+        return ()
+
+    def tick(self, now: float, alive: bool) -> Sequence[FindingEvent]:
+        return ()
+
+
+def late_first(options: Mapping[str, Any], info: RunInfo) -> LateFirst:
+    return LateFirst()
+
+
+def test_findings_found_together_reach_the_spool_and_console_in_step_order(
+        tmp_path: Path, capsys: Any) -> None:
+    """Issue 33.16: the console printed 'step 103' before 'step 101'."""
+    from trackmux.plugins.console import ConsoleBackend
+
+    writer = SpoolWriter(tmp_path)
+    for step in range(8):
+        writer.append(MetricsEvent({"loss": 1.0}, step, float(step)))
+    writer.flush(10)
+    told: list[int] = []
+    runner = watch.WatchRunner([watch.WatcherSpec(f"{__name__}:late_first")],
+                               RunInfo("p", "n", "r", tmp_path, 0.0), alive=lambda: True,
+                               on_found=lambda found: told.extend(f.step for f in found),
+                               on_problem=lambda n, m: None)
+    runner.start()
+    last = writer.last_seq
+    assert runner.catch_up(last, time.monotonic() + 30) >= last
+    runner.stop()
+    runner.thread.join(10)
+    writer.close()
+    reader = SpoolReader(tmp_path)
+    stored = list(reader.events_of_kind("finding"))
+    reader.close()
+    assert [e.step for e in stored] == [2, 4] and told == [2, 4]
+    console = ConsoleBackend({"interval": 0})
+    console.open(RunInfo("p", "n", "r", tmp_path, 0.0), None)  # type: ignore[arg-type]
+    console.write([MetricsEvent({"loss": 1.0}, 9, 0.0), *reversed(stored),
+                   MetricsEvent({"loss": 1.0}, 10, 0.0)])
+    console.close("finished")
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(" @ step ")[1][0] for line in lines if "doctor" in line] == ["2", "4"]
+    assert lines[0].startswith("step:9") and lines[-1].startswith("step:10")

@@ -299,3 +299,39 @@ def test_samples_go_to_the_ledger_and_never_stop_training(
     rows = list(iter_samples(run.dir, key="completions", step=3))
     assert [(r["prompt"], r["response"], r["reward"], r["group"]) for r in rows] == [
         ("p", "a", 1.0, 0), ("p", "b", 0.0, 0)]
+
+
+def test_the_trainers_own_log_lines_are_not_printed_twice(
+        tmp_path: Path, tracker_env: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 33.19: with report_to="none" the Trainer prints each log dict (PrinterCallback,
+    or ProgressCallback under its bar), and trackmux's default console printed it again.
+    The callback's default leaves console out while the Trainer prints; asked, it is in."""
+    from transformers.trainer_callback import PrinterCallback
+
+    from trackmux.core.spool.reader import SpoolReader
+    from trackmux.integrations.transformers import TrackmuxCallback
+
+    def train(project: str, printing: bool, **options: Any) -> tuple[str, dict[str, Any]]:
+        trainer = grpo_trainer(tmp_path / project, 2)  # disable_tqdm: PrinterCallback
+        if not printing:
+            trainer.remove_callback(PrinterCallback)
+        trainer.add_callback(TrackmuxCallback(trainer, project=project, samples=False,
+                                              **options))
+        trainer.train()
+        (run_dir,) = spool_runs(tracker_env["spool"], project)
+        reader = SpoolReader(run_dir)
+        try:
+            meta = reader.meta()
+            assert [e.step for e in reader.events_of_kind("metrics")][:2] == [1, 2]
+        finally:
+            reader.close()
+        return capsys.readouterr().out, meta
+
+    out, meta = train("hf-print", printing=True)
+    assert out.count("'loss'") >= 2  # the Trainer's own dict at each logging step
+    assert "step:1 - " not in out and meta["backends"] == []  # once, not twice
+    out, meta = train("hf-print-asked", printing=True, backends=["console"])
+    assert "step:1 - " in out and meta["backends"] == ["console"]  # asked for: honoured
+    out, meta = train("hf-quiet", printing=False)
+    assert "'loss'" not in out and "step:1 - " in out  # nobody else prints: console is in
+    assert meta["backends"] == ["console"]

@@ -200,6 +200,12 @@ def test_cli_reports_damage_in_sync_show_and_runs(
     synced = trackmux_cli("sync", str(run_dir), "--to", "file", "-o", f"file.path={out}",
                           "--timeout", "20", "--no-progress")
     assert "Traceback" not in synced.stderr, synced.stderr
+    if how == "truncated":  # SQLite reads nothing of a cut file: said, exit 2 (issue 34.10)
+        for result in (synced, trackmux_cli("show", str(run_dir))):
+            assert result.returncode == 2 and "cannot be read" in result.stderr, result.stderr
+        listed = trackmux_cli("runs", str(tmp_path / "runs"))
+        assert listed.returncode == 0 and "damage:" in listed.stdout, listed.stderr
+        return
     assert "spool damage" in synced.stderr, synced.stderr
     delivered = file_lines(out)
     assert len(delivered) < STEPS

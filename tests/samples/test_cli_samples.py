@@ -93,3 +93,26 @@ def test_show_lists_samples_keys_without_decoding_them(run_dir: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "samples (2 keys" in result.output
     assert "rollouts: 4 at steps 0..10" in result.output
+
+
+def test_where_without_step_searches_every_step_and_names_them(run_dir: Path) -> None:
+    """Issue 33.12: --where without --step used to list the keys and drop the filter."""
+    code, out = _run(str(run_dir), "--where", "reward > 0.65", "--json")
+    assert code == 0, out
+    data = orjson.loads(out)
+    # reward 0.7 (sample 7) at every rollouts step; val's reward 1.0 at step 2
+    assert data["matched_steps"] == {"rollouts": [0, 1, 2, 10], "val": [2]}
+    assert sorted((r["key"], r["step"], r["sample"]) for r in data["rows"]) == [
+        ("rollouts", 0, 7), ("rollouts", 1, 7), ("rollouts", 2, 7), ("rollouts", 10, 7),
+        ("val", 2, 0)]
+    code, out = _run(str(run_dir), "-k", "rollouts", "--where", "reward > 0.65")
+    assert code == 0 and "4 samples matched" in out and "rollouts: steps 0-2, 10" in out
+    code, out = _run(str(run_dir), "--group", "g1", "--where", "reward < 0.5", "--json")
+    data = orjson.loads(out)  # val has no group column: skipped, and said so
+    assert data["matched"] == 4 and data["skipped_steps"] == {"val": [2]}
+    code, out = _run(str(run_dir), "--where", "rewrd > 1")
+    assert code == 2 and "unknown column 'rewrd'" in out
+    code, out = _run(str(run_dir), "--where", "reward > 5")
+    assert code == 0 and "0 samples matched" in out
+    code, out = _run(str(run_dir), "--sort", "reward")  # no step, nothing to sort: refused
+    assert code == 2 and "--sort orders the samples of one step" in out

@@ -19,6 +19,26 @@ FAILURES: dict[str, dict[str, Any]] = {
 }
 
 
+#: the demo's console prints one line of each kind every steps/CONSOLE_LINES steps
+CONSOLE_LINES = 20
+
+
+def default_name(failure: str | None, seed: int) -> str:
+    """``reward-hacking`` (``reward-hacking-seed3``), ``healthy-seed0``: what the run is,
+    as the README's pictures name them, rather than a timestamp."""
+    if failure:
+        return failure if seed == 0 else f"{failure}-seed{seed}"
+    return f"healthy-seed{seed}"
+
+
+def console_summary(steps: int) -> dict[str, Any]:
+    """The console backend's summary for the demo: every step logs a batch of samples, so a
+    line per step (and its samples) made 1,300 lines for 200 steps. One of each kind every
+    ``steps / CONSOLE_LINES`` steps, findings always, the same on a fast or a slow machine
+    (no time-based limit), and three table rows."""
+    return {"every": max(1, steps // CONSOLE_LINES), "interval": 0, "rows": 3}
+
+
 def _limit_blas_threads() -> None:
     """The demo's matrices are tiny: BLAS worker threads only fight over the cores (on a
     busy 2-core machine a step went from 1 ms to 200 ms). Must run before numpy loads."""
@@ -36,7 +56,8 @@ def _limit_blas_threads() -> None:
 @click.option("--no-default-backends", is_flag=True,
               help="Do not add console and file (spool plus --backends only).")
 @click.option("--project", default="trackmux-demo", show_default=True)
-@click.option("--name", default=None, help="Run name (default: the run id).")
+@click.option("--name", default=None,
+              help="Run name (default: the failure's name, or healthy-seed<SEED>).")
 @click.option("--dir", "root", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Spool root (default: TRACKMUX_DIR, else ./trackmux).")
 @click.option("--report/--no-report", "write_report", default=True, show_default=True,
@@ -71,6 +92,7 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
         if extra not in backends:
             backends.append(extra)
     spool_root = settings.spool_root(root)
+    name = name or default_name(failure, seed)
     config = dataclasses.replace(DemoConfig(steps=steps, seed=seed),
                                  **FAILURES.get(failure or "", {}))
     try:  # the file backend writes into the run folder (its default): a project folder
@@ -78,7 +100,9 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
         run = trackmux.init(project=project, name=name, backends=backends,
                             config=config.as_config(), dir=spool_root,
                             tags=("demo",) + ((failure,) if failure else ()),
-                            all_ranks=True, doctor=True)
+                            all_ranks=True, doctor=True,
+                            backend_options={"console": console_summary(steps)}
+                            if "console" in backends else None)
     except UnknownBackendError as exc:
         raise click.BadParameter(str(exc), param_hint="--backends") from exc
     assert isinstance(run, trackmux.Run)
@@ -95,7 +119,7 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
     click.echo("")
     click.echo(f"trained {steps} steps in {result.seconds:.1f} s: reward/mean {first:.3f} "
                f"(first 10 steps) -> {last:.3f} (last 10)")
-    click.echo(f"run {run.id} is in {run.dir}")
+    click.echo(f"run {run.name} (id {run.id}) is in {run.dir}")
     found = run.findings()
     serious = [f for f in found if f["severity"] in ("warning", "critical")]
     click.echo(f"doctor: {len(serious)} warning/critical finding(s)" if serious

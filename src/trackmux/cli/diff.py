@@ -14,7 +14,7 @@ from typing import Any
 import click
 import orjson
 
-from trackmux.core.errors import SpoolUnsafeError
+from trackmux.core.errors import SpoolUnreadableError, SpoolUnsafeError
 from trackmux.core.spool.runs import resolve_run
 
 
@@ -38,7 +38,7 @@ def diff(run_a: str, run_b: str, root: str | None, as_json: bool) -> None:
     try:
         a = load(resolve_run(run_a, root))
         b = load(resolve_run(run_b, root))
-    except (FileNotFoundError, SpoolUnsafeError) as exc:
+    except (FileNotFoundError, SpoolUnsafeError, SpoolUnreadableError) as exc:
         raise click.UsageError(str(exc)) from None
     result = compare(a, b)
     missing = [str(r.run_dir) for r in (a, b) if r.provenance is None]

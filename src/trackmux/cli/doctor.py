@@ -2,8 +2,12 @@
 
 The same detectors that watch a live run (trackmux/doctor/), over each run's spool, finished
 or live. Text for a person; ``--json`` one object per run per line,
-``{"run": id, "findings": [{"rule", "severity", "step", "keys", "message"}]}``. Exit status
-0 when no run has a warning or critical finding, 1 when one has, 2 on bad usage.
+``{"run": id, "findings": [{"rule", "severity", "step", "keys", "message"}]}``. The
+findings the live doctor stored in the spool (a ``stall``, judged only while the trainer
+lived) are merged with the re-run's (doctor/offline.py). Exit status 0 when no run has a
+warning or critical finding, 1 when one has, 2 on bad usage and when a spool cannot be read
+(wholly: refused before any output; in part: the findings of what could be read, then
+``"damage"``): an unreadable spool is never a healthy verdict.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ def doctor(runs: tuple[str, ...], as_json: bool, rules: str | None, root: Path |
     """Find what went wrong in RUNS (run directories, run ids or PROJECT/RUN_ID)."""
     from trackmux.core.spool.runs import resolve_run
     from trackmux.doctor.findings import severity_rank
-    from trackmux.doctor.offline import diagnose
+    from trackmux.doctor.offline import diagnose_run
 
     setting: object = True if rules is None else rules
     try:
@@ -42,25 +46,34 @@ def doctor(runs: tuple[str, ...], as_json: bool, rules: str | None, root: Path |
             dirs.append(resolve_run(run, root))
         except (FileNotFoundError, ValueError) as exc:
             raise click.BadParameter(str(exc), param_hint="RUN") from exc
-    serious = False
+    serious = damaged = False
     for run_dir in dirs:
         try:
-            found = diagnose(run_dir, setting)
+            diagnosis = diagnose_run(run_dir, setting)
         except Exception as exc:  # an unreadable spool is this run's problem, not usage
-            click.echo(f"{run_dir}: cannot read: {type(exc).__name__}: {exc}", err=True)
-            serious = True
+            click.echo(f"{run_dir}: cannot read the spool: {type(exc).__name__}: {exc}",
+                       err=True)
+            damaged = True
             continue
-        found.sort(key=lambda f: f.step)
+        found = diagnosis.findings
+        damaged = damaged or bool(diagnosis.damage)
         serious = serious or any(severity_rank(f.severity) >= 1 for f in found)
         if as_json:
-            sys.stdout.buffer.write(orjson.dumps(
-                {"run": run_dir.name, "findings": [f.as_dict() for f in found]}) + b"\n")
+            line: dict[str, object] = {"run": run_dir.name,
+                                       "findings": [f.as_dict() for f in found]}
+            if diagnosis.damage:
+                line["damage"] = diagnosis.damage
+            sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
             sys.stdout.flush()
-            continue
-        click.echo(f"{run_dir.name}: " + (f"{len(found)} finding(s)" if found
-                                          else "no findings"))
-        for f in found:
-            keys = f" [{', '.join(f.keys)}]" if f.keys else ""
-            click.echo(f"  {f.severity.upper():8} {f.rule} @ step {f.step}{keys}")
-            click.echo(f"           {f.message}")
-    sys.exit(1 if serious else 0)
+        else:
+            click.echo(f"{run_dir.name}: " + (f"{len(found)} finding(s)" if found
+                                              else "no findings"))
+            for f in found:
+                keys = f" [{', '.join(f.keys)}]" if f.keys else ""
+                click.echo(f"  {f.severity.upper():8} {f.rule} @ step {f.step}{keys}")
+                click.echo(f"           {f.message}")
+        if diagnosis.damage:
+            click.echo(f"{run_dir.name}: the spool is damaged; these findings cover only what "
+                       f"could be read ({len(diagnosis.damage)} problem(s): "
+                       f"{'; '.join(diagnosis.damage[:3])})", err=True)
+    sys.exit(2 if damaged else 1 if serious else 0)

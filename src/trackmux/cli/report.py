@@ -28,13 +28,14 @@ def report(runs: tuple[str, ...], output: Path, root: Path | None, title: str | 
     Several runs are overlaid on the same charts. The file needs no server and no network:
     the data and the drawing scripts of `trackmux ui` are inside it.
     """
+    from trackmux.core.errors import SpoolUnreadableError
     from trackmux.report import MissingDependency, RunNotFound, build_report
 
     if static and interactive:
         raise click.UsageError("--static and --interactive exclude each other")
     try:
         path = build_report(list(runs), output, root=root, title=title, static=static)
-    except RunNotFound as exc:
+    except (RunNotFound, SpoolUnreadableError) as exc:
         raise click.BadParameter(str(exc), param_hint="RUN") from exc
     except MissingDependency as exc:
         raise click.UsageError(str(exc)) from exc

@@ -28,6 +28,12 @@ def runs(directory: Path | None) -> None:
             click.echo(f"{run_dir}: unreadable spool: {type(exc).__name__}: {exc}")
             continue
         meta = summary.meta
+        if not meta.get("run_id") and summary.events == 0:  # as every reading command says
+            why = summary.damage[0] if summary.damage else "no run recorded in it"
+            click.echo(f"{run_dir.parent.name}/{run_dir.name}  unreadable  the spool cannot "
+                       f"be read ({why})\n    damage: {len(summary.damage)} problem(s)\n"
+                       f"    {run_dir}")
+            continue
         extra = dropped_words(meta)
         bad = sum(d.get("count", 0) for d in meta.get("input_dropped") or []
                   if isinstance(d, dict))

@@ -1,5 +1,6 @@
 """``trackmux show RUN``: config (merged, nested), metric keys (last value, step range),
-tables, images, quarantined events and delivery state of one run, read from its spool."""
+tables, images, quarantined events and delivery state of one run, read from its spool.
+``--key K`` prints one metric's series instead (step, value, time; ``--json``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import click
 import orjson
 
 from trackmux.core.configmerge import merge_config
-from trackmux.core.errors import SpoolUnsafeError
+from trackmux.core.errors import SpoolUnreadableError, SpoolUnsafeError
 from trackmux.core.events import (
     ArtifactEvent,
     ConfigEvent,
@@ -37,13 +38,22 @@ class KeyStats:
 @click.argument("run_arg", metavar="RUN")
 @click.option("--dir", "root", type=click.Path(file_okay=False),
               help="Spool root for run ids (default $TRACKMUX_DIR or ./trackmux).")
-def show(run_arg: str, root: str | None) -> None:
-    """Show what a run's spool holds."""
+@click.option("--key", "-k", "key", help="Print this metric's series: step, value, time.")
+@click.option("--json", "as_json", is_flag=True, help="With --key: the series as JSON.")
+def show(run_arg: str, root: str | None, key: str | None, as_json: bool) -> None:
+    """Show what a run's spool holds, or one metric's series (--key)."""
+    if as_json and key is None:
+        raise click.UsageError("--json prints one metric's series: give --key K")
     try:
         run_dir = resolve_run(run_arg, root)
         summary = summarize(run_dir)
-    except (FileNotFoundError, SpoolUnsafeError) as exc:
+    except (FileNotFoundError, SpoolUnsafeError, SpoolUnreadableError) as exc:
         raise click.UsageError(str(exc)) from None
+    if key is not None:
+        from trackmux.cli.series import print_series
+
+        print_series(run_dir, key, as_json)
+        return
     meta = summary.meta
     click.echo(f"run {meta.get('project')}/{run_dir.name} ({meta.get('name')}): "
                f"{summary.state}, {summary.events} events")

@@ -21,7 +21,12 @@ import orjson
 
 from trackmux.core.backends.registry import get_registry
 from trackmux.core.delivery.sync import SyncResult, deliver_by_name
-from trackmux.core.errors import SpoolLockedError, SpoolUnsafeError, UnknownBackendError
+from trackmux.core.errors import (
+    SpoolLockedError,
+    SpoolUnreadableError,
+    SpoolUnsafeError,
+    UnknownBackendError,
+)
 from trackmux.core.spool.runs import RunSummary, resolve_run, summarize
 from trackmux.core.values.redact import REDACTED
 
@@ -109,7 +114,7 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
         try:
             run_dir = resolve_run(arg, root)
             summary = summarize(run_dir)
-        except (FileNotFoundError, SpoolUnsafeError) as exc:
+        except (FileNotFoundError, SpoolUnsafeError, SpoolUnreadableError) as exc:
             raise click.UsageError(str(exc)) from None
         names = [n.strip() for n in to.split(",") if n.strip()] if to else summary.backends
         if not names:

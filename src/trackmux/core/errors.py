@@ -46,3 +46,9 @@ class PermanentBackendError(TrackmuxError):
 class SpoolUnsafeError(TrackmuxError, ValueError):
     """A run's ``spool.db`` is not a regular file of its own (a symlink, a FIFO, a device):
     reading or acknowledging into it could block or write outside the run."""
+
+
+class SpoolUnreadableError(TrackmuxError, ValueError):
+    """A run's ``spool.db`` cannot be read as a spool at all (not an SQLite database: garbage
+    or truncated; or no run recorded in it). A reader answers with this instead of an empty
+    run, which would look healthy (no findings, no samples, no differences)."""

@@ -36,11 +36,39 @@ def backends_from(value: object) -> list[str]:
     return names
 
 
+#: the default spool root, relative to the working directory
+DEFAULT_ROOT = "trackmux"
+#: the default when ``./trackmux`` is a source checkout (see :func:`default_root`)
+CHECKOUT_ROOT = "trackmux-runs"
+_checkout_said = False
+
+
 def spool_root(value: str | os.PathLike[str] | None) -> Path:
-    """``dir`` argument, then ``TRACKMUX_DIR``, then ``./trackmux``."""
+    """``dir`` argument, then ``TRACKMUX_DIR``, then :func:`default_root`."""
     if value is None:
-        value = os.environ.get("TRACKMUX_DIR") or "trackmux"
+        value = os.environ.get("TRACKMUX_DIR") or default_root()
     return Path(value).expanduser().absolute()
+
+
+def default_root() -> str:
+    """``./trackmux``, unless that folder is a source checkout (``git clone ... trackmux``
+    gives the checkout the default root's name): runs written there would land among its
+    sources, from any script run in the folder above. Then ``./trackmux-runs``, said once
+    per process. Writers and readers (``trackmux runs``, ``ui``, ...) agree, as both ask
+    here."""
+    global _checkout_said
+    here = Path(DEFAULT_ROOT)
+    if not ((here / ".git").exists() or (here / "pyproject.toml").exists()):
+        return DEFAULT_ROOT
+    if not _checkout_said:
+        _checkout_said = True
+        import logging
+
+        logging.getLogger("trackmux").warning(
+            "trackmux: ./%s is a source checkout (it has a .git or pyproject.toml), not a "
+            "spool root; runs go to ./%s instead (set TRACKMUX_DIR or pass dir= to choose)",
+            DEFAULT_ROOT, CHECKOUT_ROOT)
+    return CHECKOUT_ROOT
 
 
 def safe_dirname(name: str) -> str:

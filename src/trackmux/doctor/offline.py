@@ -1,11 +1,17 @@
 """The doctor over a run's spool, finished or live: the same detectors, in spool order.
 
 A live run (its lock held) is ticked once at the end with the clock, so a run that stopped
-logging long ago while its trainer lives is found stalled, as the live doctor would."""
+logging long ago while its trainer lives is found stalled, as the live doctor would.
+
+Some findings can only be judged live: a ``stall`` of a trainer that then crashed leaves no
+trace in the events (no later step shows the gap), and a rule's thresholds may have been
+another rules file's. So :func:`diagnose_run` merges the findings the live doctor stored in
+the spool with the re-run's, one per (rule, onset step, keys), the stored one kept."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +20,24 @@ from trackmux.doctor.config import resolve
 from trackmux.doctor.engine import Doctor
 
 
+@dataclass
+class Diagnosis:
+    """A run's findings (stored live and re-run, merged, by step) and the spool damage the
+    read went past: with damage, the findings cover only what could be read."""
+
+    findings: list[FindingEvent]
+    damage: list[str] = field(default_factory=list)
+    stored: int = 0
+
+
 def diagnose(run_dir: Path, setting: Any = True) -> list[FindingEvent]:
     """Every finding of the rules ``setting`` enables (config.resolve) over ``run_dir``."""
+    return _rerun(run_dir, setting, [], [])
+
+
+def _rerun(run_dir: Path, setting: Any, damage: list[str],
+           stored: list[FindingEvent]) -> list[FindingEvent]:
+    """The re-run's findings; the spool's damage and stored findings (the same read)."""
     from trackmux.core.spool.reader import SpoolReader
     from trackmux.core.spool.runs import lock_is_held
 
@@ -24,8 +46,28 @@ def diagnose(run_dir: Path, setting: Any = True) -> list[FindingEvent]:
     try:
         found: list[FindingEvent] = []
         for event in reader.iter_events(page=5000):
+            if isinstance(event, FindingEvent):
+                stored.append(event)
             found += doctor.feed(event)
         found += doctor.tick(time.time(), lock_is_held(run_dir))
+        damage += reader.damage.errors
         return found
     finally:
         reader.close()
+
+
+def _identity(finding: FindingEvent) -> tuple[str, int, tuple[str, ...]]:
+    return finding.rule, finding.step, tuple(finding.keys)
+
+
+def diagnose_run(run_dir: Path, setting: Any = True) -> Diagnosis:
+    """What ``trackmux doctor`` reports: the stored findings of the live doctor, whatever
+    ``setting`` says (they were judged on the live run), plus the re-run's findings that
+    are not among them."""
+    damage: list[str] = []
+    stored: list[FindingEvent] = []
+    found = _rerun(run_dir, setting, damage, stored)
+    seen = {_identity(f) for f in stored}
+    merged = [*stored, *(f for f in found if _identity(f) not in seen)]
+    merged.sort(key=lambda f: (f.step, f.seq == 0, f.seq))
+    return Diagnosis(merged, list(dict.fromkeys(damage)), len(stored))

@@ -30,6 +30,12 @@
   continues that run with ``rewind_to=<the checkpoint's global_step>``, so the steps the
   crashed attempt logged after the checkpoint are superseded on every backend.
 
+- Backends: the argument, else ``TRACKMUX_BACKENDS``, else trackmux's default without
+  ``console`` while the Trainer prints its own logs (its ``PrinterCallback`` or
+  ``ProgressCallback``, there unless removed): the same dict twice on the terminal says
+  nothing new. The spool records everything either way; ``backends=["console", ...]`` asks
+  for trackmux's line too.
+
 transformers has no public way for a package to add a name to ``report_to`` (its
 ``INTEGRATION_TO_CALLBACK`` table is a module constant), so use ``report_to="none"`` (or
 other names, side by side) with this callback.
@@ -181,7 +187,7 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
 
                 record = self.trackmux_run
                 self.run = trackmux.init(
-                    project=record["project"], backends=self.backends, all_ranks=True,
+                    project=record["project"], backends=self._backends(), all_ranks=True,
                     **{**self.init_kwargs, "run_id": record["run_id"], "resume": "allow",
                        "dir": record["root"]})
             else:
@@ -209,7 +215,7 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
         options = {**self.init_kwargs, **resume}
 
         def start(**extra: Any) -> Any:
-            return trackmux.init(project=project, name=name, backends=self.backends,
+            return trackmux.init(project=project, name=name, backends=self._backends(),
                                  config=config, all_ranks=True, **{**options, **extra})
 
         try:
@@ -221,6 +227,21 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
         self.trackmux_run = hf_common.record_of(self.run)
         if isinstance(getattr(state, "stateful_callbacks", None), dict):
             state.stateful_callbacks[type(self).__name__] = self.state()
+
+    def _backends(self) -> Sequence[str] | str | None:
+        """The backends asked for, else the default without ``console`` while the Trainer
+        prints its logs (module docstring)."""
+        if self.backends is not None or os.environ.get("TRACKMUX_BACKENDS") is not None:
+            return self.backends
+        from trackmux.core import settings
+
+        default = list(settings.DEFAULT_BACKENDS)
+        if "console" in default and trainer_prints(self.trainer):
+            default.remove("console")
+            hf_common.log.info("trackmux: the Trainer prints its logs; trackmux's console "
+                               "backend is left out of the default backends (%s); pass "
+                               "backends=[...] to choose", ", ".join(default) or "spool only")
+        return default
 
     def _samples_on(self, args: Any) -> bool:
         return self.samples is not False
@@ -257,6 +278,21 @@ def track(trainer: Any, **options: Any) -> TrackmuxCallback:
     callback = TrackmuxCallback(trainer, **options)
     trainer.add_callback(callback)
     return callback
+
+
+def trainer_prints(trainer: Any) -> bool:
+    """Whether ``trainer`` prints each log dict itself (transformers' ``PrinterCallback``, or
+    ``ProgressCallback`` writing under its bar). Unknown (no trainer bound): it does, as
+    every Trainer adds one of the two."""
+    if trainer is None:
+        return True
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    handler = getattr(trainer, "callback_handler", None)
+    callbacks = getattr(handler, "callbacks", None)
+    if callbacks is None:
+        return True
+    return any(isinstance(c, (PrinterCallback, ProgressCallback)) for c in callbacks)
 
 
 def run_name(args: Any) -> str | None:

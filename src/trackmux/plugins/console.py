@@ -8,10 +8,21 @@ fast loop does not flood the terminal. A table prints its first ``rows`` rows (d
 them all (``trackmux show``, the report, every other backend). A histogram is one summary line
 ``[reward/dist @ step 3] n=512 mean=0.41 std=0.2 min=-0.9 p50=0.4 max=1.0`` (with
 ``nan=``/``inf=`` counts when any values were not finite). A finding of the doctor is one
-line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``.
+line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``, never rate-limited.
+
+Findings come in onset-step order as far as a terminal allows. The doctor appends what
+one read of the spool found in step order (core/delivery/watch.py), and findings that
+arrive together here are printed sorted by step. A terminal cannot take a line back, so a
+finding judged later (a rule that needs more steps to be sure) may still follow one with a
+later onset, printed earlier; holding findings back to wait for it would delay every alert
+by a bound nobody can name. Each line names its onset step.
 
 Options: ``interval`` (seconds), ``stream`` ("stdout" or "stderr"), ``rows`` (table rows
-shown, >= 0).
+shown, >= 0), ``every`` (steps, >= 1, default 1): a summary for long runs: of each key's
+step lines, tables, samples, histograms and texts, only the first in each block of
+``every`` steps is printed (the last step still is, at close), findings always; at close
+one line counts what was not printed. Deterministic, unlike ``interval``: ``trackmux demo``
+uses ``every`` so that 200 steps print under 300 lines on any machine.
 
 Not run through the conformance kit: a terminal cannot take back a printed line, so a
 redelivered batch is printed again (its own tests are in tests/backends/test_console.py).
@@ -106,6 +117,22 @@ def _short(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _findings_in_step_order(events: Sequence[Event]) -> Sequence[Event]:
+    """Each run of adjacent findings sorted by onset step (stable), the rest in place."""
+    out = list(events)
+    start = 0
+    while start < len(out):
+        if not isinstance(out[start], FindingEvent):
+            start += 1
+            continue
+        end = start
+        while end < len(out) and isinstance(out[end], FindingEvent):
+            end += 1
+        out[start:end] = sorted(out[start:end], key=lambda e: e.step)
+        start = end
+    return out
+
+
 class ConsoleBackend(Backend):
     name = "console"
     capabilities = frozenset({"metrics", "text", "histogram", "table", "provenance",
@@ -114,10 +141,17 @@ class ConsoleBackend(Backend):
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        unknown = sorted(set(self.options) - {"interval", "stream", "rows"})
+        unknown = sorted(set(self.options) - {"interval", "stream", "rows", "every"})
         if unknown:
             raise ValueError(f"unknown console option(s) {unknown}; known: interval, stream, "
-                             "rows")
+                             "rows, every")
+        every = self.options.get("every", 1)
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"console option every must be an int >= 1 (steps), got {every!r}")
+        self.every = every
+        #: (kind, key) -> the block of ``every`` steps last printed; and what was held back
+        self._blocks: dict[tuple[str, str], int] = {}
+        self._held: dict[str, int] = {}
         rows = self.options.get("rows", CONSOLE_ROWS)
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
             raise ValueError(f"console option rows must be an int >= 0, got {rows!r}")
@@ -142,6 +176,7 @@ class ConsoleBackend(Backend):
         self._run = run
 
     def write(self, events: Sequence[Event]) -> None:
+        events = _findings_in_step_order(events)
         for event in events:
             if isinstance(event, MetricsEvent):
                 if self._pending is not None and self._pending[0] == event.step:
@@ -150,14 +185,17 @@ class ConsoleBackend(Backend):
                 self._emit_pending(force=False)
                 self._pending = (event.step, dict(event.data))
             elif isinstance(event, TextEvent):
-                self._emit_pending(force=True)
-                print(format_text(event), file=self.stream)
+                if self._due("text", event.key, event.step):
+                    self._emit_pending(force=True)
+                    print(format_text(event), file=self.stream)
             elif isinstance(event, TableEvent):
-                self._emit_pending(force=True)
-                print(format_table(event, self.rows), file=self.stream)
+                if self._due("table", event.key, event.step):
+                    self._emit_pending(force=True)
+                    print(format_table(event, self.rows), file=self.stream)
             elif isinstance(event, HistogramEvent):
-                self._emit_pending(force=True)
-                print(format_histogram(event), file=self.stream)
+                if self._due("histogram", event.key, event.step):
+                    self._emit_pending(force=True)
+                    print(format_histogram(event), file=self.stream)
             elif isinstance(event, ProvenanceEvent):  # one line; `trackmux show` has the rest
                 from trackmux.provenance.text import summary_line
 
@@ -165,7 +203,8 @@ class ConsoleBackend(Backend):
             elif isinstance(event, FindingEvent):  # the doctor: one line, never rate-limited
                 self._emit_pending(force=True)
                 print(event.line(), file=self.stream)
-            elif isinstance(event, SamplesEvent):
+            elif isinstance(event, SamplesEvent) and self._due("samples", event.key,
+                                                                event.step):
                 self._emit_pending(force=True)
                 print(self._format_samples(event), file=self.stream)
         self._emit_pending(force=False, keep_latest=True)
@@ -186,26 +225,51 @@ class ConsoleBackend(Backend):
                          + f" | {text!r}".replace("\n", " "))
         return "\n".join(lines)
 
-    def _emit_pending(self, force: bool, keep_latest: bool = False) -> None:
+    def _due(self, kind: str, key: str, step: int) -> bool:
+        """Whether an event of ``kind`` and ``key`` at ``step`` is printed (``every``): the
+        first of its block of steps. A rewind back into a printed block prints again."""
+        if self.every == 1:
+            return True
+        block = step // self.every
+        last = self._blocks.get((kind, key))
+        if last is not None and block == last:
+            self._held[kind] = self._held.get(kind, 0) + 1
+            return False
+        self._blocks[(kind, key)] = block
+        return True
+
+    def _emit_pending(self, force: bool, keep_latest: bool = False,
+                      closing: bool = False) -> None:
         if self._pending is None:
             return
         now = time.monotonic()
-        if force or now - self._last_print >= self.interval:
-            step, data = self._pending
-            suffix = f"  ({self._skipped} earlier steps not shown)" if self._skipped else ""
+        step, data = self._pending
+        new_block = self.every == 1 or self._blocks.get(("metrics", "")) != step // self.every
+        if closing or (new_block and (force or now - self._last_print >= self.interval)):
+            shown = self._skipped and self.every == 1
+            suffix = f"  ({self._skipped} earlier steps not shown)" if shown else ""
             print(format_step(step, data) + suffix, file=self.stream)
+            self._blocks[("metrics", "")] = step // self.every
             self._last_print = now
             self._pending = None
             self._skipped = 0
-        elif not keep_latest:
+        elif not keep_latest and not (force and not new_block):
+            # (forced by another event in a printed block: kept, in case it is the last step)
             self._skipped += 1
+            if self.every > 1:
+                self._held["step lines"] = self._held.get("step lines", 0) + 1
             self._pending = None
 
     def flush(self) -> None:
         self.stream.flush()
 
     def close(self, status: str) -> None:
-        self._emit_pending(force=True)
+        self._emit_pending(force=True, closing=True)
+        if self._held:
+            counts = ", ".join(f"{n} {kind}" for kind, n in self._held.items())
+            print(f"[console] one of each key every {self.every} steps shown; not printed: "
+                  f"{counts} (all in the spool: trackmux show, trackmux samples, trackmux "
+                  "report)", file=self.stream)
         self.stream.flush()
 
 

@@ -81,7 +81,14 @@ class RunData:
 def resolve_run(arg: str | os.PathLike[str], root: str | os.PathLike[str] | None = None
                 ) -> Path:
     """A run directory from ``arg``: a run directory, its spool.db, ``project/run_id``
-    or a run id under the spool root (``root``, else ``TRACKMUX_DIR``, else ./trackmux)."""
+    or a run id under the spool root (``root``, else ``TRACKMUX_DIR``, else ./trackmux);
+    :class:`SpoolUnreadableError` if its spool cannot be read at all."""
+    from trackmux.core.spool.runs import check_readable
+
+    return check_readable(_find_run(arg, root))
+
+
+def _find_run(arg: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> Path:
     path = Path(arg).expanduser()
     if path.is_file() and path.name == SPOOL_FILE:
         return path.parent.absolute()

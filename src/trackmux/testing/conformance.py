@@ -26,6 +26,7 @@ from trackmux.core.events import (
     ArtifactEvent,
     ConfigEvent,
     Event,
+    FindingEvent,
     HistogramEvent,
     ImageEvent,
     MetricsEvent,
@@ -160,6 +161,47 @@ def sample_run(tmp_path: Path, steps: int = 100, nonfinite: bool = False,
             writer.append(TextEvent(TEXT_KEY, TEXT, step, T0 + step))
     writer.close()
     return SampleRun(run_dir, expected, rows, [(32, 16), (24, 8)])
+
+
+#: the late-event run: steps before the late events, the finding's onset, steps after
+LATE_BEFORE = 20
+LATE_AFTER = 5
+FINDING_STEP = 7
+FINDING_RULE = "kl_blowup"
+
+
+def late_run(tmp_path: Path) -> tuple[SampleRun, FindingEvent]:
+    """A run in the order a live run reaches a backend (docs/plugins.md, "Steps that come
+    late"): metrics of steps 0-19, then provenance recorded at step 0 (it is collected on a
+    thread after ``init()``) and a doctor finding at its onset step 7 (judged at step 19),
+    then steps 20-24. A store that keeps a "current step" moved back to 7 by the late
+    events files steps 20-24 (or its summary) at the wrong step."""
+    from trackmux.testing.provenance import provenance_event
+
+    run_dir = tmp_path / "spool" / "conformance" / "run-0001"
+    writer = SpoolWriter(run_dir)
+    writer.set_meta(run_id="run-0001", project="conformance", name="conformance-run",
+                    state="finished", started_at=T0)
+    writer.append(ConfigEvent({"trainer": {"total_epochs": 3}}, 0, T0))
+    expected: dict[str, list[tuple[int, float]]] = {"reward/mean": [], "kl/divergence": []}
+
+    def metrics(step: int) -> None:
+        data = {"reward/mean": 0.1 + step / 100, "kl/divergence": 0.01 * (step + 1)}
+        for key, value in data.items():
+            expected[key].append((step, value))
+        writer.append(MetricsEvent(data, step, metric_time(step)))
+
+    for step in range(LATE_BEFORE):
+        metrics(step)
+    writer.append(provenance_event(step=0, time=T0))
+    finding = FindingEvent(FINDING_RULE, "warning", ("kl/divergence",),
+                           "kl/divergence rose 4.0x above its level (conformance)",
+                           FINDING_STEP, metric_time(LATE_BEFORE - 1))
+    writer.append(finding)
+    for step in range(LATE_BEFORE, LATE_BEFORE + LATE_AFTER):
+        metrics(step)
+    writer.close()
+    return SampleRun(run_dir, expected, [], []), finding
 
 
 class _Injected(Backend):
@@ -570,6 +612,45 @@ class BackendConformance:
         leftovers = sorted(str(p.relative_to(outside)) for p in outside.rglob("*")
                            if p.is_file())
         assert not leftovers, f"written outside {tmp_path}: {leftovers[:20]}"
+
+    def test_late_events_at_a_lower_step(self, tmp_path: Path) -> None:
+        """Provenance (step 0) and a doctor finding (onset step 7) arrive after step 19 was
+        delivered: each lands at its own step, and so do the steps after them. A finding
+        reaches a backend without "finding" as text ``doctor/<rule>`` (or, without text, a
+        metric: 1 warning, 2 critical); provenance reaches a config backend without
+        "provenance" as the config's ``_provenance``."""
+        run, finding = late_run(tmp_path)
+        capabilities = self.make_backend(tmp_path).capabilities
+        self.deliver(tmp_path, run)
+        readback = self.read_back(tmp_path)
+        self.assert_metrics(readback, run)
+        if "time" in self.kinds:
+            name = self.expected_key("reward/mean")
+            got = dict(readback.times.get(name, []))
+            for step in range(LATE_BEFORE, LATE_BEFORE + LATE_AFTER):
+                assert step in got and abs(got[step] - metric_time(step)) < 1e-3, (
+                    f"{name}@{step} after the late events: time {got.get(step)}")
+        key = self.expected_key(finding.key)
+        if "finding" not in capabilities and "text" in capabilities and "text" in self.kinds:
+            texts = readback.texts.get(key)
+            assert texts, f"the finding's text {key!r} missing; got {sorted(readback.texts)}"
+            assert [s for s, _ in texts] == [FINDING_STEP], (
+                f"the finding came after step {LATE_BEFORE - 1} but belongs at its onset "
+                f"step {FINDING_STEP}: {texts}")
+            assert FINDING_RULE in texts[0][1], texts
+        elif "finding" not in capabilities and "text" not in capabilities:
+            assert sorted(readback.metrics.get(key, [])) == [(FINDING_STEP, 1.0)], (
+                f"the finding as metric {key!r} at step {FINDING_STEP}: "
+                f"{readback.metrics.get(key)}")
+        if ("config" in self.kinds and "config" in capabilities
+                and "provenance" not in capabilities):
+            config = readback.config
+            assert config, "config was not stored"
+            leaves = _config_leaves(config)
+            assert any("_provenance" in path for path in leaves), (
+                f"provenance is not in the config under _provenance; got {sorted(leaves)[:20]}")
+            assert any(path[-2:] == ("trainer", "total_epochs") and _same_value(v, 3)
+                       for path, v in leaves.items()), "the run's config was lost"
 
     def test_histograms_native_or_fallback(self, tmp_path: Path) -> None:
         """Native histograms keep their counts per step; other backends get core's summary

@@ -214,6 +214,10 @@ class WatchRunner:
                 fresh.append(finding)
         if not fresh:
             return
+        # Rules are sure of their findings after different numbers of steps (a window, a
+        # persistence count), so one read can find a later onset before an earlier one:
+        # appended in onset order, every backend and reader gets them in step order.
+        fresh.sort(key=lambda f: f.step)
         try:
             self.last_appended = append_events(self.info.run_dir, list(fresh))
         except Exception as exc:

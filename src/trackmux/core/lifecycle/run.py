@@ -43,7 +43,7 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
-from trackmux.core.lifecycle import signals
+from trackmux.core.lifecycle import exit_status, signals
 from trackmux.core.spool import attempts
 from trackmux.core.spool.writer import RUN_LOCK, SpoolWriter
 from trackmux.core.values import normalize, redact
@@ -277,8 +277,10 @@ class Run:
         #: it stores the entry script and the uncommitted diff as an artifact
         self.provenance = provenance
         self.save_code = save_code
+        _warn_if_concurrent(self)
         _live_runs.add(self)
         signals.install(lambda: list(_live_runs))
+        exit_status.install()
         _announce_start(self)
         threading.Thread(target=_warm_image_imports, name="trackmux-warm-imports",
                          daemon=True).start()
@@ -581,7 +583,7 @@ class Run:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.finish(exit_code=0 if exc_type is None else 1)
+        self.finish(exit_code=_block_exit_code(exc))
 
     def __repr__(self) -> str:
         return f"<trackmux.Run {self.project}/{self.id} backends={self.backends}>"
@@ -1021,10 +1023,43 @@ def _version() -> str:
     return __version__
 
 
+_concurrent_warned = False
+
+
+def _warn_if_concurrent(run: Run) -> None:
+    """Say once per process that ``init()`` opened a run while another is live here.
+
+    Not an error: a sweep or an evaluation beside training may want two runs on purpose,
+    and each is complete on its own. But a second ``init()`` is more often a script run
+    twice in a notebook, or a callback and a script both starting one: every ``log()`` then
+    goes to whichever run the caller holds, and the first stays live until exit."""
+    global _concurrent_warned
+    live = [r for r in list(_live_runs) if r._pid == os.getpid() and not r._finished]
+    if not live or _concurrent_warned:
+        return
+    _concurrent_warned = True
+    log.warning("trackmux: init() started run %s/%s (%s) while run %s/%s (%s) is still live "
+                "in this process; both are recorded, side by side. finish() the first run "
+                "(or use `with trackmux.init(...)`) if one was meant. Said once per process.",
+                run.project, run.id, run.name, live[0].project, live[0].id, live[0].name)
+
+
+def _block_exit_code(exc: BaseException | None) -> int:
+    """A ``with`` block's end: 0, SystemExit's own status (``sys.exit(0)`` inside the
+    block is a success), 1 for any other exception."""
+    if exc is None:
+        return 0
+    if isinstance(exc, SystemExit):
+        return exit_status.status_of(exc.code)
+    return 1
+
+
 @atexit.register
 def _finish_at_exit() -> None:
     failed = hasattr(sys, "last_value") and sys.last_value is not None
-    code = signals.SIGTERM_EXIT_CODE if signals.received else 1 if failed else 0
+    exited = exit_status.noted()
+    code = (signals.SIGTERM_EXIT_CODE if signals.received else 1 if failed
+            else exited if exited is not None else 0)
     for run in list(_live_runs):
         try:
             run.finish(exit_code=code)

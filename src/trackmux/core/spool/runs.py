@@ -15,6 +15,7 @@ from typing import Any
 import filelock
 
 from trackmux.core import settings
+from trackmux.core.errors import SpoolUnreadableError
 from trackmux.core.spool.attempts import Attempt
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.spool.writer import RUN_LOCK, SPOOL_FILE
@@ -84,6 +85,33 @@ def summarize(run_dir: Path) -> RunSummary:
         reader.close()
 
 
+def unreadable(reader: SpoolReader) -> str | None:
+    """Why ``reader``'s spool cannot be read at all, or None. A spool with its run's meta
+    or any readable event is readable: damage inside it is recorded by the reader (its
+    ``damage``) and reported by each command as damage, not as this."""
+    if reader.meta().get("run_id") or reader.read(0, limit=1).events:
+        return None
+    if reader.damage:
+        return (f"the spool {reader.path} cannot be read ({reader.damage.errors[0]}): the "
+                "file is damaged or truncated, and no run or event could be read from it")
+    return (f"the spool {reader.path} holds no run (no run id, no event): an empty or "
+            "foreign file, not a trackmux spool")
+
+
+def check_readable(run_dir: Path) -> Path:
+    """``run_dir`` if its spool can be read; else :class:`SpoolUnreadableError` saying why.
+    Every reading command calls this first: an unreadable spool read as an empty run
+    looks healthy (no findings, no samples, no differences)."""
+    reader = SpoolReader(run_dir)
+    try:
+        reason = unreadable(reader)
+    finally:
+        reader.close()
+    if reason:
+        raise SpoolUnreadableError(reason)
+    return run_dir
+
+
 def find_runs(root: Path) -> list[Path]:
     """Run directories under ``root`` (which may itself be a project or run directory)."""
     if (root / SPOOL_FILE).exists():
@@ -105,14 +133,15 @@ def describe_attempt(attempt: Attempt) -> str:
 
 
 def resolve_run(arg: str, root: str | os.PathLike[str] | None = None) -> Path:
-    """A run given as a directory, or as a run id (or unique id prefix) under the root."""
+    """A run given as a directory, or as a run id (or unique id prefix) under the root,
+    whose spool can be read (:func:`check_readable`)."""
     path = Path(arg).expanduser()
     if (path / SPOOL_FILE).exists():
-        return path.absolute()
+        return check_readable(path.absolute())
     base = settings.spool_root(root)
     matches = [p for p in find_runs(base) if p.name == arg or p.name.startswith(arg)]
     if len(matches) == 1:
-        return matches[0]
+        return check_readable(matches[0])
     if not matches:
         raise FileNotFoundError(f"no run {arg!r}: not a run directory, and no run id under {base}")
     raise FileNotFoundError(f"run {arg!r} is ambiguous under {base}: "
