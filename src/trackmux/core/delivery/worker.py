@@ -46,6 +46,7 @@ from trackmux.core.events import ConfigEvent, Event, ProvenanceEvent
 from trackmux.core.spool import attempts
 from trackmux.core.spool.attempts import Attempt
 from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.values.redact import redact_text
 
 log = logging.getLogger("trackmux")
 
@@ -371,6 +372,9 @@ class DeliveryWorker:
         """Config events carry the merged config so far; fallbacks for kinds not shown."""
         prepared: list[Event] = []
         for event in events:
+            if isinstance(event, ProvenanceEvent) and event.diff:
+                # redacted by the trainer since issue 34; again for spools written before
+                event = replace(event, diff=redact_text(event.diff))
             if isinstance(event, ConfigEvent):
                 if self._config_upto is None or event.seq <= self._config_upto:
                     self._config = merged(e.config for e in reader.config_events(event.seq)
