@@ -221,3 +221,52 @@ def test_three_hundred_keys_going_nan_send_a_handful_of_posts(
     bodies = [json.loads(r["body"]) for r in here.requests]
     assert 1 <= len(bodies) <= 10
     assert sum(b["count"] for b in bodies) == 300
+
+
+def test_undelivered_findings_are_the_last_line_and_sigterm_ends_the_retrying(
+        tmp_path: Path) -> None:
+    """Issue 34 item 17: a dead webhook. The trainer's last line counts the findings and
+    says what happens to them; SIGTERM ends the delivery process that only retries
+    within a few seconds (it says so in delivery.log), instead of the orphan timeout."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from trackmux.core.delivery.host import _is_delivery_process
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = (
+        "import trackmux\n"
+        f"run = trackmux.init(project='p', backends=['webhook'], dir={str(tmp_path)!r},\n"
+        f"    backend_options={{'webhook': {{'url': 'http://127.0.0.1:{port}/hook'}}}},\n"
+        "    orphan_timeout=120)\n"
+        "for step in range(5):\n"
+        "    run.log({'loss': float('nan') if step == 2 else 1.0}, step=step)\n"
+        "run.finish(timeout=4)\n"
+        "print('PID', run.delivery_pid, run.dir)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKMUX_")}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    pid_text, run_dir = done.stdout.split("PID ")[1].split()
+    pid = int(pid_text)
+    last = [line for line in done.stderr.splitlines() if line.strip()][-1]
+    assert "1 finding not delivered to webhook; retrying in the background up to 120 s" \
+        in last, done.stderr
+    assert f"trackmux sync {run_dir} --to webhook" in last
+    assert _is_delivery_process(pid), "the delivery process should still be retrying"
+    os.kill(pid, signal.SIGTERM)
+    start = time.monotonic()
+    while _is_delivery_process(pid) and time.monotonic() - start < 60:
+        time.sleep(0.05)
+    elapsed = time.monotonic() - start
+    assert not _is_delivery_process(pid)
+    log_text = (Path(run_dir) / "delivery.log").read_text()
+    assert "webhook only retrying: stopping within 2.0 s" in log_text
+    print(f"SIGTERM to exit: {elapsed:.2f} s; last line: {last}")
+    assert elapsed < 10, elapsed  # 2 s of grace; generous for a loaded machine

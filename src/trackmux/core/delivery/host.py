@@ -210,6 +210,14 @@ class ProcessDelivery:
                     f"{self.run_dir.parent.parent}")
         return ""
 
+    def background_seconds(self) -> float | None:
+        """How long the process may go on delivering after the trainer exits (its orphan
+        timeout), None when it has already ended."""
+        with self._cond:
+            if self._gone or self._done:
+                return None
+        return float(self._config["orphan_timeout"])
+
     def _send(self, message: dict[str, Any], deadline: float | None = None) -> bool:
         data = orjson.dumps(message) + b"\n"
         with self._send_lock:
