@@ -216,7 +216,8 @@ class ProcessDelivery:
         with self._cond:
             if self._gone or self._done:
                 return None
-        return float(self._config["orphan_timeout"])
+        seconds: float = self._config["orphan_timeout"]  # type: ignore[assignment]
+        return float(seconds)
 
     def _send(self, message: dict[str, Any], deadline: float | None = None) -> bool:
         data = orjson.dumps(message) + b"\n"
