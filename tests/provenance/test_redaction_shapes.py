@@ -71,7 +71,7 @@ def test_structured_argv_values_lose_their_credential_keys(arg: str, secret: str
 def test_argv_keeps_what_is_not_secret_and_its_syntax() -> None:
     argv = ["train.py", "x=[1,2]", "--lr=0.1", "data.paths={a:1,b:'c d'}",
             '--config={"lr": 0.1}', "--api_key", "k1secret"]
-    assert redact_argv(argv) == argv[:-1] + [REDACTED]
+    assert redact_argv(argv) == [*argv[:-1], REDACTED]
     assert redact_value("{project:x,api_key:s}") == f"{{project:x,api_key:{REDACTED}}}"
     assert redact_value('{"a": [1, {"token": "t"}]}') == \
         f'{{"a": [1, {{"token": "{REDACTED}"}}]}}'

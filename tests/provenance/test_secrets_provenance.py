@@ -52,6 +52,7 @@ def test_no_secret_of_the_tree_reaches_the_spool_the_file_backend_or_the_cli(
     data = orjson.loads(record.read_bytes())
     assert data["git"]["diff_left_out"] == [".env", "creds.yaml"]
     assert data["save_code"] is True
+    assert data["git"]["diff_redacted"] is True  # by the probe process, not in the GIL
     argv = " ".join(data["command"]["argv"])
     assert f'"api_key": "{REDACTED}"' in argv and f"api_key:{REDACTED}" in argv
     diff = record.with_name(record.name.replace(".json", ".diff")).read_text()

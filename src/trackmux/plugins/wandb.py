@@ -470,8 +470,10 @@ class WandbBackend(Backend):
         folder = self.wandb_dir / f"trackmux-code-{self._run.id}-{event.seq}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "provenance.json").write_text(json.dumps(event.data, indent=2))
-        if event.diff:  # redacted by the trainer; again here for spools written before
-            (folder / "diff.patch").write_text(redact_text(event.diff))
+        if event.diff:  # redacted at the source; here too for spools written before that
+            (folder / "diff.patch").write_text(
+                event.diff if event.data.get("git", {}).get("diff_redacted")
+                else redact_text(event.diff))
         # the entry script only with save_code=True (wandb's own default is off), redacted
         entry = event.data.get("command", {}).get("entry")
         script = script_copy(entry) if event.data.get("save_code") is True else None

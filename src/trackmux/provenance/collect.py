@@ -16,6 +16,7 @@ Sections, as stored in ``ProvenanceEvent.data``:
 - ``command``: ``argv`` (redacted, nested JSON and Hydra values too: argv.py),
   ``executable``, ``cwd``, ``entry`` (absolute path of the script, or ``-m module``)
 - ``git``: ``available``, ``root``, ``commit``, ``branch``, ``detached``, ``dirty``,
+  ``diff_redacted`` (the probe redacted the diff), ``diff_left_out`` (secret files),
   ``remote`` (credentials removed), ``untracked`` (up to 200) and ``untracked_count``,
   ``diff_bytes``, ``diff_sha256``, ``diff_truncated``; ``error`` when git could not say
 - ``python``: ``version``, ``implementation``

@@ -5,8 +5,8 @@ docs/performance.md): :func:`snapshot.snapshot` (copies) in the trainer's thread
 ``init()``; git
 (status, remote, diff), package versions, CPU model and NVML in a child process
 (``probe.py``), started and awaited by a bare thread at nice 10 (started without waiting
-for the OS to schedule it), which also redacts the command line and the diff (as text,
-after git.py left out the files secret by name), then writes ``save_code``'s artifact
+for the OS to schedule it), which also redacts the command line (the probe redacts the
+diff as text, after git.py left out the files secret by name), then writes ``save_code``'s artifact
 (the entry script redacted the same way) and appends ONE ``ProvenanceEvent``. Nothing
 unredacted leaves this thread: the spool, every backend and the reports get these copies.
 ``finish()`` waits for that thread up to its finish hook's deadline (at most 5 s); a run
@@ -82,7 +82,10 @@ class Collector:
                 self.data.update(collect.cheap(self._snapshot))
                 del self._pending[:4]
             found = self._probe(str(collect.script_dir(self.data)))
-            diff = redact.redact_text(found["diff"]) if found["diff"] else ""
+            diff = found["diff"]  # redacted by the probe (probe.py): never here, in the GIL
+            if diff and not found["git"].get("diff_redacted"):
+                diff = redact.redact_text(diff)
+                found["git"]["diff_redacted"] = True
             with self._lock:
                 self.data["git"] = found["git"]
                 self.diff = diff

@@ -56,7 +56,9 @@ def run_details(run_dir: Path) -> dict[str, Any]:
                       if isinstance(e, ProvenanceEvent)]
         if provenance:
             latest = provenance[-1]
-            diff = redact_text(latest.diff)  # again, for spools older than issue 34
+            diff = latest.diff
+            if diff and not latest.data.get("git", {}).get("diff_redacted"):
+                diff = redact_text(diff)  # a spool older than issue 34
             out["provenance"] = {"rows": provenance_rows(latest.data),
                                  "diff": diff[:MAX_DIFF], "diff_chars": len(diff)}
         cursors = reader.cursors()

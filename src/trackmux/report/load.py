@@ -130,8 +130,11 @@ def load_run(run_dir: Path) -> RunData:
                 data.artifacts.append(event)
             elif isinstance(event, ConfigEvent):
                 data.config = merge_config(data.config or {}, event.config)
-            elif isinstance(event, ProvenanceEvent):  # a spool older than issue 34's
-                data.provenance = replace(event, diff=redact_text(event.diff))  # redaction
+            elif isinstance(event, ProvenanceEvent):
+                data.provenance = event
+                if event.diff and not event.data.get("git", {}).get("diff_redacted"):
+                    # a spool older than issue 34, whose diff was not redacted at the source
+                    data.provenance = replace(event, diff=redact_text(event.diff))
         data.last_seq = reader.last_seq()
         cursors = reader.cursors()
         names = list(data.meta.get("backends") or [])

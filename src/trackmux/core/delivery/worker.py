@@ -372,8 +372,9 @@ class DeliveryWorker:
         """Config events carry the merged config so far; fallbacks for kinds not shown."""
         prepared: list[Event] = []
         for event in events:
-            if isinstance(event, ProvenanceEvent) and event.diff:
-                # redacted by the trainer since issue 34; again for spools written before
+            if isinstance(event, ProvenanceEvent) and event.diff and \
+                    not event.data.get("git", {}).get("diff_redacted"):
+                # a spool written before issue 34, whose probe did not redact the diff yet
                 event = replace(event, diff=redact_text(event.diff))
             if isinstance(event, ConfigEvent):
                 if self._config_upto is None or event.seq <= self._config_upto:

@@ -77,7 +77,10 @@ _SECRET_TOKENS = re.compile(r"(api|access|auth|secret|bearer|hf|github|session|r
                             re.IGNORECASE)
 # Environment variables whose names look secret but whose values are not.
 _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
-_URL_CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s@?#]*)@")
+# the scheme starts where no scheme character precedes it and is at most 32 long: a long
+# run of letters is then scanned once, not once per start position (quadratic)
+_URL_CREDENTIALS = re.compile(r"(?<![a-zA-Z0-9+.\-])([a-zA-Z][a-zA-Z0-9+.\-]{0,31}://)"
+                              r"([^/\s@?#]*)@")
 _SECRET_VALUES = re.compile(
     r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWT
     r"|\b(sk|rk|pk)-[A-Za-z0-9_\-]{16,}"                             # OpenAI-style keys
