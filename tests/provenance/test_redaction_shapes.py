@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from trackmux.core.values.argv import redact_argv, redact_value
 from trackmux.core.values.redact import REDACTED, redact_text
-from trackmux.provenance.argv import redact_argv, redact_value
 
 # (line, the secret in it): 24 shapes of secrets in a training script's config literals
 SHAPES = [

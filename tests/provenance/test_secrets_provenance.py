@@ -84,3 +84,37 @@ def test_a_renamed_secret_file_is_left_out_under_either_name() -> None:
     kept, left_out = drop_secret_files(raw)
     assert left_out == [".env.prod"]
     assert SECRETS["dotenv_plain"].encode() not in kept and b"+b\n" in kept
+
+
+def test_a_spool_recorded_before_these_rules_is_redacted_by_its_readers(
+        tmp_path: Path) -> None:
+    """A provenance event written unredacted (a spool from before issue 34): delivery to
+    a backend, show, diff and the report redact its diff and argv on the way out."""
+    import time
+
+    import trackmux
+    from trackmux.core.events import ProvenanceEvent
+
+    old = {"argv_json": "olderargvsecret0001", "diff_assigned": "olderdiffsecret0001",
+           "diff_sk": "sk-OLDERSPOOLKEY0000000001"}
+    out = tmp_path / "out"
+    run = trackmux.init(project="old", backends=["file"], dir=out, provenance=False)
+    assert isinstance(run, trackmux.Run)
+    data = {"command": {"argv": ["train.py", f'--config={{"api_key": "{old["argv_json"]}"}}'],
+                        "entry": "train.py", "cwd": str(tmp_path)},
+            "git": {"available": True, "commit": "abc", "dirty": True, "diff_bytes": 10}}
+    diff = f'+API_KEY = "{old["diff_assigned"]}"\n+KEY2 = "{old["diff_sk"]}"\n+lr = 0.5\n'
+    run._append(ProvenanceEvent(data, diff, 0, time.time()))
+    run.log({"x": 1.0}, step=0)
+    assert run.finish(timeout=60).complete
+    cli = tmp_path / "cli"
+    cli.mkdir()
+    (cli / "show.txt").write_text(_cli("show", str(run.dir)))
+    (cli / "diff.txt").write_text(_cli("diff", str(run.dir), str(run.dir), "--json"))
+    _cli("report", str(run.dir), "-o", str(cli / "report.html"))
+    readers = [p for p in out.rglob("*") if p.is_file() and "spool.db" not in p.name]
+    assert leaks([cli], old) == []
+    assert [hit for hit in leaks([out], old) if Path(hit[1]) in readers] == []
+    [written] = out.rglob("*.provenance.diff")
+    assert "+lr = 0.5" in written.read_text()
+    assert leaks([out], old), "the spool itself keeps what an older trackmux wrote"

@@ -13,7 +13,7 @@ driver and CUDA driver version).
 
 Sections, as stored in ``ProvenanceEvent.data``:
 
-- ``command``: ``argv`` (redacted, nested JSON and Hydra values too: argv.py),
+- ``command``: ``argv`` (redacted, nested JSON and Hydra values too: core/values/argv.py),
   ``executable``, ``cwd``, ``entry`` (absolute path of the script, or ``-m module``)
 - ``git``: ``available``, ``root``, ``commit``, ``branch``, ``detached``, ``dirty``,
   ``diff_redacted`` (the probe redacted the diff), ``diff_left_out`` (secret files),
@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trackmux.provenance.argv import redact_argv
+from trackmux.core.values.argv import redact_argv
 from trackmux.provenance.snapshot import (  # noqa: F401 - part of this module's words
     ENV_NAMES,
     ENV_PREFIXES,

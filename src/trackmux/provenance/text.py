@@ -60,6 +60,9 @@ def flat(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
 
 def lines(data: dict[str, Any], diff: str = "") -> list[str]:
     """The sections as indented lines for ``trackmux show``."""
+    from trackmux.core.values.argv import redacted_again
+
+    data = redacted_again(data)
     git = data.get("git", {})
     command = data.get("command", {})
     host = data.get("host", {})

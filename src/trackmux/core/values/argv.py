@@ -162,3 +162,13 @@ def redact_argv(argv: list[str]) -> list[str]:
             continue
         out.append(redact_value(arg))
     return out
+
+
+def redacted_again(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a provenance record) with its argv redacted by today's rules: readers
+    (show, diff, the reports) apply it to spools recorded before a rule existed."""
+    command = data.get("command")
+    if not isinstance(command, dict) or not isinstance(command.get("argv"), list):
+        return data
+    argv = [str(a) for a in command["argv"]]
+    return {**data, "command": {**command, "argv": redact_argv(argv)}}
