@@ -270,3 +270,21 @@ def test_undelivered_findings_are_the_last_line_and_sigterm_ends_the_retrying(
     assert "webhook only retrying: stopping within 2.0 s" in log_text
     print(f"SIGTERM to exit: {elapsed:.2f} s; last line: {last}")
     assert elapsed < 10, elapsed  # 2 s of grace; generous for a loaded machine
+
+
+def test_a_held_group_goes_out_when_its_window_ends_without_another_event(
+        tmp_path: Path, servers: tuple[Server, Server]) -> None:
+    import time
+
+    here, _ = servers
+    backend = _backend(tmp_path, here.url + "/hook", fold_seconds=0.3)
+    backend.write([_finding(1)])
+    backend.write([_finding(2, key="b"), _finding(3, key="c")])  # folded, held
+    assert len(here.requests) == 1
+    deadline = time.monotonic() + 30
+    while len(here.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    held = json.loads(here.requests[1]["body"])
+    assert held["count"] == 2 and held["keys"] == ["b"] and "+1 more" in held["text"]
+    backend.close("finished")
+    assert len(here.requests) == 2  # nothing left to send

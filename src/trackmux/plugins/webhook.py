@@ -124,6 +124,7 @@ class WebhookBackend(Backend):
         self._opener = urllib.request.build_opener(_SameOriginRedirects())
         self._lock = threading.Lock()  # the folder and the POSTs: worker thread vs timer
         self._timer: threading.Timer | None = None
+        self._timer_at = 0.0
         self._broken = False  # a permanent failure: close sends nothing more
         #: POSTs answered 2xx, and the findings they carried
         self.sent = 0
@@ -174,11 +175,15 @@ class WebhookBackend(Backend):
                     self._schedule(again)
 
     def _schedule(self, when: float) -> None:
-        """Ask again at ``when`` (wall time) even if no event comes: a daemon timer."""
+        """Ask again at ``when`` (wall time) even if no event comes: a daemon timer (one;
+        kept when it already fires about then)."""
+        if self._timer is not None and self._timer.is_alive() and \
+                abs(self._timer_at - when) < 0.5:
+            return
         if self._timer is not None:
             self._timer.cancel()
-        delay = max(0.05, when - self.folder.clock())
-        self._timer = threading.Timer(delay, self._on_timer)
+        self._timer_at = when
+        self._timer = threading.Timer(max(0.05, when - self.folder.clock()), self._on_timer)
         self._timer.daemon = True
         self._timer.start()
 
@@ -211,6 +216,8 @@ class WebhookBackend(Backend):
             self._broken = 300 <= exc.code < 500 and exc.code not in (408, 429)
             if 300 <= exc.code < 400:
                 location = exc.headers.get("Location", "?") if exc.headers else "?"
+                location = urllib.parse.urlsplit(location)._replace(query="",
+                                                                    fragment="").geturl()
                 raise PermanentBackendError(
                     f"webhook {where} answered {exc.code} {exc.reason}: a redirect to "
                     f"{location!r}, not followed (only 307/308 to the same origin are); "
