@@ -75,3 +75,14 @@ def test_argv_keeps_what_is_not_secret_and_its_syntax() -> None:
     assert redact_value("{project:x,api_key:s}") == f"{{project:x,api_key:{REDACTED}}}"
     assert redact_value('{"a": [1, {"token": "t"}]}') == \
         f'{{"a": [1, {{"token": "{REDACTED}"}}]}}'
+
+
+def test_config_strings_lose_values_assigned_to_credential_keys() -> None:
+    from trackmux.core.values.redact import redact
+
+    config = {"cmd": "python x.py --api_key=cfgsecret1 --lr 0.1",
+              "yaml": "model: qwen\nhf_token: cfgsecret2\n", "note": "tokenizer: qwen"}
+    out = redact(config)
+    assert "cfgsecret" not in str(out)
+    assert "--lr 0.1" in out["cmd"] and "model: qwen" in out["yaml"]
+    assert out["note"] == "tokenizer: qwen"
