@@ -268,7 +268,6 @@ def test_undelivered_findings_are_the_last_line_and_sigterm_ends_the_retrying(
     assert not _is_delivery_process(pid)
     log_text = (Path(run_dir) / "delivery.log").read_text()
     assert "webhook only retrying: stopping within 2.0 s" in log_text
-    print(f"SIGTERM to exit: {elapsed:.2f} s; last line: {last}")
     assert elapsed < 10, elapsed  # 2 s of grace; generous for a loaded machine
 
 

@@ -59,7 +59,7 @@ def is_secret_file(path: str) -> bool:
 def _names(section: bytes) -> list[str]:
     """The paths a diff section names (header, ---/+++ and rename lines), without a/ b/."""
     lines = section.split(b"\n", 40)
-    found = [part for part in lines[0][len(b"diff --git "):].split(b" ")]
+    found = lines[0][len(b"diff --git "):].split(b" ")
     found += [line.split(b" ", 1 if line.startswith((b"--- ", b"+++ ")) else 2)[-1]
               for line in lines[1:] if line.startswith(_NAME_LINES)]
     out = []

@@ -71,6 +71,7 @@ class DeliveryProcess:
         self._event = threading.Event()  # wakes the main loop: finish, EOF, signal
         self._finish: dict[str, Any] | None = None
         self._orphaned: str | None = None
+        self._note: str | None = None  # a line the main loop says (from a signal handler)
         self.reporter = Reporter(listener=self._forward)
         self.workers: list[DeliveryWorker] = []
         registry = get_registry()
@@ -159,10 +160,16 @@ class DeliveryProcess:
         else:
             what = (f"SIGTERM; draining {', '.join(w.name for w in left)} for at most "
                     f"{grace:.1f} s more (TRACKMUX_DELIVERY_GRACE)")
-        log.warning("trackmux delivery: %s", what)
-        self._send({"log": [logging.WARNING, f"trackmux delivery (pid {os.getpid()}): {what}"]})
+        self._note = what  # said by the main loop: no lock is taken in a signal handler
         self._set_deadline(time.monotonic() + grace)
         self._event.set()
+
+    def _say_note(self) -> None:
+        note, self._note = self._note, None
+        if note:
+            log.warning("trackmux delivery: %s", note)
+            self._send({"log": [logging.WARNING,
+                                f"trackmux delivery (pid {os.getpid()}): {note}"]})
 
     def on_handover(self, signum: int, frame: object) -> None:
         """SIGUSR1 from ``trackmux sync``: the user delivers this run by hand now; stop at
@@ -185,6 +192,7 @@ class DeliveryProcess:
                 0.0, min(PARENT_CHECK, self.deadline - time.monotonic()))
             self._event.wait(wait)
             self._event.clear()
+            self._say_note()
             if self._orphaned is None and self._finish is None and \
                     os.getppid() != self.parent:
                 self._orphaned = f"the trainer (pid {self.parent}) is gone"
