@@ -63,3 +63,40 @@ def test_no_credential_reaches_any_store(tmp_path: Path, monkeypatch: pytest.Mon
     stored = orjson.loads((run.dir / "file" / f"{run.name}.config.json").read_bytes())
     assert stored["rollout"] == KEPT
     assert set(stored["api"].values()) == {"***REDACTED***"}
+
+
+def test_no_secret_of_the_working_tree_reaches_any_store(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """Issue 34 items 1-3: a trainer in a git tree whose uncommitted change holds secrets
+    (config literals, ``sk-``/``hf_`` keys, a URL password, an environment value), with a
+    changed tracked ``.env``, a staged new ``creds.yaml`` and secrets nested in JSON and
+    Hydra command-line values (trackmux/testing/secrets.py), with ``save_code=True``.
+    Every file of the spool and of every backend's store is searched."""
+    import shutil
+
+    from trackmux.testing.secrets import leaks, make_repo, run_trainer
+
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    repo = make_repo(tmp_path / "repo")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "WANDB_MODE": "offline", "SWANLAB_MODE": "offline",
+           "TMPDIR": str(home)}
+    for name in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR"):
+        env[name] = str(home / name.lower())
+    for name in ("MLFLOW_TRACKING_URI", "TENSORBOARD_DIR", "SWANLAB_LOG_DIR", "WANDB_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    out = tmp_path / "trackmux"
+    done = run_trainer(repo, out, ["file", "tensorboard", "mlflow", "wandb", "swanlab"], env)
+    assert done.returncode == 0 and "True" in done.stdout, done.stderr
+    stores = {p.name for p in next(out.glob("sec/*")).iterdir() if p.is_dir()}
+    assert {"file", "mlflow", "tensorboard", "wandb"} <= stores | {
+        p.name for p in out.iterdir()}, stores
+    untracked = [p for p in repo.root.iterdir() if p.name not in (
+        ".git", "train.py", ".env", "config.yaml", "creds.yaml")]
+    assert leaks([out, home, *untracked]) == []
+    wandb_code = [p for p in out.rglob("train.py") if "trackmux-code-" in str(p)]
+    assert wandb_code, "the wandb code record should carry the script (save_code=True)"
+    assert all("***REDACTED***" in p.read_text() for p in wandb_code)

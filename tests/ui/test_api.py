@@ -224,8 +224,8 @@ def test_another_address_needs_the_token_on_every_request(tmp_path: Path) -> Non
             assert get(server, path, headers={"X-Trackmux-Token": "wrong"}).status_code == 401
         assert get(server, "/api/runs", headers={"X-Trackmux-Token": server.token}
                    ).status_code == 200
-        page = get(server, f"/?token={server.token}")
-        assert page.status_code == 200 and "trackmux_token" in page.headers["set-cookie"]
+        page = get(server, f"/?token={server.token}")  # the cookie, and away from the URL
+        assert page.status_code == 303 and "trackmux_token" in page.headers["set-cookie"]
         assert get(server, "/api/runs", cookies={"trackmux_token": server.token}
                    ).status_code == 200
     finally:

@@ -16,10 +16,15 @@ from trackmux.core import settings
                    "printed in the URL.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
               help="Port (0: any free port).")
+@click.option("--token", "use_token", is_flag=True,
+              help="Require an access token on loopback too (printed in the URL): on a "
+                   "shared login node every local user can reach 127.0.0.1. Always on "
+                   "for other addresses.")
 @click.option("--cache-mb", default=768, show_default=True, type=click.IntRange(16, 1 << 20),
               help="Memory for cached run data; least recently viewed runs are dropped "
                    "beyond it.")
-def ui(directories: tuple[Path, ...], host: str, port: int, cache_mb: int) -> None:
+def ui(directories: tuple[Path, ...], host: str, port: int, use_token: bool,
+       cache_mb: int) -> None:
     """Open a live dashboard of the runs under DIRECTORIES (default: $TRACKMUX_DIR or
     ./trackmux). Read-only: it never writes to or slows a run."""
     try:
@@ -32,11 +37,15 @@ def ui(directories: tuple[Path, ...], host: str, port: int, cache_mb: int) -> No
     for root in roots:
         if not root.is_dir():
             raise click.BadParameter(f"no directory {root}", param_hint="DIR")
-    server = Server(roots, host=host, port=port, budget_mb=cache_mb)
+    from trackmux.ui.security import new_token
+
+    server = Server(roots, host=host, port=port, budget_mb=cache_mb,
+                    token=new_token() if use_token else None)
     click.echo(f"trackmux ui: serving {', '.join(str(r) for r in roots)}")
     click.echo(f"open {server.url}")
     if server.token:
-        click.echo("(listening beyond this machine: the URL carries the access token)")
+        click.echo("(the URL carries the access token; opening it trades it for a cookie "
+                   "and drops it from the address bar)")
     server.start()
     try:
         assert server.thread is not None

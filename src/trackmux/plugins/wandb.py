@@ -19,11 +19,12 @@ What each event becomes (see docs/backends/wandb.md):
 - config: ``run.config.update`` (nested, already redacted by core).
 - provenance (issue 25): the config section ``_provenance`` and a code record: an
   artifact of type ``code`` named ``source-<run id>``, made by ``run.log_code`` as wandb's
-  ``save_code`` does, holding ``provenance.json``, ``diff.patch`` (the uncommitted diff)
-  and the entry script when this process can read it. wandb's own fields (the run
-  record's git commit and remote, the environment record's program, args, git, host) are
-  filled from the provenance at ``wandb.init``: ``open`` waits for it up to
-  ``provenance_wait`` seconds (see wandb_provenance.py).
+  ``save_code`` does, holding ``provenance.json``, ``diff.patch`` (the uncommitted diff,
+  redacted, files secret by name left out) and, only when the run was started with
+  ``save_code=True`` (wandb's own default is off), the entry script redacted as text.
+  wandb's own fields (the run record's git commit and remote, the environment record's
+  program, args, git, host) are filled from the provenance at ``wandb.init``: ``open``
+  waits for it up to ``provenance_wait`` seconds (see wandb_provenance.py).
 - summary: wandb's own (last row per key), corrected at close to each metric's value at
   its highest step when late data came last.
 
@@ -461,17 +462,24 @@ class WandbBackend(Backend):
 
     def _provenance(self, event: ProvenanceEvent) -> None:
         """Config section ``_provenance`` plus the ``code`` artifact (module docstring)."""
+        from trackmux.core.values.redact import redact_text
+        from trackmux.provenance.record import script_copy
+
         self._run.config.update({"_provenance": event.data}, allow_val_change=True)
         # kept beside wandb's folders: wandb may read the files after log_code returns
         folder = self.wandb_dir / f"trackmux-code-{self._run.id}-{event.seq}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "provenance.json").write_text(json.dumps(event.data, indent=2))
-        if event.diff:
-            (folder / "diff.patch").write_text(event.diff)
+        if event.diff:  # redacted at the source; here too for spools written before that
+            (folder / "diff.patch").write_text(
+                event.diff if event.data.get("git", {}).get("diff_redacted")
+                else redact_text(event.diff))
+        # the entry script only with save_code=True (wandb's own default is off), redacted
         entry = event.data.get("command", {}).get("entry")
-        if entry and not str(entry).startswith("-m ") and Path(entry).is_file():
+        script = script_copy(entry) if event.data.get("save_code") is True else None
+        if script is not None:
             with contextlib.suppress(OSError):
-                (folder / Path(entry).name).write_bytes(Path(entry).read_bytes())
+                (folder / Path(str(entry)).name).write_text(script, encoding="utf-8")
         # wandb's own code record (artifact type "code", which only log_code may create)
         self._run.log_code(str(folder), name=f"source-{self._run.id}",
                            include_fn=lambda path, root=None: True)

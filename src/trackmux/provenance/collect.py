@@ -13,9 +13,10 @@ driver and CUDA driver version).
 
 Sections, as stored in ``ProvenanceEvent.data``:
 
-- ``command``: ``argv``, ``executable``, ``cwd``, ``entry`` (absolute path of the script,
-  or ``-m module``)
+- ``command``: ``argv`` (redacted, nested JSON and Hydra values too: core/values/argv.py),
+  ``executable``, ``cwd``, ``entry`` (absolute path of the script, or ``-m module``)
 - ``git``: ``available``, ``root``, ``commit``, ``branch``, ``detached``, ``dirty``,
+  ``diff_redacted`` (the probe redacted the diff), ``diff_left_out`` (secret files),
   ``remote`` (credentials removed), ``untracked`` (up to 200) and ``untracked_count``,
   ``diff_bytes``, ``diff_sha256``, ``diff_truncated``; ``error`` when git could not say
 - ``python``: ``version``, ``implementation``
@@ -34,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.values import redact
+from trackmux.core.values.argv import redact_argv
 from trackmux.provenance.snapshot import (  # noqa: F401 - part of this module's words
     ENV_NAMES,
     ENV_PREFIXES,
@@ -42,32 +43,6 @@ from trackmux.provenance.snapshot import (  # noqa: F401 - part of this module's
     env_names,
     snapshot,
 )
-
-#: command-line flags whose next argument is a value (``--api_key VALUE``)
-_FLAG = "-"
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    """argv with secrets removed: ``--api_key=x`` and ``--api_key x`` lose the value,
-    credentials in URLs and secret-shaped values go as config's do."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append(redact.REDACTED)
-            hide_next = False
-            continue
-        name, eq, _ = arg.partition("=")
-        bare = name.lstrip("-+")
-        if eq and redact.is_secret_key(bare.rsplit(".", 1)[-1]):
-            out.append(f"{name}={redact.REDACTED}")
-            continue
-        if arg.startswith(_FLAG) and not eq and redact.is_secret_key(bare):
-            out.append(arg)
-            hide_next = True
-            continue
-        out.append(redact.redact_text(arg))
-    return out
 
 
 def cheap(taken: dict[str, Any] | None = None) -> dict[str, Any]:

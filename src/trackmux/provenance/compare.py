@@ -14,6 +14,7 @@ from typing import Any
 from trackmux.core.configmerge import merge_config
 from trackmux.core.events import ConfigEvent, ProvenanceEvent
 from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.values.argv import redacted_again
 
 #: the areas compared, in the order shown; values are (section, keys) of provenance
 AREAS = ("config", "code", "command", "packages", "python", "hardware", "env")
@@ -37,8 +38,8 @@ def load(run_dir: Path) -> RunRecord:
         for event in reader.iter_events():
             if isinstance(event, ConfigEvent):
                 record.config = merge_config(record.config, event.config)
-            elif isinstance(event, ProvenanceEvent):
-                record.provenance = event.data
+            elif isinstance(event, ProvenanceEvent):  # argv by today's rules (core/values/argv.py)
+                record.provenance = redacted_again(event.data)
     finally:
         reader.close()
     return record

@@ -10,12 +10,20 @@ hung or failing call: the section says why (``error``) and the run goes on.
 Caps (stated in docs/provenance.md): the diff of tracked files is kept up to
 ``MAX_DIFF_BYTES`` (its size and sha256 are of the whole diff, so two runs compare even
 when cut); the untracked files are listed up to ``MAX_UNTRACKED`` names.
+
+Files secret by their name (:data:`SECRET_FILES`: ``.env*``, ``*credentials*``, ``*.pem``,
+``*.key``, ``id_rsa*``, ``*.p12``, ``secrets.*``, ...) are left out of the diff before
+anything else reads it: their section becomes its ``diff --git`` line and a line saying
+the file was left out, and ``diff_left_out`` names them. Size and sha256 are of the diff
+without them. The rest is redacted as text by the caller (record.py), in the trainer.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,6 +33,59 @@ from urllib.parse import urlsplit, urlunsplit
 GIT_TIMEOUT = 5.0
 MAX_DIFF_BYTES = 1_000_000
 MAX_UNTRACKED = 200
+
+
+#: file names (matched on the base name, case-insensitive) whose content is a secret whole
+SECRET_FILES = (
+    ".env", ".env.*", "*.env", ".envrc", "*credential*", "*creds*", "secret", "secrets",
+    "secret.*", "secrets.*", "*.secret", "*.secrets", "*_secret.*", "*_secrets.*",
+    "client_secret*", "service-account*.json", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks",
+    "*.keystore", "*.ppk", "*.kdbx", "*.asc", "*.gpg", "id_rsa*", "id_dsa*", "id_ecdsa*",
+    "id_ed25519*", ".netrc", "_netrc", ".pgpass", ".pypirc", ".npmrc", ".git-credentials",
+    ".htpasswd", "*.tfvars", "*.tfstate", "kubeconfig", ".dockercfg",
+)
+_SECRET_FILE = re.compile("|".join(fnmatch.translate(p) for p in SECRET_FILES), re.IGNORECASE)
+_SECTION = re.compile(rb"(?m)^(?=diff --git )")
+_NAME_LINES = (b"--- ", b"+++ ", b"rename from ", b"rename to ", b"copy from ", b"copy to ")
+LEFT_OUT = "# trackmux: {name} left out of this record: secret by its name"
+
+
+def is_secret_file(path: str) -> bool:
+    """True when a file's name says its content is a secret (:data:`SECRET_FILES`)."""
+    name = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return bool(name) and _SECRET_FILE.match(name) is not None
+
+
+def _names(section: bytes) -> list[str]:
+    """The paths a diff section names (header, ---/+++ and rename lines), without a/ b/."""
+    lines = section.split(b"\n", 40)
+    found = lines[0][len(b"diff --git "):].split(b" ")
+    found += [line.split(b" ", 1 if line.startswith((b"--- ", b"+++ ")) else 2)[-1]
+              for line in lines[1:] if line.startswith(_NAME_LINES)]
+    out = []
+    for raw in found:
+        name = raw.decode(errors="replace").strip().strip('"').split("\t")[0]
+        out.append(name[2:] if name[:2] in ("a/", "b/") else name)
+    return [n for n in out if n and n != "/dev/null"]
+
+
+def drop_secret_files(raw: bytes) -> tuple[bytes, list[str]]:
+    """``raw`` (a git diff) without the sections of files secret by name, each replaced by
+    its header and a line saying it was left out; and the paths left out."""
+    if not raw:
+        return raw, []
+    kept: list[bytes] = []
+    left_out: list[str] = []
+    for section in _SECTION.split(raw):
+        secret = [n for n in _names(section) if is_secret_file(n)] if section.startswith(
+            b"diff --git ") else []
+        if not secret:
+            kept.append(section)
+            continue
+        left_out.append(secret[-1])
+        header = section.split(b"\n", 1)[0]
+        kept.append(header + b"\n" + LEFT_OUT.format(name=secret[-1]).encode() + b"\n")
+    return b"".join(kept), sorted(set(left_out))
 
 
 class GitError(Exception):
@@ -110,8 +171,9 @@ def state(start: Path) -> dict[str, Any]:
 
 
 def diff(root: str) -> tuple[str, dict[str, Any]]:
-    """The uncommitted diff of tracked files against HEAD (staged and not), capped at
-    ``MAX_DIFF_BYTES``, and its facts: whole size, sha256, whether it was cut."""
+    """The uncommitted diff of tracked files against HEAD (staged and not), files secret by
+    name left out, capped at ``MAX_DIFF_BYTES``, and its facts: whole size, sha256, whether
+    it was cut, which files were left out."""
     try:
         raw = _git(Path(root), "diff", "HEAD", "--no-color", "--no-ext-diff", timeout=15.0)
     except GitError as exc:
@@ -119,7 +181,10 @@ def diff(root: str) -> tuple[str, dict[str, Any]]:
             raw = _git(Path(root), "diff", "--cached", "--no-color", "--no-ext-diff")
         except GitError:
             return "", {"diff_error": str(exc)}
+    raw, left_out = drop_secret_files(raw)
     facts: dict[str, Any] = {"diff_bytes": len(raw),
                              "diff_sha256": hashlib.sha256(raw).hexdigest() if raw else None,
                              "diff_truncated": len(raw) > MAX_DIFF_BYTES}
+    if left_out:
+        facts["diff_left_out"] = left_out
     return raw[:MAX_DIFF_BYTES].decode(errors="replace"), facts

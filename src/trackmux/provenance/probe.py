@@ -106,14 +106,33 @@ def _git_module() -> Any:
     return module
 
 
+def _redact_module() -> Any:
+    """core/values/redact.py (standard library only), loaded by path as git.py is."""
+    if __package__:
+        from trackmux.core.values import redact
+
+        return redact
+    spec = importlib.util.spec_from_file_location(
+        "_trackmux_redact", Path(__file__).parents[1] / "core" / "values" / "redact.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def probe(directory: str) -> dict[str, Any]:
-    """Everything slow, for the tree holding ``directory``."""
+    """Everything slow, for the tree holding ``directory``. The diff is redacted here (a
+    second of regular expressions for a 1 MB diff, which would hold the trainer's GIL),
+    with this process's environment, inherited from the trainer's."""
     git = _git_module()
     state = git.state(Path(directory))
     diff = ""
     if state.get("available") and state.get("root"):
         diff, facts = git.diff(state["root"])
         state.update(facts)
+        if diff:
+            diff = _redact_module().redact_text(diff)
+            state["diff_redacted"] = True
     return {"git": state, "diff": diff, "packages": packages(), "cpu": cpu_model(),
             "gpu": gpus()}
 

@@ -5,8 +5,10 @@ docs/performance.md): :func:`snapshot.snapshot` (copies) in the trainer's thread
 ``init()``; git
 (status, remote, diff), package versions, CPU model and NVML in a child process
 (``probe.py``), started and awaited by a bare thread at nice 10 (started without waiting
-for the OS to schedule it), which also redacts the command line, then writes
-``save_code``'s artifact and appends ONE ``ProvenanceEvent``.
+for the OS to schedule it), which also redacts the command line (the probe redacts the
+diff as text, after git.py left out the files secret by name), then writes ``save_code``'s artifact
+(the entry script redacted the same way) and appends ONE ``ProvenanceEvent``. Nothing
+unredacted leaves this thread: the spool, every backend and the reports get these copies.
 ``finish()`` waits for that thread up to its finish hook's deadline (at most 5 s); a run
 that ends sooner still gets the event, with the sections not read by then named under
 ``incomplete``. Nothing here touches ``log()``'s path.
@@ -26,6 +28,7 @@ from typing import Any
 
 from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import ProvenanceEvent
+from trackmux.core.values import redact
 from trackmux.provenance.snapshot import snapshot
 
 log = logging.getLogger("trackmux")
@@ -46,7 +49,9 @@ class Collector:
         self.data: dict[str, Any] = {
             "attempt": getattr(getattr(run, "attempt", None), "number", 1),
             "command": {"argv": [], "entry": self._snapshot["entry"],
-                        "cwd": self._snapshot["cwd"]}}
+                        "cwd": self._snapshot["cwd"]},
+            # a backend copies the entry script into its code record only when this is set
+            "save_code": bool(getattr(run, "save_code", False))}
         self.diff = ""
         self._pending = ["command", "python", "host", "env", "git", "packages", "host.cpu",
                          "gpu"]
@@ -77,9 +82,13 @@ class Collector:
                 self.data.update(collect.cheap(self._snapshot))
                 del self._pending[:4]
             found = self._probe(str(collect.script_dir(self.data)))
+            diff = found["diff"]  # redacted by the probe (probe.py): never here, in the GIL
+            if diff and not found["git"].get("diff_redacted"):
+                diff = redact.redact_text(diff)
+                found["git"]["diff_redacted"] = True
             with self._lock:
                 self.data["git"] = found["git"]
-                self.diff = found["diff"]
+                self.diff = diff
                 self.data["packages"] = found["packages"]
                 self.data["host"]["cpu"] = found["cpu"]
                 self.data["gpu"] = found["gpu"]
@@ -123,12 +132,14 @@ class Collector:
                 self._pending.remove(section)
 
     def _save_code(self) -> None:
-        """The entry script and the uncommitted diff as the artifact ``code``."""
+        """The entry script and the uncommitted diff as the artifact ``code``, both
+        redacted as text (the diff already is; a script secret by name is left out)."""
         entry = self.data["command"].get("entry")
         with tempfile.TemporaryDirectory(prefix="trackmux-code-") as tmp:
             folder = Path(tmp)
-            if entry and not str(entry).startswith("-m ") and Path(entry).is_file():
-                (folder / Path(entry).name).write_bytes(Path(entry).read_bytes())
+            script = script_copy(entry)
+            if script is not None:
+                (folder / Path(str(entry)).name).write_text(script, encoding="utf-8")
             if self.diff:
                 (folder / "uncommitted.diff").write_text(self.diff, encoding="utf-8")
             if any(folder.iterdir()):
@@ -153,6 +164,22 @@ class Collector:
             self.run._append(event)
         except RunFinishedError:
             log.info("trackmux: provenance was not recorded: the run finished first")
+
+
+def script_copy(entry: Any) -> str | None:
+    """The entry script's text as a code record may carry it: redacted as text, or a line
+    saying it was left out when its name is secret; None without a readable script file."""
+    from trackmux.provenance.git import LEFT_OUT, is_secret_file
+
+    if not entry or str(entry).startswith("-m ") or not Path(str(entry)).is_file():
+        return None
+    if is_secret_file(str(entry)):
+        return LEFT_OUT.format(name=Path(str(entry)).name) + "\n"
+    try:
+        text = Path(str(entry)).read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    return redact.redact_text(text)
 
 
 def _lower_this_thread() -> None:

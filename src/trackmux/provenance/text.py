@@ -60,6 +60,9 @@ def flat(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
 
 def lines(data: dict[str, Any], diff: str = "") -> list[str]:
     """The sections as indented lines for ``trackmux show``."""
+    from trackmux.core.values.argv import redacted_again
+
+    data = redacted_again(data)
     git = data.get("git", {})
     command = data.get("command", {})
     host = data.get("host", {})
@@ -72,6 +75,8 @@ def lines(data: dict[str, Any], diff: str = "") -> list[str]:
         cut = " (cut)" if git.get("diff_truncated") else ""
         out.append(f"  diff:     {git['diff_bytes']} bytes{cut}, sha256 "
                    f"{str(git.get('diff_sha256'))[:12]}")
+    if git.get("diff_left_out"):
+        out.append(f"  left out:  {', '.join(git['diff_left_out'])} (secret by name)")
     if git.get("untracked_count"):
         out.append(f"  untracked: {git['untracked_count']} file(s): "
                    + ", ".join(git.get("untracked", [])[:10]))

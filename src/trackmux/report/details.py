@@ -15,6 +15,7 @@ from typing import Any
 from trackmux.core.events import ArtifactEvent, ProvenanceEvent, TextEvent
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.values.intake import input_dropped
+from trackmux.core.values.redact import redact_text
 from trackmux.report.provenance import provenance_rows
 from trackmux.report.sections import wall_time, when
 
@@ -55,8 +56,11 @@ def run_details(run_dir: Path) -> dict[str, Any]:
                       if isinstance(e, ProvenanceEvent)]
         if provenance:
             latest = provenance[-1]
+            diff = latest.diff
+            if diff and not latest.data.get("git", {}).get("diff_redacted"):
+                diff = redact_text(diff)  # a spool older than issue 34
             out["provenance"] = {"rows": provenance_rows(latest.data),
-                                 "diff": latest.diff[:MAX_DIFF], "diff_chars": len(latest.diff)}
+                                 "diff": diff[:MAX_DIFF], "diff_chars": len(diff)}
         cursors = reader.cursors()
         names = list(meta.get("backends") or [])
         names += [name for name in sorted(cursors) if name not in names]

@@ -5,7 +5,7 @@ the delivery state of each backend."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from trackmux.core.events import (
 )
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.spool.writer import SPOOL_FILE
+from trackmux.core.values.redact import redact_text
 
 
 class RunNotFound(LookupError):
@@ -138,6 +139,9 @@ def load_run(run_dir: Path) -> RunData:
                 data.config = merge_config(data.config or {}, event.config)
             elif isinstance(event, ProvenanceEvent):
                 data.provenance = event
+                if event.diff and not event.data.get("git", {}).get("diff_redacted"):
+                    # a spool older than issue 34, whose diff was not redacted at the source
+                    data.provenance = replace(event, diff=redact_text(event.diff))
         data.last_seq = reader.last_seq()
         cursors = reader.cursors()
         names = list(data.meta.get("backends") or [])

@@ -15,6 +15,9 @@ _SKIP = ("schema", "env", "git.untracked", "git.root", "command.cwd", "host.plat
 
 def provenance_rows(data: dict[str, object]) -> dict[str, str]:
     """The fields a reader compares between runs, flattened to text."""
+    from trackmux.core.values.argv import redacted_again
+
+    data = redacted_again(data)
     rows = {"code": code_label(data.get("git", {})),  # type: ignore[arg-type]
             "gpu": gpu_label(data.get("gpu", {}))}  # type: ignore[arg-type]
     for key, value in flat(data).items():

@@ -210,6 +210,15 @@ class ProcessDelivery:
                     f"{self.run_dir.parent.parent}")
         return ""
 
+    def background_seconds(self) -> float | None:
+        """How long the process may go on delivering after the trainer exits (its orphan
+        timeout), None when it has already ended."""
+        with self._cond:
+            if self._gone or self._done:
+                return None
+        seconds: float = self._config["orphan_timeout"]  # type: ignore[assignment]
+        return float(seconds)
+
     def _send(self, message: dict[str, Any], deadline: float | None = None) -> bool:
         data = orjson.dumps(message) + b"\n"
         with self._send_lock:

@@ -46,6 +46,10 @@ log = logging.getLogger("trackmux")
 
 # After SIGTERM, keep draining this long before exiting; the rest stays in the spool.
 DEFAULT_GRACE = 10.0
+#: after SIGTERM, when no backend makes progress (each left only retrying): stop this soon
+STUCK_GRACE = 2.0
+#: at the deadline, how long the workers get to let go before the process exits anyway
+STOP_WAIT = 0.5
 PARENT_CHECK = 1.0
 IDLE = "idle"  # TRACKMUX_DELIVERY_NICE's default: the idle scheduling class
 IDLE_FALLBACK_NICE = 19
@@ -67,6 +71,7 @@ class DeliveryProcess:
         self._event = threading.Event()  # wakes the main loop: finish, EOF, signal
         self._finish: dict[str, Any] | None = None
         self._orphaned: str | None = None
+        self._note: str | None = None  # a line the main loop says (from a signal handler)
         self.reporter = Reporter(listener=self._forward)
         self.workers: list[DeliveryWorker] = []
         registry = get_registry()
@@ -141,10 +146,30 @@ class DeliveryProcess:
             self._event.set()
 
     def on_sigterm(self, signum: int, frame: object) -> None:
+        """Drain for the grace period while some backend makes progress; when every one
+        left is only retrying (a dead webhook, a server that is down), stop within
+        ``STUCK_GRACE`` s: waiting would change nothing. Either way it is said, in
+        delivery.log and to the trainer if it still listens."""
         grace = float(os.environ.get("TRACKMUX_DELIVERY_GRACE") or DEFAULT_GRACE)
-        log.warning("trackmux delivery: SIGTERM; draining for at most %.1f s more", grace)
+        left = [w for w in self.workers if w.state not in ENDED]
+        if all(w.state in ("retrying", "opening") for w in left):
+            grace = min(grace, STUCK_GRACE)
+            what = (f"SIGTERM; {', '.join(w.name for w in left) or 'nothing'} only retrying: "
+                    f"stopping within {grace:.1f} s; what is left stays in the spool for "
+                    f"trackmux sync {self.info.run_dir}")
+        else:
+            what = (f"SIGTERM; draining {', '.join(w.name for w in left)} for at most "
+                    f"{grace:.1f} s more (TRACKMUX_DELIVERY_GRACE)")
+        self._note = what  # said by the main loop: no lock is taken in a signal handler
         self._set_deadline(time.monotonic() + grace)
         self._event.set()
+
+    def _say_note(self) -> None:
+        note, self._note = self._note, None
+        if note:
+            log.warning("trackmux delivery: %s", note)
+            self._send({"log": [logging.WARNING,
+                                f"trackmux delivery (pid {os.getpid()}): {note}"]})
 
     def on_handover(self, signum: int, frame: object) -> None:
         """SIGUSR1 from ``trackmux sync``: the user delivers this run by hand now; stop at
@@ -163,8 +188,11 @@ class DeliveryProcess:
         self._send({"ready": os.getpid()})
         started_finish = False
         while True:
-            self._event.wait(PARENT_CHECK)
+            wait = PARENT_CHECK if self.deadline is None else max(
+                0.0, min(PARENT_CHECK, self.deadline - time.monotonic()))
+            self._event.wait(wait)
             self._event.clear()
+            self._say_note()
             if self._orphaned is None and self._finish is None and \
                     os.getppid() != self.parent:
                 self._orphaned = f"the trainer (pid {self.parent}) is gone"
@@ -181,8 +209,11 @@ class DeliveryProcess:
                             "spool for trackmux sync")
                 for worker in self.workers:
                     worker.stop()
+                # a worker inside a backend call (an HTTP timeout) is not waited for: the
+                # process ends with os._exit, and the spool keeps what was not acknowledged
+                end = time.monotonic() + STOP_WAIT
                 for worker in self.workers:
-                    worker.join(5.0)
+                    worker.join(max(0.0, end - time.monotonic()))
                 break
         self.watch.stop()
         self._send({"done": True, "acked": {w.name: w.acked for w in self.workers}})

@@ -46,6 +46,8 @@ from trackmux.core.events import ConfigEvent, Event, ProvenanceEvent
 from trackmux.core.spool import attempts
 from trackmux.core.spool.attempts import Attempt
 from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.values.argv import redacted_again
+from trackmux.core.values.redact import redact_text
 
 log = logging.getLogger("trackmux")
 
@@ -63,6 +65,15 @@ ENDED = frozenset({"done", "failed", "stopped"})
 
 class _Failed(Exception):
     """Internal: this backend failed permanently; the message names the cause."""
+
+
+def _redacted_again(event: ProvenanceEvent) -> ProvenanceEvent:
+    """A provenance event as today's rules redact it: its argv always (cheap), its diff
+    when the spool predates the probe's redaction (no ``diff_redacted``)."""
+    diff = event.diff
+    if diff and not event.data.get("git", {}).get("diff_redacted"):
+        diff = redact_text(diff)
+    return replace(event, data=redacted_again(event.data), diff=diff)
 
 
 def delivery_lock(run_dir: Path, backend: str) -> filelock.BaseFileLock:
@@ -371,6 +382,8 @@ class DeliveryWorker:
         """Config events carry the merged config so far; fallbacks for kinds not shown."""
         prepared: list[Event] = []
         for event in events:
+            if isinstance(event, ProvenanceEvent):
+                event = _redacted_again(event)
             if isinstance(event, ConfigEvent):
                 if self._config_upto is None or event.seq <= self._config_upto:
                     self._config = merged(e.config for e in reader.config_events(event.seq)

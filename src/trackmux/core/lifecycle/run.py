@@ -262,6 +262,10 @@ class Run:
             self.log_config(config)
         if earlier:  # the crashed attempt's delivery process may still be retrying
             stop_orphaned_delivery(self.dir, earlier, ours=True)
+        #: backends that take only the doctor's findings (webhook): their pending events
+        #: are counted as findings in finish()'s last line
+        self._alert_only = {s.name for s in specs if getattr(s.factory, "capabilities", None)
+                            == frozenset({"finding"})}
         self._deliveries = self._start_delivery(specs, options, delivery, orphan_timeout)
         self._sampler: Any = None
         self._nonfinite_keys: set[str] = set()  # histogram keys warned about NaN/inf
@@ -518,7 +522,9 @@ class Run:
         # Events still queued when the deadline came (a burst right before a short
         # timeout) are committed now, after delivery stopped: they count as pending.
         self._spool.close(max(0.5, deadline - time.monotonic()))
-        total = self._spool.last_seq + self._spool.queued
+        # the watchers' findings (appended by the delivery process) count as events too:
+        # a backend that could not take them is pending, not complete
+        total = max(self._spool.last_seq + self._spool.queued, target)
         pending = {name: total - n for name, n in acked.items() if n < total}
         self._run_lock.release()
         _live_runs.discard(self)
@@ -534,6 +540,7 @@ class Run:
                         self.id, pending, self.dir, names)
             for note in later:  # one line: what goes on after exit, how long, how to watch
                 log.warning("trackmux: run %s: %s", self.id, note)
+            self._say_undelivered_findings(pending, acked)
         if summary.dropped:
             log.error("trackmux: run %s dropped %d events: %s", self.id, summary.dropped,
                       self._spool.status.drop_causes())
@@ -542,6 +549,40 @@ class Run:
                         "; ".join(f"{d.what} {d.name} x{d.count}"
                                   for d in self._intake.dropped()[:10]))
         return summary
+
+    def _say_undelivered_findings(self, pending: dict[str, int], acked: dict[str, int]
+                                  ) -> None:
+        """The last line for an alert backend that is behind (a dead webhook): how many
+        findings, and what happens to them now (retried in the background, up to when)."""
+        behind = {name: acked.get(name, 0) for name in pending if name in self._alert_only}
+        if not behind:
+            return
+        from trackmux.core.events import FindingEvent
+        from trackmux.core.spool.reader import SpoolReader
+
+        try:
+            reader = SpoolReader(self.dir)
+            try:
+                seqs = [e.seq for e in reader.events_of_kind("finding")
+                        if isinstance(e, FindingEvent)]
+            finally:
+                reader.close()
+        except Exception as exc:  # a line less, never an error at finish
+            log.debug("trackmux: findings not counted: %s", exc)
+            return
+        background = [h.background_seconds() for h in self._deliveries
+                      if isinstance(h, ProcessDelivery)]
+        seconds = next((b for b in background if b is not None), None)
+        for name, done in behind.items():
+            count = sum(1 for seq in seqs if seq > done)
+            if not count:
+                continue
+            then = (f"retrying in the background up to {seconds:.0f} s "
+                    f"(TRACKMUX_ORPHAN_TIMEOUT; SIGTERM to the delivery process stops it), "
+                    f"then kept in the spool" if seconds is not None else "kept in the spool")
+            log.warning("trackmux: run %s: %d finding%s not delivered to %s; %s: trackmux sync "
+                        "%s --to %s", self.id, count, "" if count == 1 else "s", name, then,
+                        self.dir, name)
 
     def _terminated(self) -> None:
         """SIGTERM with its default action is about to end this process: commit what is

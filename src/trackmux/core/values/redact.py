@@ -15,6 +15,12 @@ they are model output).
   (``sk-``, ``hf_``, ``ghp_``, ``AKIA``, ...) and a value shaped like a wandb API key (40
   hex digits, or a W&B Server key ``<prefix>-<40 hex>`` such as ``local-...``) unless its
   key names a commit or hash.
+- Inside any text (a command line, a diff, a script, a config string), a value assigned to
+  a credential-named key is redacted whatever its shape: ``API_KEY = "..."``,
+  ``token="..."``, ``password: ...`` (YAML), ``"api_key": "..."`` (JSON),
+  ``api_key: str = "..."``, ``export HF_TOKEN=...``, ``os.environ["X_SECRET"] = "..."``,
+  ``{project:x,api_key:...}`` (Hydra); a code expression (``token = get_token()``,
+  ``key = os.environ["K"]``) is not a literal and stays. PEM private-key blocks go whole.
 - Any string containing the value of a secret-looking environment variable
   (``WANDB_API_KEY``, ``HF_TOKEN``, ``AWS_SESSION_TOKEN`` ...) is redacted too; environment
   values are never logged. ``PWD``/``OLDPWD`` are directories, not passwords.
@@ -71,13 +77,31 @@ _SECRET_TOKENS = re.compile(r"(api|access|auth|secret|bearer|hf|github|session|r
                             re.IGNORECASE)
 # Environment variables whose names look secret but whose values are not.
 _NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD"})
-_URL_CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s@?#]*)@")
+# the scheme starts where no scheme character precedes it and is at most 32 long: a long
+# run of letters is then scanned once, not once per start position (quadratic)
+_URL_CREDENTIALS = re.compile(r"(?<![a-zA-Z0-9+.\-])([a-zA-Z][a-zA-Z0-9+.\-]{0,31}://)"
+                              r"([^/\s@?#]*)@")
 _SECRET_VALUES = re.compile(
     r"eyJ[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]{4,}\.[A-Za-z0-9_\-]*"  # JWT
     r"|\b(sk|rk|pk)-[A-Za-z0-9_\-]{16,}"                             # OpenAI-style keys
     r"|\bhf_[A-Za-z0-9]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abposr]-[A-Za-z0-9\-]{10,}"
     r"|\b(AKIA|ASIA)[0-9A-Z]{16}\b|\bwandb_v\d+_[A-Za-z0-9_]{20,}"
+    r"|-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)"
 )
+# ``KEY <sep> VALUE`` inside text. The key may be quoted or an index (``env["KEY"]``), may
+# carry a type annotation (``api_key: str = ...``); the separator is ``=`` (not ``==``,
+# ``=>``) or ``:`` (not ``::``, not ``://``). The value is a quoted literal (with an
+# optional ``b``/``f``/``r`` prefix) or a bare word that ends at a delimiter: a bare word
+# followed by ``(``, ``[`` or ``.`` is code, not a literal, and is left alone.
+_ASSIGNED = re.compile(
+    r"""(?<![\w.])(?P<q>["']?)(?P<key>[A-Za-z_][\w.\-]*)(?P=q)\]?"""
+    r"""(?P<sep>(?:\s*:\s*[A-Za-z_][\w.]*(?:\[[\w.\[\], |]*\])?"""
+    r"""(?:\s*\|\s*[A-Za-z_][\w.]*)*)?\s*(?:=(?![=>~])|:(?![:=]|//))[ \t]*)"""
+    r"""(?:(?P<pre>[rbfuRBFU]{0,2})(?P<vq>["'])(?P<val>(?:\\.|(?!(?P=vq))[^\\\n])*)(?P=vq)"""
+    r"""|(?P<bare>[^\s,;{}\[\]()'"<>]+)(?=[\s,;}\])'"]|$))"""
+)
+_NOT_A_VALUE = frozenset({"", "none", "null", "nil", "true", "false", "~", REDACTED.lower(),
+                          "***"})
 _AUTH_IN_TEXT = re.compile(
     r"(\b(?i:authorization|x-api-key|api-key)\s*[:=]\s*)(?:(?i:bearer|basic|token)\s+)?"
     r"(?!\*\*\*)[^\s,;\"']+"
@@ -115,11 +139,31 @@ def _auth_sub(match: re.Match[str]) -> str:
     return (match.group(1) or match.group(2)) + REDACTED
 
 
+def _assigned_sub(match: re.Match[str]) -> str:
+    if not is_secret_key(match.group("key")):
+        return match.group(0)
+    value = match.group("val") if match.group("vq") else match.group("bare")
+    if value is None or value.strip().lower() in _NOT_A_VALUE:
+        return match.group(0)
+    head = match.group(0)[:match.start("sep") - match.start(0)] + match.group("sep")
+    if match.group("vq"):
+        quote = match.group("vq")
+        return f"{head}{match.group('pre')}{quote}{REDACTED}{quote}"
+    return head + REDACTED
+
+
+def redact_assignments(text: str) -> str:
+    """Values assigned to credential-named keys inside ``text`` replaced (module doc)."""
+    return _ASSIGNED.sub(_assigned_sub, text) if ("=" in text or ":" in text) else text
+
+
 def redact_text(text: str, env_secrets: list[str] | None = None) -> str:
-    """Strip URL credentials, secret-shaped values and known secret values from a string."""
+    """Strip URL credentials, secret-shaped values, values assigned to credential-named
+    keys and known secret values from a string."""
     text = _URL_CREDENTIALS.sub(r"\1***@", text)
     text = _SECRET_VALUES.sub(REDACTED, text)
     text = _AUTH_IN_TEXT.sub(_auth_sub, text)
+    text = redact_assignments(text)
     for secret in _env_secrets() if env_secrets is None else env_secrets:
         if secret in text:
             text = text.replace(secret, REDACTED)

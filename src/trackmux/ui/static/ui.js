@@ -4,7 +4,8 @@
 (function () {
   "use strict";
   var C = window.trackmuxCharts, el = C.el;
-  var token = new URLSearchParams(location.search).get("token");
+  // No token here: opening the printed URL traded it for an HttpOnly cookie and the
+  // server redirected to this page without it; same-origin requests carry the cookie.
   // every map keyed by run data (run ids, keys) has no prototype: an id like "__proto__"
   // or "constructor" is just a key (C.dict)
   var S = {runs: [], selected: [], tab: "charts", charts: [], sources: C.dict(), labels: C.dict(),
@@ -13,8 +14,7 @@
   var SAMPLE_RULES = new Set(["degenerate_text", "flat_groups"]);  // findings read from samples
 
   function api(path) {
-    var headers = token ? {"X-Trackmux-Token": token} : {};
-    return fetch(path, {headers: headers}).then(function (r) {
+    return fetch(path, {credentials: "same-origin"}).then(function (r) {
       return r.json().then(function (body) {
         if (!r.ok) throw new Error(body.error || r.statusText);
         return body;
@@ -359,7 +359,7 @@
           var box = el("div", {"class": "panel media", "data-key": key, "data-run": id}); col.appendChild(box);
           box.appendChild(el("h3", {}, key));
           var img = el("img", {alt: key});
-          slider(box, m.images[key], function (it) { img.src = "/api/run/" + id + "/image/" + it.seq + (token ? "?token=" + token : ""); }, "image");
+          slider(box, m.images[key], function (it) { img.src = "/api/run/" + id + "/image/" + it.seq; }, "image");
           box.appendChild(img);
         });
         Object.keys(m.tables).forEach(function (key) {
