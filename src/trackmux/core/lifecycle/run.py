@@ -736,7 +736,9 @@ def samples_event(intake: Intake, name: str, stored_key: str, step: int, samples
         event, found = samples_mod.to_event(
             stored_key, samples, step, time.time(), tokens=tokens, token_lengths=token_lengths,
             token_dtype=token_dtype, max_rows=cap, strict=strict)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
+        if strict and isinstance(exc, OverflowError):  # named, never a bare overflow
+            raise ValueError(f"log_samples {name!r}: {exc}") from None
         if strict:
             raise
         intake.drop("samples", name, exc, "the whole call is dropped")
