@@ -14,6 +14,8 @@ from pathlib import Path
 import click
 import orjson
 
+from trackmux.cli.output import echo
+
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True)
@@ -47,20 +49,19 @@ def doctor(runs: tuple[str, ...], as_json: bool, rules: str | None, root: Path |
         try:
             found = diagnose(run_dir, setting)
         except Exception as exc:  # an unreadable spool is this run's problem, not usage
-            click.echo(f"{run_dir}: cannot read: {type(exc).__name__}: {exc}", err=True)
+            echo(f"{run_dir}: cannot read: {type(exc).__name__}: {exc}", err=True)
             serious = True
             continue
         found.sort(key=lambda f: f.step)
         serious = serious or any(severity_rank(f.severity) >= 1 for f in found)
         if as_json:
-            sys.stdout.buffer.write(orjson.dumps(
-                {"run": run_dir.name, "findings": [f.as_dict() for f in found]}) + b"\n")
-            sys.stdout.flush()
+            echo(orjson.dumps({"run": run_dir.name,
+                               "findings": [f.as_dict() for f in found]}).decode())
             continue
-        click.echo(f"{run_dir.name}: " + (f"{len(found)} finding(s)" if found
-                                          else "no findings"))
+        echo(f"{run_dir.name}: " + (f"{len(found)} finding(s)" if found
+                                    else "no findings"))
         for f in found:
             keys = f" [{', '.join(f.keys)}]" if f.keys else ""
-            click.echo(f"  {f.severity.upper():8} {f.rule} @ step {f.step}{keys}")
-            click.echo(f"           {f.message}")
+            echo(f"  {f.severity.upper():8} {f.rule} @ step {f.step}{keys}")
+            echo(f"           {f.message}")
     sys.exit(1 if serious else 0)

@@ -14,8 +14,10 @@ from typing import Any
 import click
 import orjson
 
+from trackmux.cli.output import echo
 from trackmux.core.errors import SpoolUnsafeError
 from trackmux.core.spool.runs import resolve_run
+from trackmux.core.terminal import for_terminal
 from trackmux.samples.read import (
     COMPONENT_PREFIXES,
     GROUP_COLUMNS,
@@ -90,7 +92,7 @@ def samples(run_arg: str, key: str | None, step: int | None, last: bool, sort_by
         try:
             predicate = compile_where(where, ["sample", *columns])
         except WhereError as exc:
-            raise click.UsageError(f"--where: {exc}") from None
+            raise click.UsageError(for_terminal(f"--where: {exc}")) from None  # names columns
         table = [r for r in table if predicate(r)]
     if sort_by:
         name = sort_by.lstrip("-")
@@ -105,10 +107,10 @@ def samples(run_arg: str, key: str | None, step: int | None, last: bool, sort_by
             present.sort(key=lambda r: str(r[name]), reverse=sort_by.startswith("-"))
         table = present + missing
     if as_json:
-        click.echo(orjson.dumps({"run": run_dir.name, "key": key, "step": step,
-                                 "count": rows.count, "matched": len(table),
-                                 "rows": table},
-                                option=orjson.OPT_SERIALIZE_NUMPY).decode())
+        echo(orjson.dumps({"run": run_dir.name, "key": key, "step": step,
+                           "count": rows.count, "matched": len(table),
+                           "rows": table},
+                          option=orjson.OPT_SERIALIZE_NUMPY).decode())
         return
     _print_table(key, step, rows.count, table, columns, group_col, limit)
 
@@ -129,14 +131,14 @@ def _ranges(steps: list[int]) -> str:
 
 def _list_keys(run: str, keys: dict[str, list[int]], as_json: bool) -> None:
     if as_json:
-        click.echo(orjson.dumps({"run": run, "keys": keys}).decode())
+        echo(orjson.dumps({"run": run, "keys": keys}).decode())
         return
     if not keys:
-        click.echo(f"run {run} has no samples (log them with run.log_samples)")
+        echo(f"run {run} has no samples (log them with run.log_samples)")
         return
     for key, steps in keys.items():
-        click.echo(f"{key}: {len(steps)} steps ({_ranges(steps)})")
-    click.echo("show one with: trackmux samples RUN --key KEY --step N")
+        echo(f"{key}: {len(steps)} steps ({_ranges(steps)})")
+    echo("show one with: trackmux samples RUN --key KEY --step N")
 
 
 def _cell(value: Any, width: int) -> str:
@@ -154,9 +156,9 @@ def _print_table(key: str, step: int, count: int, table: list[dict[str, Any]],
     order += [c for c in ("prompt", "response") if c in columns]
     shown = table if limit == 0 else table[:limit]
     widths = {c: TEXT_WIDTH if c in ("prompt", "response") else 12 for c in order}
-    click.echo(f"{key} @ step {step}: {len(table)} of {count} samples"
-               + (f" (first {len(shown)})" if len(shown) < len(table) else ""))
-    click.echo("  ".join(_cell(c, widths[c]).ljust(min(widths[c], 12)) for c in order))
+    echo(f"{key} @ step {step}: {len(table)} of {count} samples"
+         + (f" (first {len(shown)})" if len(shown) < len(table) else ""))
+    echo("  ".join(_cell(c, widths[c]).ljust(min(widths[c], 12)) for c in order))
     for row in shown:
-        click.echo("  ".join(_cell(row.get(c), widths[c]).ljust(min(widths[c], 12))
-                             for c in order))
+        echo("  ".join(_cell(row.get(c), widths[c]).ljust(min(widths[c], 12))
+                       for c in order))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from trackmux.cli.output import echo
 from trackmux.core import settings
 
 
@@ -33,10 +34,10 @@ def ui(directories: tuple[Path, ...], host: str, port: int, cache_mb: int) -> No
         if not root.is_dir():
             raise click.BadParameter(f"no directory {root}", param_hint="DIR")
     server = Server(roots, host=host, port=port, budget_mb=cache_mb)
-    click.echo(f"trackmux ui: serving {', '.join(str(r) for r in roots)}")
-    click.echo(f"open {server.url}")
+    echo(f"trackmux ui: serving {', '.join(str(r) for r in roots)}")
+    echo(f"open {server.url}")
     if server.token:
-        click.echo("(listening beyond this machine: the URL carries the access token)")
+        echo("(listening beyond this machine: the URL carries the access token)")
     server.start()
     try:
         assert server.thread is not None

@@ -10,6 +10,10 @@ them all (``trackmux show``, the report, every other backend). A histogram is on
 ``nan=``/``inf=`` counts when any values were not finite). A finding of the doctor is one
 line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``.
 
+Everything printed is logged text made inert first (core/terminal.py): a model's output
+in a sample, a table cell or a text cannot drive the terminal with escape sequences,
+control characters or bidi overrides.
+
 Options: ``interval`` (seconds), ``stream`` ("stdout" or "stderr"), ``rows`` (table rows
 shown, >= 0).
 
@@ -38,6 +42,7 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
+from trackmux.core.terminal import for_terminal
 from trackmux.core.values.histogram import quantile
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
@@ -138,6 +143,10 @@ class ConsoleBackend(Backend):
     def stream(self) -> TextIO:
         return sys.stdout if self._stream_name == "stdout" else sys.stderr
 
+    def _print(self, text: str) -> None:
+        """Every line this backend prints: logged text, made inert for the terminal."""
+        print(for_terminal(text), file=self.stream)
+
     def open(self, run: RunInfo, resume: ResumeState) -> None:
         self._run = run
 
@@ -151,23 +160,23 @@ class ConsoleBackend(Backend):
                 self._pending = (event.step, dict(event.data))
             elif isinstance(event, TextEvent):
                 self._emit_pending(force=True)
-                print(format_text(event), file=self.stream)
+                self._print(format_text(event))
             elif isinstance(event, TableEvent):
                 self._emit_pending(force=True)
-                print(format_table(event, self.rows), file=self.stream)
+                self._print(format_table(event, self.rows))
             elif isinstance(event, HistogramEvent):
                 self._emit_pending(force=True)
-                print(format_histogram(event), file=self.stream)
+                self._print(format_histogram(event))
             elif isinstance(event, ProvenanceEvent):  # one line; `trackmux show` has the rest
                 from trackmux.provenance.text import summary_line
 
-                print(f"[provenance] {summary_line(event.data)}", file=self.stream)
+                self._print(f"[provenance] {summary_line(event.data)}")
             elif isinstance(event, FindingEvent):  # the doctor: one line, never rate-limited
                 self._emit_pending(force=True)
-                print(event.line(), file=self.stream)
+                self._print(event.line())
             elif isinstance(event, SamplesEvent):
                 self._emit_pending(force=True)
-                print(self._format_samples(event), file=self.stream)
+                self._print(self._format_samples(event))
         self._emit_pending(force=False, keep_latest=True)
 
     def _format_samples(self, event: SamplesEvent) -> str:
@@ -193,7 +202,7 @@ class ConsoleBackend(Backend):
         if force or now - self._last_print >= self.interval:
             step, data = self._pending
             suffix = f"  ({self._skipped} earlier steps not shown)" if self._skipped else ""
-            print(format_step(step, data) + suffix, file=self.stream)
+            self._print(format_step(step, data) + suffix)
             self._last_print = now
             self._pending = None
             self._skipped = 0
