@@ -108,15 +108,17 @@ def test_runs_and_diff(run_dir: Path) -> None:
     assert_inert(out)
     assert "exp\\u001b]0;you have been pwned\\u0007" in out
     code, out = _cli("diff", str(run_dir), str(run_dir))
+    assert code == 0, out
     assert_inert(out)
 
 
 def test_doctor_text_and_json(run_dir: Path) -> None:
     code, out = _cli("doctor", str(run_dir))
-    assert "degenerate_text" in out, out
+    assert code == 1 and "degenerate_text" in out, out
     assert_inert(out)
     assert "val\\u202e/generations" in out
     code, out = _cli("doctor", str(run_dir), "--json")
+    assert code == 1  # a warning finding
     assert_inert(out)
     found = orjson.loads(out)["findings"]
     assert "val\u202e/generations" in found[0]["keys"]  # JSON decodes to the key as logged
