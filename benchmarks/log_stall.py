@@ -6,10 +6,12 @@
 One trainer logs ``--points`` values (``--keys`` per call, so 1M calls by default) as
 fast as it can into a run whose mlflow backend points at a port nothing listens on (the
 delivery process retries it in the background). Every call is timed; the report gives the
-median, p99, p99.9 and max, and the slowest calls with their time since ``init()`` and
-what the trainer's other threads were doing when each ended (their stacks, taken only
-after a call over ``--stall-ms``), so a stall names its cause: the provenance thread, the
-spool writer, delivery monitoring, an import. Issue 34.9 saw one call of 12 ms about 5 s
+median, p99, p99.9 and max, and for each call over ``--stall-ms`` how much of it the
+trainer's thread was blocked inside the process (neither running nor waiting for a CPU,
+from /proc's schedstat: waiting for the GIL or a lock, which trackmux can fix; the rest
+is the OS running other processes, which it cannot), with what the other threads were
+doing when the call ended, so a stall names its cause: the provenance thread, the spool
+writer, delivery monitoring, an import. Linux only. Issue 34.9 saw one call of 12 ms about 5 s
 after ``init()``; docs/performance.md has the numbers before and after.
 """
 
@@ -62,30 +64,30 @@ def bench(points: int, keys: int, backend: str, provenance: bool, stall_ms: floa
                             dir=tmp, backend_options=options, provenance=provenance)
         init_ns = time.perf_counter_ns() - start
         log, clock = run.log, time.perf_counter_ns
-        cpu, mine = time.process_time_ns, time.thread_time_ns
+        sched = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
         times: list[int] = []
-        # the slow calls: wall, when, the CPU this process's OTHER threads used meanwhile
-        # (about the wall time: they held the GIL; about 0: the OS ran other processes),
-        # and what those threads were doing when the call ended
+        # the slow calls: wall, when, how long this thread was blocked inside the process
+        # (neither running nor waiting for a CPU: waiting for the GIL or a lock), and what
+        # the other threads were doing when the call ended
         slow: list[tuple[int, int, int, dict[str, str]]] = []
         threshold = int(stall_ms * 1e6)
         value = 0.5
         for step in range(points // keys):
             data = dict.fromkeys(names, value)
-            p0, m0 = cpu(), mine()
+            before = os.pread(sched, 64, 0)
             t0 = clock()
             log(data, step=step)
             took = clock() - t0
+            after = os.pread(sched, 64, 0)
             times.append(took)
             if took > threshold and len(slow) < 1000:
-                others_cpu = (cpu() - p0) - (mine() - m0)
-                slow.append((took, t0 - start, others_cpu, _others()))
+                slow.append((took, t0 - start, _blocked(took, before, after), _others()))
+        os.close(sched)
         loop_s = (clock() - start) / 1e9
         run.finish(timeout=5)
     result = stats(times)
-    ours = [s for s in slow if s[2] >= s[0] / 2]  # held by this process's own threads
     slow.sort(key=lambda s: -s[0])
-    ours.sort(key=lambda s: -s[0])
+    ours = sorted(slow, key=lambda s: -s[2])  # by the time blocked inside the process
     return {"points": points, "keys_per_call": keys, "calls": len(times),
             "backend": backend, "provenance": provenance,
             "mlflow_imported": "mlflow" in sys.modules, "init_ms": init_ns / 1e6,
@@ -93,16 +95,26 @@ def bench(points: int, keys: int, backend: str, provenance: bool, stall_ms: floa
             "p99_us": result["p99_us"], "p999_us": result["p999_us"],
             "max_ms": result["max_us"] / 1000,
             f"calls_over_{stall_ms:g}ms": sum(t > threshold for t in times),
-            "held_by_own_threads": len(ours),
-            "max_held_by_own_threads_ms": round(ours[0][0] / 1e6, 2) if ours else 0.0,
+            f"calls_blocked_over_{stall_ms:g}ms": sum(s[2] > threshold for s in slow),
+            "max_blocked_ms": round(ours[0][2] / 1e6, 2) if ours else 0.0,
             "slowest": [_slow(s) for s in slow[:3]],
-            "slowest_held_by_own_threads": [_slow(s) for s in ours[:5]]}
+            "most_blocked": [_slow(s) for s in ours[:5]]}
+
+
+def _blocked(took: int, before: bytes, after: bytes) -> int:
+    """Of a call's ``took`` ns, those the thread neither ran nor waited for a CPU
+    (/proc schedstat: ns on the CPU, ns waiting on a run queue): blocked in the process,
+    on the GIL or a lock. What the OS took from it (the machine's other load) is not in
+    it."""
+    ran0, queued0 = (int(v) for v in before.split()[:2])
+    ran1, queued1 = (int(v) for v in after.split()[:2])
+    return max(0, took - (ran1 - ran0) - (queued1 - queued0))
 
 
 def _slow(entry: tuple[int, int, int, dict[str, str]]) -> dict[str, Any]:
-    took, at, others_cpu, others = entry
+    took, at, blocked, others = entry
     return {"ms": round(took / 1e6, 2), "at_s": round(at / 1e9, 2),
-            "other_threads_cpu_ms": round(others_cpu / 1e6, 2), "other_threads": others}
+            "blocked_ms": round(blocked / 1e6, 2), "other_threads": others}
 
 
 def main() -> None:
