@@ -89,10 +89,11 @@ def compile_where(text: str, columns: Iterable[str]) -> Predicate:
     pos = 0
     depth = 0
 
-    def nested(at: int) -> None:
-        """One more level of '(' or 'not' (the parser and the predicate recurse per level)."""
+    def nested(at: int, by: int) -> None:
+        """One level of '(' or 'not' in (``by`` 1) or out (-1): the parser and the
+        predicate recurse per level, so the depth is bounded."""
         nonlocal depth
-        depth += 1
+        depth += by
         if depth > MAX_DEPTH:
             raise WhereError(f"the expression nests deeper than {MAX_DEPTH} levels of '(' "
                              f"and 'not' at character {at}")
@@ -123,10 +124,9 @@ def compile_where(text: str, columns: Iterable[str]) -> Predicate:
                                  f"{', '.join(sorted(known))}")
             return lambda row: row.get(val)
         if is_kw((kind, val, at), "("):
-            nonlocal depth
-            nested(at)
+            nested(at, 1)
             inner = disjunction()
-            depth -= 1
+            nested(at, -1)
             if not is_kw(peek(), ")"):
                 raise WhereError(f"missing ')' for the '(' at character {at}")
             take()
@@ -144,10 +144,10 @@ def compile_where(text: str, columns: Iterable[str]) -> Predicate:
 
     def negation() -> Callable[[Row], Any]:
         if is_kw(peek(), "not"):
-            nonlocal depth
-            nested(take()[2])
+            at = take()[2]
+            nested(at, 1)
             inner = negation()
-            depth -= 1
+            nested(at, -1)
             return lambda row: not inner(row)
         return comparison()
 

@@ -320,10 +320,10 @@ def _pack_ragged_arrays(name: str, rows: list[Any], lengths: list[int] | None,
     that of the bytes, as for a padded array. None when the rows are something else."""
     if not rows:
         return None
-    module = type(rows[0]).__module__.split(".")[0]
-    if module not in ("numpy", "torch") or any(
-            type(r).__module__.split(".")[0] != module for r in rows):
+    modules = {kind.__module__.split(".")[0] for kind in set(map(type, rows))}
+    if len(modules) != 1 or not modules <= {"numpy", "torch"}:
         return None
+    (module,) = modules
     import numpy as np
 
     if module == "torch":
@@ -338,7 +338,11 @@ def _pack_ragged_arrays(name: str, rows: list[Any], lengths: list[int] | None,
             tensors = [t[:n] for t, n in zip(tensors, lengths, strict=True)]
         sizes = [int(t.shape[0]) for t in tensors] if lengths is not None else [
             shape[0] for shape in shapes]
-        with torch.no_grad():  # one copy, no autograd graph (rows may require grad)
+        direct = _joined_in_place(tensors, sum(sizes), token_dtype)
+        if direct is not None:  # one copy, straight into the event's bytes
+            array, dtype, store, data = direct
+            return _ragged(name, array, dtype, store, sizes, data)
+        with torch.no_grad():  # no autograd graph (rows may require grad)
             try:
                 joined = torch.cat(tensors)
             except RuntimeError:  # rows on different devices
@@ -352,14 +356,68 @@ def _pack_ragged_arrays(name: str, rows: list[Any], lengths: list[int] | None,
         if lengths is not None:
             arrays = [a[:n] for a, n in zip(arrays, lengths, strict=True)]
         sizes = [int(a.shape[0]) for a in arrays]
+        kinds = {a.dtype.str for a in arrays}
+        if len(kinds) == 1 and (code := _DIRECT_NUMPY.get(next(iter(kinds)))) is not None:
+            buffer = bytearray(sum(sizes) * arrays[0].dtype.itemsize)
+            array = np.frombuffer(buffer, dtype=arrays[0].dtype)
+            np.concatenate(arrays, out=array)  # one copy, straight into the event's bytes
+            return _ragged(name, array, code, _store(code, token_dtype), sizes, buffer)
         joined = np.concatenate(arrays)
         if joined.dtype.kind in "UO":
             return None  # text: the list path stores it as strings
         array, dtype, store = _from_numpy(joined, token_dtype)
+    return _ragged(name, array, dtype, store, sizes, None)
+
+
+#: dtypes whose bytes are stored as they are (or converted by the spool writer), by
+#: numpy's dtype string and torch's dtype name
+_DIRECT_NUMPY = {"<f2": "f2", "<f4": "f4", "<f8": "f8", "<i4": "i4", "<i8": "i8"}
+_DIRECT_TORCH = {"float16": "f2", "bfloat16": "b2", "float32": "f4", "float64": "f8",
+                 "int32": "i4", "int64": "i8"}
+
+
+def _store(dtype: str, token_dtype: str) -> str:
+    """The dtype the spool keeps for values given in ``dtype``."""
+    if dtype in ("f4", "f8"):
+        return TOKEN_DTYPES[token_dtype]
+    return "i4" if dtype == "i8" else dtype
+
+
+def _joined_in_place(tensors: list[Any], total: int, token_dtype: str
+                     ) -> tuple[Any, str, str, bytearray] | None:
+    """CPU tensors of one plain dtype concatenated by ``torch.cat`` straight into a new
+    buffer that becomes the event's bytes (the only copy); None for anything else (mixed
+    dtypes, other devices), which takes the general path."""
+    import numpy as np
+    import torch
+
+    kinds = {t.dtype for t in tensors}
+    if len(kinds) != 1:
+        return None
+    (kind,) = kinds
+    code = _DIRECT_TORCH.get(str(kind).removeprefix("torch."))
+    if code is None or any(t.device.type != "cpu" for t in tensors):
+        return None
+    size = torch.empty((), dtype=kind).element_size()
+    buffer = bytearray(total * size)
+    if total:
+        with torch.no_grad():  # no autograd graph (rows may require grad)
+            torch.cat(tensors, out=torch.frombuffer(buffer, dtype=kind))
+    array = np.frombuffer(buffer, dtype="<u2" if code == "b2" else f"<{code}")
+    return array, code, _store(code, token_dtype), buffer
+
+
+def _ragged(name: str, array: Any, dtype: str, store: str, sizes: list[int],
+            data: bytearray | None) -> TokenArray:
+    """The joined rows as a token array: checked (size, the int32 range), and ``data``
+    (the array's own buffer) used as it is, or the array's bytes copied once."""
+    import numpy as np
+
     if int(array.size) > MAX_TOKEN_VALUES:
         raise SampleProblem(f"holds {array.size} values, more than {MAX_TOKEN_VALUES}")
     _check_int32(array, dtype, None)
-    return TokenArray(name, dtype, tuple(sizes), np.ascontiguousarray(array).tobytes(),
+    raw = data if data is not None else np.ascontiguousarray(array).tobytes()
+    return TokenArray(name, dtype, tuple(sizes), raw,  # type: ignore[arg-type]
                       store=store)
 
 
