@@ -396,13 +396,16 @@ def _joined_in_place(tensors: list[Any], total: int, token_dtype: str
         return None
     (kind,) = kinds
     code = _DIRECT_TORCH.get(str(kind).removeprefix("torch."))
-    if code is None or any(t.device.type != "cpu" for t in tensors):
+    if code is None:
         return None
     size = torch.empty((), dtype=kind).element_size()
     buffer = bytearray(total * size)
     if total:
         with torch.no_grad():  # no autograd graph (rows may require grad)
-            torch.cat(tensors, out=torch.frombuffer(buffer, dtype=kind))
+            try:
+                torch.cat(tensors, out=torch.frombuffer(buffer, dtype=kind))
+            except RuntimeError:  # a row on another device than the CPU buffer
+                return None
     array = np.frombuffer(buffer, dtype="<u2" if code == "b2" else f"<{code}")
     return array, code, _store(code, token_dtype), buffer
 
