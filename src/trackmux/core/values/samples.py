@@ -329,15 +329,13 @@ def _pack_ragged_arrays(name: str, rows: list[Any], lengths: list[int] | None,
     if module == "torch":
         import torch
 
-        shapes = [r.shape for r in rows]
-        for i, shape in enumerate(shapes):
-            if len(shape) != 1:
-                raise SampleProblem(f"row {i} must be 1-D, got shape {tuple(shape)}")
+        for i, dims in enumerate(map(torch.Tensor.dim, rows)):  # ints: no tuple per row
+            if dims != 1:
+                raise SampleProblem(f"row {i} must be 1-D, got shape {tuple(rows[i].shape)}")
         tensors = rows
         if lengths is not None:
             tensors = [t[:n] for t, n in zip(tensors, lengths, strict=True)]
-        sizes = [int(t.shape[0]) for t in tensors] if lengths is not None else [
-            shape[0] for shape in shapes]
+        sizes = list(map(torch.Tensor.numel, tensors))
         direct = _joined_in_place(tensors, sum(sizes), token_dtype)
         if direct is not None:  # one copy, straight into the event's bytes
             array, dtype, store, data = direct
