@@ -10,7 +10,9 @@ characters per group, a response of ~8,000 characters per sample), reward, advan
 two reward components, uid, data source and policy version, and 3 per-token arrays of
 1,024 x 2,048 (logprob, ref_logprob, entropy) as torch float32 (``--input`` numpy,
 torch, torch-bf16), every sample using all 2,048 tokens (``--ragged``: lengths drawn in
-1..2,048, passed as ``token_lengths``). Token values are drawn like real ones (logprobs
+1..2,048, passed as ``token_lengths``; ``--ragged --layout list``: the same lengths as a
+list of one array or tensor per sample, each of its own length, the natural form for
+responses of different lengths, issue 33.21). Token values are drawn like real ones (logprobs
 = -|N(0, 1.5)|, entropy = |N(0, 1)|), so the compression measured is realistic, not
 that of constant arrays.
 
@@ -60,6 +62,12 @@ def batch(step: int, text: bool = True) -> dict[str, Any]:
     }
 
 
+def as_list(arrays: dict[str, Any], lens: list[int] | None) -> dict[str, Any]:
+    """Each padded array as a list of per-sample rows cut to their lengths (views)."""
+    widths = lens or [TOKENS] * SAMPLES
+    return {k: [v[i, :n] for i, n in enumerate(widths)] for k, v in arrays.items()}
+
+
 def tokens(step: int, kind: str) -> dict[str, Any]:
     import numpy as np
 
@@ -83,12 +91,15 @@ def lengths(step: int, ragged: bool) -> list[int] | None:
     return [rnd.randint(1, TOKENS) for _ in range(SAMPLES)]
 
 
-def bench_cost(repeat: int, kind: str, ragged: bool, dtype: str) -> dict[str, Any]:
+def bench_cost(repeat: int, kind: str, ragged: bool, dtype: str,
+               layout: str = "padded") -> dict[str, Any]:
     import trackmux
 
     with tempfile.TemporaryDirectory() as tmp:
         run = trackmux.init(project="bench", backends=[], dir=tmp)
         inputs = [(batch(s), tokens(s, kind), lengths(s, ragged)) for s in range(3)]
+        if layout == "list":  # one array per sample, no token_lengths
+            inputs = [(c, as_list(t, n), None) for c, t, n in inputs]
         times, writer = [], []
         for i in range(repeat):
             cols, toks, lens = inputs[i % len(inputs)]
@@ -104,8 +115,9 @@ def bench_cost(repeat: int, kind: str, ragged: bool, dtype: str) -> dict[str, An
         run.finish(timeout=120)
     result = stats(times)
     behind = stats(writer)
-    return {"input": kind, "ragged": ragged, "token_dtype": dtype,
-            "median_ms": result["median_us"] / 1000, "p99_ms": result["p99_us"] / 1000,
+    return {"input": kind, "ragged": ragged, "layout": layout, "token_dtype": dtype,
+            "median_ms": result["median_us"] / 1000, "p90_ms": result["p90_us"] / 1000,
+            "p99_ms": result["p99_us"] / 1000,
             "max_ms": result["max_us"] / 1000, "calls": repeat,
             "spool_writer_ms_median": behind["median_us"] / 1000}
 
@@ -206,13 +218,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--input", default="torch", choices=("numpy", "torch", "torch-bf16"))
     ap.add_argument("--ragged", action="store_true")
+    ap.add_argument("--layout", default="padded", choices=("padded", "list"),
+                    help="cost: 2-D arrays (padded), or a list of per-sample rows")
     ap.add_argument("--token-dtype", default="float16", choices=("float16", "float32"))
     ap.add_argument("--keep", default="", help="read: write the run here, or reuse it")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     os.environ.setdefault("TRACKMUX_DISABLE_PLUGIN_AUTOLOAD", "1")
     if args.what == "cost":
-        result = bench_cost(args.repeat, args.input, args.ragged, args.token_dtype)
+        result = bench_cost(args.repeat, args.input, args.ragged, args.token_dtype,
+                            args.layout)
     elif args.what == "growth":
         result = bench_growth(args.steps or 5, args.token_dtype)
     else:

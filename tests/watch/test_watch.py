@@ -55,17 +55,61 @@ def test_every_n_steps_with_nan_and_frozen_layer(tmp_path: Path) -> None:
     assert watcher.steps == 7 and watcher.logged == 2
     found = events(run.dir)
     hists = [e for e in found if isinstance(e, HistogramEvent)]
-    assert sorted({e.step for e in hists}) == [2, 5]  # the run's step at steps 3 and 6
+    # optimizer steps 3 and 6 come after the logs of steps 2 and 5: their gradients go to
+    # the next log() call's step, as wandb.watch files them
+    assert sorted({e.step for e in hists}) == [3, 6]
     keys = {e.key for e in hists}
     assert "gradients/0.weight" not in keys  # frozen: no gradient
     assert {"parameters/0.weight", "gradients/0.bias", "gradients/2.weight",
             "parameters/2.weight"} <= keys
-    (nan_grad,) = [e for e in hists if e.key == "gradients/2.weight" and e.step == 5]
+    (nan_grad,) = [e for e in hists if e.key == "gradients/2.weight" and e.step == 6]
     assert nan_grad.nan == 3 and nan_grad.count == 13 and sum(nan_grad.counts) == 13
     norms = [e for e in found if isinstance(e, MetricsEvent) and "grad_norm/2.weight" in e.data]
     assert math.isnan(norms[-1].data["grad_norm/2.weight"])
     assert norms[0].data["param_norm/0.weight"] == pytest.approx(
         float(model[0].weight.norm()), rel=1e-6)  # frozen: unchanged since step 3
+
+
+def test_a_gradient_spike_lines_up_with_its_loss_spike(tmp_path: Path) -> None:
+    """The usual loop: forward, backward, optimizer.step(), then log the loss. Each
+    optimizer step's gradients land at the step of the loss logged after it."""
+    run = trackmux.init(project="w", backends="none", dir=tmp_path, provenance=False)
+    model, _ = model_and_optimizer()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # the spike stays in its step
+    run.watch(model, log="gradients", every=1)
+    spike = 3
+    for step in range(5):
+        optimizer.zero_grad()
+        loss = model(torch.randn(4, 8)).pow(2).mean() * (1e4 if step == spike else 1.0)
+        loss.backward()
+        optimizer.step()
+        run.log({"loss": loss.item()})  # steps 0..4, no explicit step
+    run.finish()
+    found = events(run.dir)
+    losses = {e.step: e.data["loss"] for e in found
+              if isinstance(e, MetricsEvent) and "loss" in e.data}
+    norms = [e for e in found if isinstance(e, MetricsEvent) and "grad_norm/2.weight" in e.data]
+    grad_steps = [e.step for e in found
+                  if isinstance(e, HistogramEvent) and e.key == "gradients/2.weight"]
+    assert sorted(losses) == [0, 1, 2, 3, 4]
+    assert grad_steps == [0, 1, 2, 3, 4]  # one point per optimizer step, none doubled
+    peak = max(norms, key=lambda e: e.data["grad_norm/2.weight"])
+    assert peak.step == max(losses, key=lambda k: losses[k]) == spike
+
+
+def test_a_step_not_followed_by_a_log_lands_after_the_last(tmp_path: Path) -> None:
+    run = trackmux.init(project="w", backends="none", dir=tmp_path, provenance=False)
+    model, optimizer = model_and_optimizer()
+    run.watch(model, log="gradients", every=1)
+    run.log({"loss": 1.0}, step=7)
+    optimizer.zero_grad()
+    model(torch.randn(4, 8)).pow(2).mean().backward()
+    optimizer.step()
+    optimizer.step()  # two steps before the next log(): the later one is kept
+    run.finish()
+    grads = [e for e in events(run.dir)
+             if isinstance(e, HistogramEvent) and e.key == "gradients/2.weight"]
+    assert [e.step for e in grads] == [8]
 
 
 def test_modes_and_unwatch(tmp_path: Path) -> None:
@@ -82,7 +126,9 @@ def test_modes_and_unwatch(tmp_path: Path) -> None:
     hists = [e for e in events(run.dir) if isinstance(e, HistogramEvent)]
     grads = [e for e in hists if e.key.startswith("gradients/")]
     params = [e for e in hists if e.key.startswith("parameters/")]
-    assert {e.step for e in grads} == {0, 1} and {e.step for e in params} == {1}
+    # the last parameters step (the 2nd of the 3rd loop) had no log() after it: the step
+    # after the last
+    assert {e.step for e in grads} == {0, 1} and {e.step for e in params} == {2}
 
 
 @pytest.mark.parametrize("path", ["cpu", "device"])

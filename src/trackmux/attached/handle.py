@@ -82,6 +82,8 @@ class AttachedRun:
         self._transport = transport
         self._queue: deque[Event] = deque()
         self._step = -1
+        #: run.watch's events waiting for the next log() call's step (as Run._next_log)
+        self._next_log: dict[int, Callable[[int, float], Sequence[Event]]] = {}
         self.dropped = 0
         self.sent = 0
         self._gone = False
@@ -118,6 +120,12 @@ class AttachedRun:
             if step is None:
                 return
         self._step = step
+        if self._next_log:
+            pending, self._next_log = self._next_log, {}
+            now = time.time()
+            for build in pending.values():
+                for event in build(step, now):
+                    self.log_event(event)
         if not metrics or self._gone:
             return
         if self._prefix:
@@ -203,6 +211,12 @@ class AttachedRun:
                               "driver can read and call run.log_artifact(path) in the driver"),
                           "the call is dropped")
 
+    def _at_next_log(self, owner: object, build: Callable[[int, float], Sequence[Event]]
+                     ) -> None:
+        """As ``Run._at_next_log``: ``build``'s events at the next ``log()`` call's step
+        (what is pending at ``close()`` goes at the step after the last)."""
+        self._next_log[id(owner)] = build
+
     def log_event(self, event: Event) -> None:
         """Send an already-built event (kinds added later); its key is not prefixed."""
         if not self._gone:
@@ -255,6 +269,10 @@ class AttachedRun:
         if self._closed:
             return not self._queue
         self._stop_sampling()  # first, so its last sample goes with the final flush
+        pending, self._next_log = self._next_log, {}
+        for build in pending.values():  # the last watched step, after the last log()
+            for event in build(self._step + 1, time.time()):
+                self.log_event(event)
         done = self.flush(timeout)
         self._closed = True
         self._stop.set()

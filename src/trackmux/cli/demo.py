@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from trackmux.cli.output import echo
+
 DEFAULT_BACKENDS = ("console", "file")
 #: ``--failure`` -> DemoConfig overrides: the same loop, set up to fail in a known way
 FAILURES: dict[str, dict[str, Any]] = {
@@ -106,7 +108,7 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
     except UnknownBackendError as exc:
         raise click.BadParameter(str(exc), param_hint="--backends") from exc
     assert isinstance(run, trackmux.Run)
-    click.echo(f"trackmux demo: GRPO on digit reversal, {steps} steps, seed {seed}, "
+    echo(f"trackmux demo: GRPO on digit reversal, {steps} steps, seed {seed}, "
                f"backends: {', '.join(backends) or 'spool only'}")
     try:
         result = train(config, run)
@@ -116,28 +118,28 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
     summary = run.finish()
     first = sum(result.rewards[:10]) / len(result.rewards[:10])
     last = sum(result.rewards[-10:]) / len(result.rewards[-10:])
-    click.echo("")
-    click.echo(f"trained {steps} steps in {result.seconds:.1f} s: reward/mean {first:.3f} "
+    echo("")
+    echo(f"trained {steps} steps in {result.seconds:.1f} s: reward/mean {first:.3f} "
                f"(first 10 steps) -> {last:.3f} (last 10)")
-    click.echo(f"run {run.name} (id {run.id}) is in {run.dir}")
+    echo(f"run {run.name} (id {run.id}) is in {run.dir}")
     found = run.findings()
     serious = [f for f in found if f["severity"] in ("warning", "critical")]
-    click.echo(f"doctor: {len(serious)} warning/critical finding(s)" if serious
+    echo(f"doctor: {len(serious)} warning/critical finding(s)" if serious
                else "doctor: no warning or critical finding")
     for f in serious:
-        click.echo(f"  {f['severity'].upper()} {f['rule']} @ step {f['step']}: {f['message']}")
+        echo(f"  {f['severity'].upper()} {f['rule']} @ step {f['step']}: {f['message']}")
     if summary.pending:
-        click.echo(f"undelivered: {summary.pending}; deliver with: trackmux sync {run.dir} "
+        echo(f"undelivered: {summary.pending}; deliver with: trackmux sync {run.dir} "
                    f"--to {','.join(summary.pending)}")
     report_cmd = f"trackmux report {run.dir} -o report.html"
     if write_report:
         from trackmux.report import build_report
 
         path = build_report([run.dir], run.dir / "report.html")
-        click.echo(f"report: {path}")
-        click.echo(f"open it in a browser: {path.as_uri()}  (rebuild with: {report_cmd})")
+        echo(f"report: {path}")
+        echo(f"open it in a browser: {path.as_uri()}  (rebuild with: {report_cmd})")
     else:
-        click.echo(f"write its report with: {report_cmd}")
+        echo(f"write its report with: {report_cmd}")
     # the live dashboard over every run of this root (needs the extra 'ui')
-    click.echo(f"open the dashboard: trackmux ui {spool_root}  (its extra, in the trackmux "
+    echo(f"open the dashboard: trackmux ui {spool_root}  (its extra, in the trackmux "
                "checkout: pip install -e '.[ui]')")

@@ -14,6 +14,7 @@ from typing import Any
 import click
 import orjson
 
+from trackmux.cli.output import echo
 from trackmux.core.errors import SpoolUnreadableError, SpoolUnsafeError
 from trackmux.core.spool.runs import resolve_run
 
@@ -44,20 +45,20 @@ def diff(run_a: str, run_b: str, root: str | None, as_json: bool) -> None:
     missing = [str(r.run_dir) for r in (a, b) if r.provenance is None]
     different = any(result[area] for area in AREAS)
     if as_json:
-        click.echo(orjson.dumps({"a": str(a.run_dir), "b": str(b.run_dir),
+        echo(orjson.dumps({"a": str(a.run_dir), "b": str(b.run_dir),
                                  "same": not different, "no_provenance": missing,
                                  "differences": result}, option=orjson.OPT_INDENT_2).decode())
     else:
-        click.echo(f"a: {a.run_dir}\nb: {b.run_dir}")
+        echo(f"a: {a.run_dir}\nb: {b.run_dir}")
         for path in missing:
-            click.echo(f"note: {path} has no provenance; code, packages and hardware are "
+            echo(f"note: {path} has no provenance; code, packages and hardware are "
                        "not compared for it")
         for area in AREAS:
             if not result[area]:
                 continue
-            click.echo(f"{area} ({len(result[area])}):")
+            echo(f"{area} ({len(result[area])}):")
             for item in result[area]:
-                click.echo(f"  {item['key']}: {_show(item['a'])} -> {_show(item['b'])}")
+                echo(f"  {item['key']}: {_show(item['a'])} -> {_show(item['b'])}")
         if not different:
-            click.echo("no differences")
+            echo("no differences")
     sys.exit(1 if different else 0)

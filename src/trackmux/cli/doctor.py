@@ -18,6 +18,8 @@ from pathlib import Path
 import click
 import orjson
 
+from trackmux.cli.output import echo
+
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True)
@@ -51,7 +53,7 @@ def doctor(runs: tuple[str, ...], as_json: bool, rules: str | None, root: Path |
         try:
             diagnosis = diagnose_run(run_dir, setting)
         except Exception as exc:  # an unreadable spool is this run's problem, not usage
-            click.echo(f"{run_dir}: cannot read the spool: {type(exc).__name__}: {exc}",
+            echo(f"{run_dir}: cannot read the spool: {type(exc).__name__}: {exc}",
                        err=True)
             damaged = True
             continue
@@ -63,17 +65,16 @@ def doctor(runs: tuple[str, ...], as_json: bool, rules: str | None, root: Path |
                                        "findings": [f.as_dict() for f in found]}
             if diagnosis.damage:
                 line["damage"] = diagnosis.damage
-            sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
-            sys.stdout.flush()
+            echo(orjson.dumps(line).decode())
         else:
-            click.echo(f"{run_dir.name}: " + (f"{len(found)} finding(s)" if found
+            echo(f"{run_dir.name}: " + (f"{len(found)} finding(s)" if found
                                               else "no findings"))
             for f in found:
                 keys = f" [{', '.join(f.keys)}]" if f.keys else ""
-                click.echo(f"  {f.severity.upper():8} {f.rule} @ step {f.step}{keys}")
-                click.echo(f"           {f.message}")
+                echo(f"  {f.severity.upper():8} {f.rule} @ step {f.step}{keys}")
+                echo(f"           {f.message}")
         if diagnosis.damage:
-            click.echo(f"{run_dir.name}: the spool is damaged; these findings cover only what "
+            echo(f"{run_dir.name}: the spool is damaged; these findings cover only what "
                        f"could be read ({len(diagnosis.damage)} problem(s): "
                        f"{'; '.join(diagnosis.damage[:3])})", err=True)
     sys.exit(2 if damaged else 1 if serious else 0)

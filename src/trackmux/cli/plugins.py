@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import click
 
+from trackmux.cli.output import echo
 from trackmux.core.backends.registry import BackendSpec, Registry, get_registry
 from trackmux.core.errors import UnknownBackendError
 
@@ -17,9 +18,9 @@ def plugins() -> None:
     for info in registry.plugins:
         where = f"{info.distribution or '?'} {info.version or ''}".strip()
         if info.error:
-            click.echo(f"{info.name} ({where}): FAILED TO LOAD: {info.error}")
+            echo(f"{info.name} ({where}): FAILED TO LOAD: {info.error}")
             continue
-        click.echo(f"{info.name} ({where})")
+        echo(f"{info.name} ({where})")
         for name in info.backends:
             specs = [s for s in registry.candidates.get(name, []) if s.plugin == info.name]
             if not specs:
@@ -29,9 +30,9 @@ def plugins() -> None:
             state = (f"library not installed ({', '.join(missing)}): {spec.install_hint()}"
                      if missing else "ready")
             description = f" - {spec.description}" if spec.description else ""
-            click.echo(f"  backend {name}: {state}{description}")
+            echo(f"  backend {name}: {state}{description}")
             if len(registry.candidates.get(name, [])) > 1:
-                click.echo(f"    {_serving(registry, name, spec)}")
+                echo(f"    {_serving(registry, name, spec)}")
 
 
 def _serving(registry: Registry, name: str, spec: BackendSpec) -> str:

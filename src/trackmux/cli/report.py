@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from trackmux.cli.output import echo
+
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True)
@@ -39,5 +41,5 @@ def report(runs: tuple[str, ...], output: Path, root: Path | None, title: str | 
         raise click.BadParameter(str(exc), param_hint="RUN") from exc
     except MissingDependency as exc:
         raise click.UsageError(str(exc)) from exc
-    click.echo(f"report written to {path}")
-    click.echo(f"open it: {path.as_uri()}")
+    echo(f"report written to {path}")
+    echo(f"open it: {path.as_uri()}")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from trackmux.cli.output import echo
 from trackmux.core import settings
 from trackmux.core.spool.runs import describe_attempt, find_runs, summarize
 
@@ -19,13 +20,13 @@ def runs(directory: Path | None) -> None:
         raise click.UsageError(f"no directory {root}")
     found = find_runs(root)
     if not found:
-        click.echo(f"no runs under {root}")
+        echo(f"no runs under {root}")
         return
     for run_dir in found:
         try:
             summary = summarize(run_dir)
         except Exception as exc:  # one unreadable spool must not hide the others
-            click.echo(f"{run_dir}: unreadable spool: {type(exc).__name__}: {exc}")
+            echo(f"{run_dir}: unreadable spool: {type(exc).__name__}: {exc}")
             continue
         meta = summary.meta
         if not meta.get("run_id") and summary.events == 0:  # as every reading command says
@@ -38,21 +39,21 @@ def runs(directory: Path | None) -> None:
         bad = sum(d.get("count", 0) for d in meta.get("input_dropped") or []
                   if isinstance(d, dict))
         extra += f", {bad} bad values dropped at the door (trackmux show)" if bad else ""
-        click.echo(f"{meta.get('project', run_dir.parent.name)}/{run_dir.name}  "
-                   f"{summary.state}  {summary.events} events{extra}  name={meta.get('name')}")
+        echo(f"{meta.get('project', run_dir.parent.name)}/{run_dir.name}  "
+             f"{summary.state}  {summary.events} events{extra}  name={meta.get('name')}")
         for name in summary.backends:
             acked = summary.delivered.get(name, 0)
             pending = max(0, summary.last_seq - acked)
             status = "delivered" if pending == 0 else f"{pending} pending"
             if summary.quarantined.get(name):
                 status += f", {summary.quarantined[name]} quarantined"
-            click.echo(f"    {name}: {status} (acknowledged up to event {acked} of "
-                       f"{summary.last_seq})")
+            echo(f"    {name}: {status} (acknowledged up to event {acked} of "
+                 f"{summary.last_seq})")
         for attempt in summary.attempts if len(summary.attempts) > 1 else ():
-            click.echo(f"    {describe_attempt(attempt)}")
+            echo(f"    {describe_attempt(attempt)}")
         if summary.damage:
-            click.echo(f"    damage: {len(summary.damage)} problem(s): {summary.damage[0]}")
-        click.echo(f"    {run_dir}")
+            echo(f"    damage: {len(summary.damage)} problem(s): {summary.damage[0]}")
+        echo(f"    {run_dir}")
 
 
 def dropped_words(meta: dict[str, object]) -> str:

@@ -16,8 +16,10 @@ from typing import Any
 import click
 import orjson
 
+from trackmux.cli.output import echo
 from trackmux.core.errors import SpoolUnreadableError, SpoolUnsafeError
 from trackmux.core.spool.runs import resolve_run
+from trackmux.core.terminal import for_terminal
 from trackmux.samples.read import (
     COMPONENT_PREFIXES,
     GROUP_COLUMNS,
@@ -87,7 +89,7 @@ def samples(run_arg: str, key: str | None, step: int | None, last: bool, sort_by
     table = _filtered(table, columns, group_col, group, where)
     table = _sorted(table, columns, sort_by)
     if as_json:
-        click.echo(orjson.dumps({"run": run_dir.name, "key": key, "step": step,
+        echo(orjson.dumps({"run": run_dir.name, "key": key, "step": step,
                                  "count": rows.count, "matched": len(table),
                                  "rows": table},
                                 option=orjson.OPT_SERIALIZE_NUMPY).decode())
@@ -124,7 +126,7 @@ def _filtered(table: list[dict[str, Any]], columns: list[str], group_col: str | 
         try:
             predicate = compile_where(where, ["sample", *columns])
         except WhereError as exc:
-            raise click.UsageError(f"--where: {exc}") from None
+            raise click.UsageError(for_terminal(f"--where: {exc}")) from None  # names columns
         table = [r for r in table if predicate(r)]
     return table
 
@@ -181,7 +183,7 @@ def _search(ledger: Ledger, run: str, keys: dict[str, list[int]], where: str | N
         raise click.UsageError(first_skip)
     matched = _sorted(matched, columns_seen, sort_by)
     if as_json:
-        click.echo(orjson.dumps({"run": run, "where": where, "group": group,
+        echo(orjson.dumps({"run": run, "where": where, "group": group,
                                  "searched": keys, "matched_steps": hits,
                                  "skipped_steps": skipped, "matched": len(matched),
                                  "rows": matched},
@@ -189,12 +191,12 @@ def _search(ledger: Ledger, run: str, keys: dict[str, list[int]], where: str | N
         return
     what = " and ".join(x for x in (f"--where {where!r}" if where else "",
                                     f"--group {group!r}" if group is not None else "") if x)
-    click.echo(f"{what}: searched every step ({searched} steps of "
+    echo(f"{what}: searched every step ({searched} steps of "
                f"{', '.join(keys) or 'no key'}); {len(matched)} samples matched")
     for key, steps in hits.items():
-        click.echo(f"  {key}: steps {_ranges(steps)}")
+        echo(f"  {key}: steps {_ranges(steps)}")
     for key, steps in skipped.items():
-        click.echo(f"  {key}: steps {_ranges(steps)} skipped ({first_skip})")
+        echo(f"  {key}: steps {_ranges(steps)} skipped ({first_skip})")
     if not matched:
         return
     header = ("matches" + (f" (first {limit})" if 0 < limit < len(matched) else ""))
@@ -217,14 +219,14 @@ def _ranges(steps: list[int]) -> str:
 
 def _list_keys(run: str, keys: dict[str, list[int]], as_json: bool) -> None:
     if as_json:
-        click.echo(orjson.dumps({"run": run, "keys": keys}).decode())
+        echo(orjson.dumps({"run": run, "keys": keys}).decode())
         return
     if not keys:
-        click.echo(f"run {run} has no samples (log them with run.log_samples)")
+        echo(f"run {run} has no samples (log them with run.log_samples)")
         return
     for key, steps in keys.items():
-        click.echo(f"{key}: {len(steps)} steps ({_ranges(steps)})")
-    click.echo("show one with: trackmux samples RUN --key KEY --step N")
+        echo(f"{key}: {len(steps)} steps ({_ranges(steps)})")
+    echo("show one with: trackmux samples RUN --key KEY --step N")
 
 
 def _cell(value: Any, width: int) -> str:
@@ -244,8 +246,8 @@ def _print_table(header: str, table: list[dict[str, Any]], columns: list[str],
     shown = table if limit == 0 else table[:limit]
     widths = {c: TEXT_WIDTH if c in ("prompt", "response") else 12 for c in order}
     widths.update({"key": 24} if lead else {})
-    click.echo(header)
-    click.echo("  ".join(_cell(c, widths[c]).ljust(min(widths[c], 12)) for c in order))
+    echo(header)
+    echo("  ".join(_cell(c, widths[c]).ljust(min(widths[c], 12)) for c in order))
     for row in shown:
-        click.echo("  ".join(_cell(row.get(c), widths[c]).ljust(min(widths[c], 12))
+        echo("  ".join(_cell(row.get(c), widths[c]).ljust(min(widths[c], 12))
                              for c in order))

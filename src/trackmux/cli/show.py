@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import click
 import orjson
 
+from trackmux.cli.output import echo
 from trackmux.core.configmerge import merge_config
 from trackmux.core.errors import SpoolUnreadableError, SpoolUnsafeError
 from trackmux.core.events import (
@@ -55,8 +56,8 @@ def show(run_arg: str, root: str | None, key: str | None, as_json: bool) -> None
         print_series(run_dir, key, as_json)
         return
     meta = summary.meta
-    click.echo(f"run {meta.get('project')}/{run_dir.name} ({meta.get('name')}): "
-               f"{summary.state}, {summary.events} events")
+    echo(f"run {meta.get('project')}/{run_dir.name} ({meta.get('name')}): "
+         f"{summary.state}, {summary.events} events")
     metrics: dict[str, KeyStats] = {}
     tables: dict[str, list[int]] = {}
     images: dict[str, list[int]] = {}
@@ -96,30 +97,30 @@ def show(run_arg: str, root: str | None, key: str | None, as_json: bool) -> None
         damage = list(reader.damage.errors)
     finally:
         reader.close()
-    click.echo(f"attempts ({len(summary.attempts)}):")
+    echo(f"attempts ({len(summary.attempts)}):")
     for attempt in summary.attempts:
-        click.echo(f"  {describe_attempt(attempt)}")
+        echo(f"  {describe_attempt(attempt)}")
     if summary.superseded:
-        click.echo(f"  {summary.superseded} events superseded by a rewind (not shown, "
-                   "not delivered)")
-    click.echo("config:")
-    click.echo("  " + (orjson.dumps(config, option=orjson.OPT_INDENT_2).decode()
-                       .replace("\n", "\n  ") if config is not None else "(none)"))
+        echo(f"  {summary.superseded} events superseded by a rewind (not shown, "
+             "not delivered)")
+    echo("config:")
+    echo("  " + (orjson.dumps(config, option=orjson.OPT_INDENT_2).decode()
+                 .replace("\n", "\n  ") if config is not None else "(none)"))
     if provenance is not None:
         from trackmux.provenance.text import lines
 
-        click.echo(f"provenance (attempt {provenance.data.get('attempt', 1)}):")
+        echo(f"provenance (attempt {provenance.data.get('attempt', 1)}):")
         for line in lines(provenance.data, provenance.diff):
-            click.echo(line)
-    click.echo(f"metrics ({_keys(len(metrics))}):")
+            echo(line)
+    echo(f"metrics ({_keys(len(metrics))}):")
     for key, stats in sorted(metrics.items()):
-        click.echo(f"  {key}: last {stats.last_value:.6g} at step {stats.last_step}; "
-                   f"steps {stats.first_step}..{stats.last_step}, {stats.count} points")
+        echo(f"  {key}: last {stats.last_value:.6g} at step {stats.last_step}; "
+             f"steps {stats.first_step}..{stats.last_step}, {stats.count} points")
     for title, found in (("tables", tables), ("images", images), ("text", texts),
                           ("histograms", histograms), ("artifacts", artifacts)):
-        click.echo(f"{title} ({_keys(len(found))}):")
+        echo(f"{title} ({_keys(len(found))}):")
         for key, steps in sorted(found.items()):
-            click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
+            echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
     from trackmux.samples.read import Ledger
 
     try:
@@ -127,36 +128,36 @@ def show(run_arg: str, root: str | None, key: str | None, as_json: bool) -> None
             samples = ledger.keys()
     except OSError as exc:  # damage inside the spool is recorded by the Ledger, not raised
         samples = {}
-        click.echo(f"samples: not readable ({exc})")
+        echo(f"samples: not readable ({exc})")
     if samples:
-        click.echo(f"samples ({_keys(len(samples))}; trackmux samples RUN --key K --step N):")
+        echo(f"samples ({_keys(len(samples))}; trackmux samples RUN --key K --step N):")
         for key, steps in samples.items():
-            click.echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
-    click.echo("delivery:")
+            echo(f"  {key}: {len(steps)} at steps {min(steps)}..{max(steps)}")
+    echo("delivery:")
     for name in summary.backends:
         acked = summary.delivered.get(name, 0)
         pending = max(0, summary.last_seq - acked)
         remote = summary.remote_ids.get(name)
         count = summary.quarantined.get(name, 0)
-        click.echo(f"  {name}: {'delivered' if not pending else f'{pending} pending'}"
-                   + (f", {count} quarantined" if count else "")
-                   + (f", remote run {remote}" if remote else ""))
+        echo(f"  {name}: {'delivered' if not pending else f'{pending} pending'}"
+             + (f", {count} quarantined" if count else "")
+             + (f", remote run {remote}" if remote else ""))
     if quarantined:
-        click.echo(f"quarantined ({len(quarantined)}; refused for good, kept in the spool):")
+        echo(f"quarantined ({len(quarantined)}; refused for good, kept in the spool):")
         for entry in quarantined[:20]:
             what = f"keys {list(entry.keys)} of " if entry.keys else ""
-            click.echo(f"  {entry.backend}: {what}event {entry.seq} ({entry.kind}): "
-                       f"{entry.reason}")
+            echo(f"  {entry.backend}: {what}event {entry.seq} ({entry.kind}): "
+                 f"{entry.reason}")
     bad_input = input_dropped(meta)
     if bad_input:
-        click.echo(f"bad input dropped at the door ({len(bad_input)} kinds; named once in the "
-                   "trainer's log, counted):")
+        echo(f"bad input dropped at the door ({len(bad_input)} kinds; named once in the "
+             "trainer's log, counted):")
         for line in bad_input[:20]:
-            click.echo(f"  {line}")
+            echo(f"  {line}")
     if damage:
-        click.echo(f"damage ({len(damage)}):")
+        echo(f"damage ({len(damage)}):")
         for line in damage[:20]:
-            click.echo(f"  {line}")
+            echo(f"  {line}")
 
 
 def _keys(count: int) -> str:

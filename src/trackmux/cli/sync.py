@@ -19,6 +19,7 @@ from typing import Any
 import click
 import orjson
 
+from trackmux.cli.output import echo
 from trackmux.core.backends.registry import get_registry
 from trackmux.core.delivery.sync import SyncResult, deliver_by_name
 from trackmux.core.errors import (
@@ -118,16 +119,16 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             raise click.UsageError(str(exc)) from None
         names = [n.strip() for n in to.split(",") if n.strip()] if to else summary.backends
         if not names:
-            click.echo(f"{run_dir.name}: no backends to deliver to (use --to)")
+            echo(f"{run_dir.name}: no backends to deliver to (use --to)")
             continue
         merged = {}
         for n in names:
             kept, secret = stored_options(summary.meta, n)
             missing = [k for k in secret if k not in cli_options.get(n, {})]
             if missing:
-                click.echo(f"{run_dir.name} -> {n}: option(s) {', '.join(missing)} held a "
-                           "secret and were not stored; the backend reads its environment, "
-                           f"or pass -o {n}.{missing[0]}=...", err=True)
+                echo(f"{run_dir.name} -> {n}: option(s) {', '.join(missing)} held a "
+                     "secret and were not stored; the backend reads its environment, "
+                     f"or pass -o {n}.{missing[0]}=...", err=True)
             merged[n] = {**kept, **cli_options.get(n, {})}
         check_options(names, merged)
         places = Destinations(run_dir)
@@ -150,7 +151,7 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             result = deliver_by_name(run_dir, names, merged, cursors=cursors,
                                      timeout=timeout, on_progress=on_progress)
         except SpoolLockedError as exc:
-            click.echo(f"trackmux sync: {exc}", err=True)
+            echo(f"trackmux sync: {exc}", err=True)
             sys.exit(2)
         except UnknownBackendError as exc:
             raise click.UsageError(str(exc)) from None
@@ -160,29 +161,29 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
         for backend in names:
             name = cursors[backend]
             if name != backend:
-                click.echo(f"{run_dir.name} -> {backend}: a new destination "
-                           f"({name.partition('@')[2]}): delivered there from the first "
-                           "event, with acknowledgements of its own; the run's earlier "
-                           f"destination keeps its progress (sync without -o continues it)")
+                echo(f"{run_dir.name} -> {backend}: a new destination "
+                     f"({name.partition('@')[2]}): delivered there from the first "
+                     "event, with acknowledgements of its own; the run's earlier "
+                     f"destination keeps its progress (sync without -o continues it)")
             if name in result.failed:
-                click.echo(f"{run_dir.name} -> {name}: FAILED, not retried: "
-                           f"{result.failed[name]} (acknowledged "
-                           f"{result.acked.get(name, 0)} of {result.target})")
+                echo(f"{run_dir.name} -> {name}: FAILED, not retried: "
+                     f"{result.failed[name]} (acknowledged "
+                     f"{result.acked.get(name, 0)} of {result.target})")
                 failed = True
             else:
-                click.echo(f"{run_dir.name} -> {name}: {outcome(result, name)}")
+                echo(f"{run_dir.name} -> {name}: {outcome(result, name)}")
             if result.quarantined.get(name):
-                click.echo(f"  {name}: {result.quarantined[name]} event(s) quarantined "
-                           "(refused for good; see trackmux show)", err=True)
+                echo(f"  {name}: {result.quarantined[name]} event(s) quarantined "
+                     "(refused for good; see trackmux show)", err=True)
             left += max(0, result.target - result.acked.get(name, 0))
         for problem in result.problems:
             if problem.kind == "failed":
                 continue  # printed with its backend above
-            click.echo(f"  {problem.backend}: {problem.kind}: {problem.message}", err=True)
+            echo(f"  {problem.backend}: {problem.kind}: {problem.message}", err=True)
         if result.damage:
             damaged = True
-            click.echo(f"  spool damage ({len(result.damage)}): "
-                       + "; ".join(result.damage[:5]), err=True)
+            echo(f"  spool damage ({len(result.damage)}): "
+                 + "; ".join(result.damage[:5]), err=True)
     sys.exit(1 if left or damaged or failed else 0)
 
 

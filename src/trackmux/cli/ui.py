@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from trackmux.cli.output import echo
 from trackmux.core import settings
 
 
@@ -41,10 +42,10 @@ def ui(directories: tuple[Path, ...], host: str, port: int, use_token: bool,
 
     server = Server(roots, host=host, port=port, budget_mb=cache_mb,
                     token=new_token() if use_token else None)
-    click.echo(f"trackmux ui: serving {', '.join(str(r) for r in roots)}")
-    click.echo(f"open {server.url}")
+    echo(f"trackmux ui: serving {', '.join(str(r) for r in roots)}")
+    echo(f"open {server.url}")
     if server.token:
-        click.echo("(the URL carries the access token; opening it trades it for a cookie "
+        echo("(the URL carries the access token; opening it trades it for a cookie "
                    "and drops it from the address bar)")
     server.start()
     try:

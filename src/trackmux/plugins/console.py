@@ -26,6 +26,10 @@ uses ``every`` so that 200 steps print under 300 lines on any machine.
 
 Not run through the conformance kit: a terminal cannot take back a printed line, so a
 redelivered batch is printed again (its own tests are in tests/backends/test_console.py).
+
+Everything printed is logged text made inert first (core/terminal.py): a model's output
+in a sample, a table cell or a text cannot drive the terminal with escape sequences,
+control characters or bidi overrides.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from trackmux.core.events import (
     TableEvent,
     TextEvent,
 )
+from trackmux.core.terminal import for_terminal
 from trackmux.core.values.histogram import quantile
 from trackmux.hookspecs import RegisterBackend, hookimpl
 
@@ -172,6 +177,10 @@ class ConsoleBackend(Backend):
     def stream(self) -> TextIO:
         return sys.stdout if self._stream_name == "stdout" else sys.stderr
 
+    def _print(self, text: str) -> None:
+        """Every line this backend prints: logged text, made inert for the terminal."""
+        print(for_terminal(text), file=self.stream)
+
     def open(self, run: RunInfo, resume: ResumeState) -> None:
         self._run = run
 
@@ -187,26 +196,26 @@ class ConsoleBackend(Backend):
             elif isinstance(event, TextEvent):
                 if self._due("text", event.key, event.step):
                     self._emit_pending(force=True)
-                    print(format_text(event), file=self.stream)
+                    self._print(format_text(event))
             elif isinstance(event, TableEvent):
                 if self._due("table", event.key, event.step):
                     self._emit_pending(force=True)
-                    print(format_table(event, self.rows), file=self.stream)
+                    self._print(format_table(event, self.rows))
             elif isinstance(event, HistogramEvent):
                 if self._due("histogram", event.key, event.step):
                     self._emit_pending(force=True)
-                    print(format_histogram(event), file=self.stream)
+                    self._print(format_histogram(event))
             elif isinstance(event, ProvenanceEvent):  # one line; `trackmux show` has the rest
                 from trackmux.provenance.text import summary_line
 
-                print(f"[provenance] {summary_line(event.data)}", file=self.stream)
+                self._print(f"[provenance] {summary_line(event.data)}")
             elif isinstance(event, FindingEvent):  # the doctor: one line, never rate-limited
                 self._emit_pending(force=True)
-                print(event.line(), file=self.stream)
+                self._print(event.line())
             elif isinstance(event, SamplesEvent) and self._due("samples", event.key,
                                                                 event.step):
                 self._emit_pending(force=True)
-                print(self._format_samples(event), file=self.stream)
+                self._print(self._format_samples(event))
         self._emit_pending(force=False, keep_latest=True)
 
     def _format_samples(self, event: SamplesEvent) -> str:
@@ -248,7 +257,7 @@ class ConsoleBackend(Backend):
         if closing or (new_block and (force or now - self._last_print >= self.interval)):
             shown = self._skipped and self.every == 1
             suffix = f"  ({self._skipped} earlier steps not shown)" if shown else ""
-            print(format_step(step, data) + suffix, file=self.stream)
+            self._print(format_step(step, data) + suffix)
             self._blocks[("metrics", "")] = step // self.every
             self._last_print = now
             self._pending = None
@@ -267,9 +276,9 @@ class ConsoleBackend(Backend):
         self._emit_pending(force=True, closing=True)
         if self._held:
             counts = ", ".join(f"{n} {kind}" for kind, n in self._held.items())
-            print(f"[console] one of each key every {self.every} steps shown; not printed: "
-                  f"{counts} (all in the spool: trackmux show, trackmux samples, trackmux "
-                  "report)", file=self.stream)
+            self._print(f"[console] one of each key every {self.every} steps shown; not "
+                        f"printed: {counts} (all in the spool: trackmux show, trackmux "
+                        "samples, trackmux report)")
         self.stream.flush()
 
 

@@ -8,9 +8,9 @@ object: ``git`` (with the diff's facts), ``diff``, ``packages``, ``cpu``, ``gpu`
 
     python -S -E probe.py DIRECTORY < sys.path as JSON
 
-It runs at nice 10, below the trainer, from its first instruction: it is forked by the
-provenance thread, which lowered its own nice value first (Linux keeps one per thread); it
-lowers itself when started otherwise. Not in the idle class: on a busy machine it would
+It runs at nice 10, below the trainer, from its first instruction: it is forked by a
+helper thread (record.py) that lowered its own nice value first (Linux keeps one per
+thread); it lowers itself when started otherwise. Not in the idle class: on a busy machine it would
 wait past the run's end.
 """
 

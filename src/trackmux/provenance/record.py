@@ -4,11 +4,15 @@ Where each part runs (the ``init()`` budget is 50 ms more than without, see
 docs/performance.md): :func:`snapshot.snapshot` (copies) in the trainer's thread at
 ``init()``; git
 (status, remote, diff), package versions, CPU model and NVML in a child process
-(``probe.py``), started and awaited by a bare thread at nice 10 (started without waiting
-for the OS to schedule it), which also redacts the command line (the probe redacts the
-diff as text, after git.py left out the files secret by name), then writes ``save_code``'s artifact
-(the entry script redacted the same way) and appends ONE ``ProvenanceEvent``. Nothing
-unredacted leaves this thread: the spool, every backend and the reports get these copies.
+(``probe.py``), started by a short-lived helper thread at nice 10 and awaited by a bare
+thread at the trainer's priority (started without waiting for the OS to schedule it),
+which also redacts the command line (the probe redacts the diff as text, after git.py
+left out the files secret by name), then writes ``save_code``'s artifact (the entry
+script redacted the same way) and appends ONE ``ProvenanceEvent``. Nothing unredacted
+leaves this thread: the spool, every backend and the reports get these copies. Only the
+helper, which holds the GIL for little more than the fork, runs at nice 10: a niced
+thread that runs Python holds the GIL at a priority the OS deprioritises, so on a busy
+machine the trainer's ``log()`` waited for it (issue 34.9).
 ``finish()`` waits for that thread up to its finish hook's deadline (at most 5 s); a run
 that ends sooner still gets the event, with the sections not read by then named under
 ``incomplete``. Nothing here touches ``log()``'s path.
@@ -76,7 +80,6 @@ class Collector:
     def _collect(self) -> None:
         from trackmux.provenance import collect
 
-        _lower_this_thread()  # before the child is forked: it starts at nice 10 too
         try:
             with self._lock:
                 self.data.update(collect.cheap(self._snapshot))
@@ -112,11 +115,14 @@ class Collector:
 
         try:
             # -S -E: no site import (the trainer's sys.path is handed over on stdin), so
-            # the child starts in ~10 ms; it lowers its own priority first (probe.py)
-            done = subprocess.run([sys.executable, "-S", "-E", probe.__file__, directory],
-                                  capture_output=True, timeout=PROBE_TIMEOUT, check=True,
-                                  input=json.dumps(sys.path).encode())
-            found: dict[str, Any] = json.loads(done.stdout)
+            # the child starts in ~10 ms; it is forked at nice 10 (_run_niced)
+            with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out:
+                given.write(json.dumps(sys.path).encode())
+                given.seek(0)
+                _run_niced([sys.executable, "-S", "-E", probe.__file__, directory], given,
+                           out)
+                out.seek(0)
+                found: dict[str, Any] = json.loads(out.read())
             return found
         except (OSError, subprocess.SubprocessError, ValueError) as exc:
             log.info("trackmux: provenance probe process failed (%s); reading here", exc)
@@ -180,6 +186,39 @@ def script_copy(entry: Any) -> str | None:
     except OSError:
         return None
     return redact.redact_text(text)
+
+
+def _run_niced(args: list[str], given: Any, out: Any) -> None:
+    """Run ``args`` (stdin from ``given``, stdout to ``out``: files, so no Python loop
+    copies pipes) from a helper thread lowered to nice 10, so the child starts below the
+    trainer; the helper then only waits in ``waitpid`` (GIL released). Raises
+    ``subprocess.CalledProcessError`` or ``TimeoutExpired`` as ``subprocess.run`` does."""
+    import subprocess
+
+    outcome: dict[str, BaseException | None] = {}
+
+    def spawn_and_wait() -> None:
+        _lower_this_thread()
+        try:
+            proc = subprocess.Popen(args, stdin=given, stdout=out,
+                                    stderr=subprocess.DEVNULL)
+            try:
+                code = proc.wait(PROBE_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise
+            outcome["error"] = (subprocess.CalledProcessError(code, args) if code
+                                else None)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    helper = threading.Thread(target=spawn_and_wait, name="trackmux-provenance-probe",
+                              daemon=True)
+    helper.start()
+    helper.join()
+    if outcome.get("error") is not None:
+        raise outcome["error"]  # type: ignore[misc]
 
 
 def _lower_this_thread() -> None:

@@ -10,7 +10,9 @@ is a number, a quoted string ('...' or "..."), ``true``/``false``/``null``, or a
 name (letters, digits, ``_ . / @``; a name with other characters goes in backticks).
 Comparing text with a number, or anything with null (other than ``==``/``!=``), is false.
 A syntax error or an unknown column raises :class:`WhereError` naming the problem and its
-position.
+position. So does an expression past the limits below (nesting, literal size, length):
+the parser is recursive, and Python's ``int()`` refuses long digit strings, so both are
+bounded here with a message instead of a traceback.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ _TOKEN = re.compile(r"""
     | `(?P<quoted>[^`]+)`
     | (?P<name>[A-Za-z_][A-Za-z0-9_./@-]*)
     )""", re.VERBOSE)
+#: the deepest nesting of parentheses and ``not``s, the longest number or quoted text (in
+#: characters), and the longest expression a --where takes
+MAX_DEPTH = 100
+MAX_NUMBER_CHARS = 100
+MAX_TEXT_CHARS = 10_000
+MAX_EXPRESSION_CHARS = 100_000
 _KEYWORDS = {"and", "or", "not", "contains", "true", "false", "null"}
 _COMPARE = {"<", "<=", ">", ">=", "==", "!=", "contains"}
 
@@ -42,6 +50,9 @@ def _tokens(text: str) -> list[tuple[str, Any, int]]:
     out: list[tuple[str, Any, int]] = []
     pos = 0
     text = text.rstrip()
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise WhereError(f"the expression has {len(text)} characters, more than "
+                         f"{MAX_EXPRESSION_CHARS}")
     while pos < len(text):
         match = _TOKEN.match(text, pos)
         if match is None or match.end() == pos:
@@ -50,8 +61,14 @@ def _tokens(text: str) -> list[tuple[str, Any, int]]:
         kind = match.lastgroup
         value: Any = match.group(kind or 0)
         if kind == "num":
+            if len(value) > MAX_NUMBER_CHARS:
+                raise WhereError(f"the number at character {start + 1} has {len(value)} "
+                                 f"characters, more than {MAX_NUMBER_CHARS}")
             value = float(value) if any(c in value for c in ".eE") else int(value)
         elif kind == "str":
+            if len(value) - 2 > MAX_TEXT_CHARS:
+                raise WhereError(f"the text at character {start + 1} has {len(value) - 2} "
+                                 f"characters, more than {MAX_TEXT_CHARS}")
             value = re.sub(r"\\(.)", r"\1", value[1:-1])
         elif kind == "name" and value in _KEYWORDS:
             kind = "kw"
@@ -70,6 +87,16 @@ def compile_where(text: str, columns: Iterable[str]) -> Predicate:
     if not tokens:
         raise WhereError("the expression is empty")
     pos = 0
+    depth = 0
+
+    def nested(at: int, by: int) -> None:
+        """One level of '(' or 'not' in (``by`` 1) or out (-1): the parser and the
+        predicate recurse per level, so the depth is bounded."""
+        nonlocal depth
+        depth += by
+        if depth > MAX_DEPTH:
+            raise WhereError(f"the expression nests deeper than {MAX_DEPTH} levels of '(' "
+                             f"and 'not' at character {at}")
 
     def peek() -> tuple[str, Any, int] | None:
         return tokens[pos] if pos < len(tokens) else None
@@ -97,7 +124,9 @@ def compile_where(text: str, columns: Iterable[str]) -> Predicate:
                                  f"{', '.join(sorted(known))}")
             return lambda row: row.get(val)
         if is_kw((kind, val, at), "("):
+            nested(at, 1)
             inner = disjunction()
+            nested(at, -1)
             if not is_kw(peek(), ")"):
                 raise WhereError(f"missing ')' for the '(' at character {at}")
             take()
@@ -115,8 +144,10 @@ def compile_where(text: str, columns: Iterable[str]) -> Predicate:
 
     def negation() -> Callable[[Row], Any]:
         if is_kw(peek(), "not"):
-            take()
+            at = take()[2]
+            nested(at, 1)
             inner = negation()
+            nested(at, -1)
             return lambda row: not inner(row)
         return comparison()
 

@@ -3,9 +3,11 @@ parameters, every N optimizer steps (issue 25; docs/provenance.md#watch).
 
 Keys: ``gradients/<parameter name>`` and ``parameters/<parameter name>`` (histograms,
 binned on the tensor's device, see binning.py), ``grad_norm/<name>`` and
-``param_norm/<name>`` (metrics: the L2 norm, NaN when a value was NaN). Logged at the
-run's current step (the last step logged, as ``log_histogram`` does by default; before
-any step was logged, at the count of optimizer steps). A layer
+``param_norm/<name>`` (metrics: the L2 norm, NaN when a value was NaN). Binned at the
+optimizer step (the gradients are gone after ``zero_grad``) and logged at the step of the
+next ``log()`` call, as wandb.watch does, so a gradient spike lines up with the loss of
+its step; a later watched step before that call replaces the earlier one, and what is
+pending at ``finish()`` is logged at the step after the last. A layer
 without a gradient (frozen, or unused in the step) gets no gradient histogram; its
 parameters are still logged. Importing this package does not import torch.
 """

@@ -86,20 +86,31 @@ class Watcher:
                     if data.numel():
                         jobs.append(("parameters", name, binning.on_device(data, self.bins)))
             fetched = binning.fetch([job[2] for job in jobs])
-        # the run's last step; a handle that logged no step (a Ray worker's): the count
-        step = self.run.step if self.run.step >= 0 else self.steps
-        now = time.time()
-        norms: dict[str, float] = {}
-        events: list[Any] = []
-        for (kind, name, _), values in zip(jobs, fetched, strict=True):
-            hist, norm = binning.binned(values, self.bins)
-            events.append(hist.event(self._key(f"{kind}/{name}"), step, now))
-            norms[f"{'grad' if kind == 'gradients' else 'param'}_norm/{name}"] = norm
-        for event in events:
-            self._emit(event)
-        if norms:
-            self._emit(MetricsEvent({self._key(k): v for k, v in norms.items()}, step, now))
+        binned = [(kind, name, *binning.binned(values, self.bins))
+                  for (kind, name, _), values in zip(jobs, fetched, strict=True)]
         self.logged += 1
+        defer = getattr(self.run, "_at_next_log", None)
+        attached = getattr(self.run, "log_event", None) is not None
+        if defer is not None and (self.run.step >= 0 or not attached):
+            # at the next log() call's step, as wandb.watch does
+            defer(self, lambda step, now: self._events(binned, step, now))
+            return
+        # an attached worker's handle that logs no steps of its own (verl's PPO workers):
+        # now, at its count of optimizer steps
+        step = self.run.step if self.run.step >= 0 else self.steps
+        for event in self._events(binned, step, time.time()):
+            self._emit(event)
+
+    def _events(self, binned: list[tuple[str, str, Any, float]], step: int, now: float
+                ) -> list[HistogramEvent | MetricsEvent]:
+        """One step's histograms, then its norms as one metrics event, at ``step``."""
+        events: list[HistogramEvent | MetricsEvent] = [
+            hist.event(self._key(f"{kind}/{name}"), step, now) for kind, name, hist, _ in binned]
+        norms = {self._key(f"{'grad' if kind == 'gradients' else 'param'}_norm/{name}"): norm
+                 for kind, name, _, norm in binned}
+        if norms:
+            events.append(MetricsEvent(norms, step, now))
+        return events
 
     def _key(self, key: str) -> str:
         prefix = getattr(self.run, "_key", None)  # an attached worker's role prefix

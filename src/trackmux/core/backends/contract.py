@@ -79,6 +79,9 @@ def check_max_rows(value: object, argument: str = "max_rows") -> int:
         raise TypeError(f"{argument} must be an int or None, got {type(value).__name__}")
     if value < 1:
         raise ValueError(f"{argument} must be >= 1, got {value}")
+    if value > (1 << 63) - 1:  # stores keep 64-bit ints
+        raise ValueError(f"{argument} must be at most 2**63-1, got an int of "
+                         f"{len(str(value))} digits")
     return value
 
 

@@ -8,7 +8,8 @@ exit is ``failed`` when that status is not 0, as it is after an exception.
 
 Not seen: ``raise SystemExit(3)`` written out (no function is called; inside
 ``with trackmux.init(...)`` the block's ``__exit__`` sees it), an ``exit`` bound before
-``init()`` (``from sys import exit``) and ``os._exit`` (no atexit at all). A ``sys.exit(3)`` that the program catches and survives still counts, unless a later
+``init()`` (``from sys import exit``) and ``os._exit`` (no atexit at all). A
+``sys.exit(3)`` that the program catches and survives still counts, unless a later
 ``sys.exit`` replaces it: the last call is the one Python most likely exits with.
 """
 

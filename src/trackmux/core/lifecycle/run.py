@@ -227,6 +227,9 @@ class Run:
         self._sinks: list[Any] = []  # what serves attached workers (trackmux.attach)
         self._watchers = list(watchers)
         self._watch: WatchRunner | None = None  # watchers on a thread here (thread mode)
+        #: events that wait for the step of the next log() call (run.watch's gradients,
+        #: as wandb.watch attaches them): owner id -> builder of the events at that step
+        self._next_log: dict[int, Callable[[int, float], Sequence[Event]]] = {}
         self._findings: list[FindingEvent] = []
         self._findings_lock = threading.Lock()
         self._on_finding = on_finding
@@ -304,6 +307,8 @@ class Run:
         if step < self._step and not self._went_back:
             self._step_went_back(step)
         self._step = step
+        if self._next_log:
+            self._log_deferred(step)
         if metrics and self._pid == os.getpid():
             self._spool.append(MetricsEvent(metrics, step, time.time()))
         elif metrics:
@@ -491,6 +496,8 @@ class Run:
         if self._pid == os.getpid() and _finish_hooks:
             _announce_finish(self, time.monotonic() + min(5.0, settings.finish_timeout(
                 timeout if timeout is not None else self.finish_timeout) / 2))
+        if self._next_log:  # the last watched step's gradients, after the last log()
+            self._log_deferred(self._step + 1)
         self._finished = True
         if self._sampler is not None:
             self._sampler.stop()
@@ -648,6 +655,29 @@ class Run:
                     "after restoring a checkpoint use init(run_id=..., resume='allow', "
                     "rewind_to=N)", self.id, self._step, step)
 
+    def _at_next_log(self, owner: object, build: Callable[[int, float], Sequence[Event]]
+                     ) -> None:
+        """Log ``build(step, time)``'s events at the step of the next ``log()`` call (the
+        watch wing: a step's gradients line up with that step's loss). A later call of the
+        same ``owner`` replaces its pending one; what is pending at ``finish()`` is logged
+        at the step after the last."""
+        self._next_log[id(owner)] = build
+
+    def _log_deferred(self, step: int) -> None:
+        pending, self._next_log = self._next_log, {}
+        if self._pid != os.getpid():
+            return
+        now = time.time()
+        for build in pending.values():
+            try:
+                events = build(step, now)
+            except Exception as exc:  # a tracker never kills training
+                log.warning("trackmux: run %s: deferred events could not be built (%s: %s)",
+                            self.id, type(exc).__name__, exc)
+                continue
+            for event in events:
+                self._spool.append(event)
+
     def _input_meta(self) -> dict[str, Any] | None:
         """For the spool writer, at each commit: the bad-input counts when they changed."""
         changed = self._intake.changed()
@@ -779,7 +809,9 @@ def samples_event(intake: Intake, name: str, stored_key: str, step: int, samples
         event, found = samples_mod.to_event(
             stored_key, samples, step, time.time(), tokens=tokens, token_lengths=token_lengths,
             token_dtype=token_dtype, max_rows=cap, strict=strict)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
+        if strict and isinstance(exc, OverflowError):  # named, never a bare overflow
+            raise ValueError(f"log_samples {name!r}: {exc}") from None
         if strict:
             raise
         intake.drop("samples", name, exc, "the whole call is dropped")

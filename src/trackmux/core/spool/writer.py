@@ -340,11 +340,18 @@ class SpoolWriter:
             self._conn.close()
 
     def _take(self) -> list[Event]:
+        """The next batch, off the queue. A caller held by backpressure is woken now, not
+        after the commit: the queue it waits on is drained here, and waiting for the commit
+        too held one log() for the rest of this batch's commit and the whole next one
+        (issue 34.9). Memory stays bounded: HIGH_WATER queued plus this batch in flight."""
         batch: list[Event] = []
         queue = self._queue
         limit = COMMIT_BATCH * 4 if self.status.full is None else RECOVERY_BATCH
         while queue and len(batch) < limit:
             batch.append(queue.popleft())
+        if batch:
+            with self._committed_cond:
+                self._committed_cond.notify_all()
         return batch
 
     def _probe(self) -> str | None:

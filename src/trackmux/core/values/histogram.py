@@ -24,6 +24,10 @@ from trackmux.core.events import HistogramEvent
 
 #: wandb keeps at most 512 bins; the same limit everywhere keeps every backend native.
 MAX_BINS = 512
+#: the largest count of one bin a (counts, edges) pair may give (stores keep 64-bit ints),
+#: and the largest int an edge may be (beyond it, float() overflows)
+MAX_COUNT = (1 << 63) - 1
+MAX_FLOAT_INT = int(1.7976931348623157e308)
 #: the quantiles core derives from a histogram (fallback and mlflow scalars).
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -130,7 +134,8 @@ class _Slices:
                 yield bits.view(np.float32)
             elif self._buffer is not None:
                 out = self._buffer[:part.size]
-                np.copyto(out, part, casting="unsafe")
+                with np.errstate(over="ignore"):  # beyond float64: inf, counted apart
+                    np.copyto(out, part, casting="unsafe")
                 yield out
             else:
                 yield part
@@ -303,17 +308,31 @@ def _listed(value: object, name: str) -> list[Any]:
 def _count(value: object, i: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"counts[{i}] must be a number, got {type(value).__name__}")
-    if value < 0 or not math.isfinite(value) or value != int(value):
+    if type(value) is not int and not (math.isfinite(value) and value == int(value)):
         raise ValueError(f"counts[{i}] must be a whole number >= 0, got {value!r}")
-    return int(value)
+    count = int(value)
+    if not 0 <= count <= MAX_COUNT:
+        raise ValueError(f"counts[{i}] must be a whole number in 0..{MAX_COUNT}, got "
+                         f"{_short(count)}")
+    return count
 
 
 def _edge(value: object, i: int) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"edges[{i}] must be a number, got {type(value).__name__}")
+    if type(value) is not float and isinstance(value, int) and not (
+            -MAX_FLOAT_INT <= value <= MAX_FLOAT_INT):
+        raise ValueError(f"edges[{i}] must be finite, got an int beyond the float range "
+                         f"({_short(value)})")
     if not math.isfinite(value):
         raise ValueError(f"edges[{i}] must be finite, got {value!r}")
     return float(value)
+
+
+def _short(value: int) -> str:
+    """A huge int named by its size, not printed whole."""
+    text = str(value)
+    return text if len(text) <= 30 else f"an int of {len(text.lstrip('-'))} digits"
 
 
 def histogram(values: object, bins: object = 64) -> Binned:

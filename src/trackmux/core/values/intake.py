@@ -34,6 +34,9 @@ log = logging.getLogger("trackmux")
 #: under one "other" entry, so keys that differ every call cannot grow memory.
 MAX_NAMED = 1000
 _WHOLE = "the call is dropped"
+#: what a conversion of user data may raise: an ``int()``/``float()`` of inf or of a
+#: 400-digit int raises OverflowError, which is bad input like the others
+BAD_INPUT = (TypeError, ValueError, OverflowError)
 _REPAIRED = "kept with '?' for the characters UTF-8 cannot encode"
 
 
@@ -77,6 +80,9 @@ class Intake:
         """Bad input: raise ``exc`` in strict mode; else count it, logging the first of each
         (what, name) with ``outcome`` (what became of the call). ``name`` is the key (any
         object: it is shown with ``repr``)."""
+        if isinstance(exc, OverflowError):  # named like the others, never a bare overflow
+            exc = ValueError(f"{what} {_label(name) if type(name) is not str else name!r}: "
+                             f"{exc}")
         if self.strict:
             raise exc
         label = repr(name)[:200] if type(name) is str else _label(name)
@@ -119,9 +125,7 @@ class Intake:
         """An explicit step, or None: a bad step drops the call (its data has no place)."""
         try:
             return normalize.normalize_step(step)
-        except (TypeError, ValueError) as exc:
-            if self.strict:
-                raise
+        except BAD_INPUT as exc:
             self.drop(what, step, exc, _WHOLE)
             return None
 
@@ -129,7 +133,7 @@ class Intake:
         """The key of a table, image, text or histogram; None drops the call."""
         try:
             return normalize.check_key(key)
-        except (TypeError, ValueError) as exc:
+        except BAD_INPUT as exc:
             self.drop(what, key, exc, _WHOLE)
             return None
 
@@ -140,7 +144,7 @@ class Intake:
         try:
             return normalize.normalize_table(columns, rows,
                                              lambda where, exc: self._bad_row(key, where, exc))
-        except (TypeError, ValueError) as exc:
+        except BAD_INPUT as exc:
             self.drop("table", key, exc, _WHOLE)
             return None
 
@@ -156,7 +160,7 @@ class Intake:
         try:
             return normalize.check_text(text, argument,
                                         lambda _, exc: self.drop(argument, key, exc, _REPAIRED))
-        except (TypeError, ValueError) as exc:
+        except BAD_INPUT as exc:
             self.drop(argument, key, exc,
                       "the image is kept without it" if argument == "caption" else _WHOLE)
             return None
@@ -167,7 +171,7 @@ class Intake:
 
         try:
             return encode_image(image)
-        except (TypeError, ValueError) as exc:
+        except BAD_INPUT as exc:
             self.drop("image", key, exc, _WHOLE)
             return None
 
@@ -177,7 +181,7 @@ class Intake:
 
         try:
             return histogram(values, bins)
-        except (TypeError, ValueError) as exc:
+        except BAD_INPUT as exc:
             self.drop("histogram", key, exc, _WHOLE)
             return None
 
@@ -187,7 +191,7 @@ class Intake:
             if not isinstance(config, Mapping):
                 raise TypeError(f"config must be a mapping, got {type(config).__name__}")
             return normalize.to_json_value(config)
-        except (TypeError, ValueError) as exc:
+        except BAD_INPUT as exc:
             self.drop("config", "config", exc, _WHOLE)
             return None
 
@@ -200,7 +204,7 @@ class Intake:
         try:
             limit = artifacts.copy_limit(copy_max_bytes)
             return artifacts.collect(path, name, type_, run_dir, limit)
-        except (TypeError, ValueError, OSError) as exc:
+        except (*BAD_INPUT, OSError) as exc:
             self.drop("artifact", name if name is not None else _path_label(path), exc,
                       _WHOLE)
             return None

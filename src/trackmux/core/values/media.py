@@ -109,7 +109,9 @@ def _to_uint8(array: Any) -> Any:
     if np.issubdtype(array.dtype, np.integer):
         return np.clip(array, 0, 255).astype(np.uint8)
     if np.issubdtype(array.dtype, np.floating):
-        values = np.nan_to_num(array.astype(np.float64), nan=0.0, posinf=255.0, neginf=0.0)
+        with np.errstate(over="ignore"):  # beyond float64 (longdouble): white, as inf is
+            values = np.nan_to_num(array.astype(np.float64), nan=0.0, posinf=255.0,
+                                   neginf=0.0)
         scale = 255.0 if values.size and values.max() <= 1.0 else 1.0
         return np.clip(values * scale, 0, 255).round().astype(np.uint8)
     raise TypeError(f"image has dtype {array.dtype}; expected bool, integer or float")

@@ -262,6 +262,8 @@ def normalize_step(step: object) -> int:
         except Exception as exc:  # a meta or otherwise data-less tensor
             raise TypeError(f"step: {type(step).__name__}.item() failed ({exc}); pass an int"
                             ) from None
+        if type(value) not in (int, float, bool):  # np.longdouble.item() is itself
+            raise TypeError(f"step must be an int, got {type(step).__name__}")
         return normalize_step(value)
     if isinstance(step, int):
         return normalize_step(int(step))

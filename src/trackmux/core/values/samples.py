@@ -135,7 +135,13 @@ def to_event(key: str, samples: object, step: int, time: float, *, tokens: objec
         raise ValueError(f"token_dtype must be one of {sorted(TOKEN_DTYPES)}, got "
                          f"{token_dtype!r}")
     raw = _columns(samples) if samples is not None else {}
-    arrays = _token_inputs(tokens)
+    arrays = _token_inputs(tokens, problem)
+    rows_of: dict[str, int] = {}
+    for name, value in arrays.items():  # a None or scalar array drops itself, not the call
+        try:
+            rows_of[name] = _token_rows(value)
+        except (TypeError, ValueError) as exc:
+            problem(f"token array {name!r}: {exc}; it is left out")
     counts = {name: len(v) for name, v in raw.items()}
     n = min(counts.values()) if counts else None
     if counts and len(set(counts.values())) > 1:
@@ -144,7 +150,7 @@ def to_event(key: str, samples: object, step: int, time: float, *, tokens: objec
         problem(f"column {longest!r} has {counts[longest]} values but column {shortest!r} "
                 f"has {counts[shortest]}; samples past row {counts[shortest] - 1} are left out")
     if n is None:
-        n = _token_rows(next(iter(arrays.values()))) if arrays else 0
+        n = next(iter(rows_of.values()), 0)
     if n > MAX_SAMPLES:
         raise ValueError(f"log_samples takes at most {MAX_SAMPLES} samples, got {n}")
     keep = [True] * n
@@ -156,7 +162,7 @@ def to_event(key: str, samples: object, step: int, time: float, *, tokens: objec
             for i in range(n):
                 try:
                     out.append(_cell(values[i], name, i))
-                except (SampleProblem, ValueError, TypeError) as exc:
+                except (SampleProblem, ValueError, TypeError, OverflowError) as exc:
                     if strict:
                         raise SampleProblem(str(exc)) from None
                     keep[i] = False
@@ -169,14 +175,13 @@ def to_event(key: str, samples: object, step: int, time: float, *, tokens: objec
     lengths = _lengths(token_lengths, n, problem) if token_lengths is not None else None
     kept_rows = None if all(keep) else [i for i in range(n) if keep[i]]
     packed: list[TokenArray] = []
-    for name, value in arrays.items():
-        rows = _token_rows(value)
+    for name, rows in rows_of.items():
         if rows != n:
             problem(f"token array {name!r} has {rows} rows but there are {n} samples; it is "
                     "left out")
             continue
         try:
-            packed.append(_pack_tokens(name, value, lengths, kept_rows, token_dtype))
+            packed.append(_pack_tokens(name, arrays[name], lengths, kept_rows, token_dtype))
         except (SampleProblem, ValueError, TypeError, OverflowError) as exc:
             problem(f"token array {name!r}: {exc}; it is left out")
     if kept_rows is not None:
@@ -187,38 +192,72 @@ def to_event(key: str, samples: object, step: int, time: float, *, tokens: objec
     return event, problems
 
 
-def _token_inputs(tokens: object) -> dict[str, Any]:
+def _token_inputs(tokens: object, problem: Any) -> dict[str, Any]:
+    """The token arrays by name; ``tokens`` that is not a dict is left out (the samples
+    are kept), a bad name drops its array."""
     if tokens is None:
         return {}
     if not isinstance(tokens, Mapping):
-        raise TypeError(f"tokens must be a dict of name -> per-token values, got "
-                        f"{type(tokens).__name__}")
-    return {normalize.check_key(k, "token array name"): v for k, v in tokens.items()}
+        problem(f"tokens must be a dict of name -> per-token values, got "
+                f"{type(tokens).__name__}; no token array is kept")
+        return {}
+    out = {}
+    for k, v in tokens.items():
+        try:
+            out[normalize.check_key(k, "token array name")] = v
+        except (TypeError, ValueError) as exc:
+            problem(f"{exc}; that token array is left out")
+    return out
 
 
 def _token_rows(value: object) -> int:
+    """How many samples a token array covers; TypeError for what is not an array of rows
+    (None, a number, a 0-d array)."""
     shape = getattr(value, "shape", None)
     if shape is not None and _is_array(value):
-        return int(shape[0]) if len(shape) else 0
+        if not len(shape):
+            raise TypeError("must be a list of per-sample values or a 2-D array, got a 0-d "
+                            f"{type(value).__name__}")
+        return int(shape[0])
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f"a token array must be a list of lists, numpy or torch, got "
-                        f"{type(value).__name__}")
+        raise TypeError(f"must be a list of per-sample values, numpy or torch, got "
+                        f"{'None' if value is None else type(value).__name__}")
     return len(value)
 
 
 def _lengths(value: object, n: int, problem: Any) -> list[int] | None:
-    listed = _listed(value, "token_lengths")
+    """``token_lengths`` as counts, or None (arrays kept whole) when it is not one count
+    per sample; every conversion is checked here, so inf, NaN or 10**400 is named, never
+    an OverflowError."""
+    try:
+        listed = _listed(value, "token_lengths")
+    except SampleProblem as exc:
+        problem(f"{exc}; token arrays are kept whole")
+        return None
     if len(listed) != n:
         problem(f"token_lengths has {len(listed)} values but there are {n} samples; "
                 "token arrays are kept whole")
         return None
     out = []
     for i, v in enumerate(listed):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0:
-            problem(f"token_lengths row {i} is {v!r}, not a count; token arrays are kept whole")
+        if type(v) is int and v >= 0:
+            out.append(v)
+        elif (type(v) is float or isinstance(v, (int, float))) and not isinstance(v, bool) \
+                and v == v and v >= 0 and v != math.inf and v == int(v):
+            out.append(int(v))
+        else:
+            problem(f"token_lengths row {i} is {v!r}, not a count; token arrays are kept "
+                    "whole")
             return None
-        out.append(int(v))
     return out
+
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _out_of_int32(value: int) -> SampleProblem:
+    return SampleProblem(f"integer {value} is out of the int32 range (token ids and other "
+                         "integers are stored as int32; nothing is wrapped)")
 
 
 def _pack_tokens(name: str, value: Any, lengths: list[int] | None,
@@ -229,11 +268,14 @@ def _pack_tokens(name: str, value: Any, lengths: list[int] | None,
     if kept is not None:
         rows = [rows[i] for i in kept]
         lengths = None if lengths is None else [lengths[i] for i in kept]
+    ragged = _pack_ragged_arrays(name, rows, lengths, token_dtype)
+    if ragged is not None:
+        return ragged
     flat: list[Any] = []
     sizes: list[int] = []
     for i, row in enumerate(rows):
         if _is_array(row):
-            row = row.tolist()
+            row = _listed(row, f"row {i}")
         if isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
             raise SampleProblem(f"row {i} must be a list of values, got {type(row).__name__}")
         part = list(row) if lengths is None else list(row)[:lengths[i]]
@@ -247,8 +289,9 @@ def _pack_tokens(name: str, value: Any, lengths: list[int] | None,
     if kinds <= {int, bool}:
         try:
             return TokenArray(name, "i4", tuple(sizes), struct.pack(f"<{len(flat)}i", *flat))
-        except struct.error as exc:
-            raise SampleProblem(f"integer out of the int32 range ({exc})") from None
+        except struct.error:
+            raise _out_of_int32(next(v for v in flat if not INT32[0] <= v <= INT32[1])
+                                ) from None
     for i, v in enumerate(flat):
         if type(v) not in (int, float, bool):
             raise SampleProblem(f"value {i} is {type(v).__name__}, not a number")
@@ -262,9 +305,186 @@ def _pack_tokens(name: str, value: Any, lengths: list[int] | None,
 
 
 def _clamp16(value: float) -> float:
-    if math.isfinite(value) and abs(value) > 65504.0:
-        return math.copysign(math.inf, value)
-    return value
+    try:
+        big = math.isfinite(value) and abs(value) > 65504.0
+    except OverflowError:  # an int beyond float range
+        raise SampleProblem(f"an integer of {len(str(abs(value)))} digits is beyond the "
+                            "float range") from None
+    return math.copysign(math.inf, value) if big else value
+
+
+def _pack_ragged_arrays(name: str, rows: list[Any], lengths: list[int] | None,
+                        token_dtype: str) -> TokenArray | None:
+    """Rows that are all numpy arrays, or all torch tensors (one per sample, of different
+    lengths): cut to ``lengths`` and joined in one ``concatenate``/``cat``, so the cost is
+    that of the bytes, as for a padded array. None when the rows are something else."""
+    if not rows:
+        return None
+    modules = {kind.__module__.split(".")[0] for kind in set(map(type, rows))}
+    if len(modules) != 1 or not modules <= {"numpy", "torch"}:
+        return None
+    (module,) = modules
+    import numpy as np
+
+    if module == "torch":
+        import torch
+
+        for i, dims in enumerate(map(torch.Tensor.dim, rows)):  # ints: no tuple per row
+            if dims != 1:
+                raise SampleProblem(f"row {i} must be 1-D, got shape {tuple(rows[i].shape)}")
+        tensors = rows
+        if lengths is not None:
+            tensors = [t[:n] for t, n in zip(tensors, lengths, strict=True)]
+        sizes = list(map(torch.Tensor.numel, tensors))
+        direct = _joined_in_place(tensors, sum(sizes), token_dtype)
+        if direct is not None:  # one copy, straight into the event's bytes
+            array, dtype, store, data = direct
+            return _ragged(name, array, dtype, store, sizes, data)
+        with torch.no_grad():  # no autograd graph (rows may require grad)
+            try:
+                joined = torch.cat(tensors)
+            except RuntimeError:  # rows on different devices
+                joined = torch.cat([t.cpu() for t in tensors])
+        array, dtype, store = _from_torch(joined, token_dtype)
+    else:
+        arrays = [np.asarray(r) for r in rows]
+        for i, a in enumerate(arrays):
+            if a.ndim != 1:
+                raise SampleProblem(f"row {i} must be 1-D, got shape {a.shape}")
+        if lengths is not None:
+            arrays = [a[:n] for a, n in zip(arrays, lengths, strict=True)]
+        sizes = [int(a.shape[0]) for a in arrays]
+        kinds = {a.dtype.str for a in arrays}
+        if len(kinds) == 1 and (code := _DIRECT_NUMPY.get(next(iter(kinds)))) is not None:
+            buffer = bytearray(sum(sizes) * arrays[0].dtype.itemsize)
+            array = np.frombuffer(buffer, dtype=arrays[0].dtype)
+            np.concatenate(arrays, out=array)  # one copy, straight into the event's bytes
+            return _ragged(name, array, code, _store(code, token_dtype), sizes, buffer)
+        joined = np.concatenate(arrays)
+        if joined.dtype.kind in "UO":
+            return None  # text: the list path stores it as strings
+        array, dtype, store = _from_numpy(joined, token_dtype)
+    return _ragged(name, array, dtype, store, sizes, None)
+
+
+#: dtypes whose bytes are stored as they are (or converted by the spool writer), by
+#: numpy's dtype string and torch's dtype name
+_DIRECT_NUMPY = {"<f2": "f2", "<f4": "f4", "<f8": "f8", "<i4": "i4", "<i8": "i8"}
+_DIRECT_TORCH = {"float16": "f2", "bfloat16": "b2", "float32": "f4", "float64": "f8",
+                 "int32": "i4", "int64": "i8"}
+
+
+def _store(dtype: str, token_dtype: str) -> str:
+    """The dtype the spool keeps for values given in ``dtype``."""
+    if dtype in ("f4", "f8"):
+        return TOKEN_DTYPES[token_dtype]
+    return "i4" if dtype == "i8" else dtype
+
+
+def _joined_in_place(tensors: list[Any], total: int, token_dtype: str
+                     ) -> tuple[Any, str, str, bytearray] | None:
+    """CPU tensors of one plain dtype concatenated by ``torch.cat`` straight into a new
+    buffer that becomes the event's bytes (the only copy); None for anything else (mixed
+    dtypes, other devices), which takes the general path."""
+    import numpy as np
+    import torch
+
+    kinds = {t.dtype for t in tensors}
+    if len(kinds) != 1:
+        return None
+    (kind,) = kinds
+    code = _DIRECT_TORCH.get(str(kind).removeprefix("torch."))
+    if code is None:
+        return None
+    size = torch.empty((), dtype=kind).element_size()
+    buffer = bytearray(total * size)
+    if total:
+        with torch.no_grad():  # no autograd graph (rows may require grad)
+            try:
+                torch.cat(tensors, out=torch.frombuffer(buffer, dtype=kind))
+            except RuntimeError:  # a row on another device than the CPU buffer
+                return None
+    array = np.frombuffer(buffer, dtype="<u2" if code == "b2" else f"<{code}")
+    return array, code, _store(code, token_dtype), buffer
+
+
+def _ragged(name: str, array: Any, dtype: str, store: str, sizes: list[int],
+            data: bytearray | None) -> TokenArray:
+    """The joined rows as a token array: checked (size, the int32 range), and ``data``
+    (the array's own buffer) used as it is, or the array's bytes copied once."""
+    import numpy as np
+
+    if int(array.size) > MAX_TOKEN_VALUES:
+        raise SampleProblem(f"holds {array.size} values, more than {MAX_TOKEN_VALUES}")
+    _check_int32(array, dtype, None)
+    raw = data if data is not None else np.ascontiguousarray(array).tobytes()
+    return TokenArray(name, dtype, tuple(sizes), raw,  # type: ignore[arg-type]
+                      store=store)
+
+
+def _from_torch(tensor: Any, token_dtype: str) -> tuple[Any, str, str]:
+    """A tensor as a CPU numpy array, with the dtype its bytes are in and the dtype to
+    store (bfloat16 travels as its bits; floats and ints are never narrowed here)."""
+    import torch
+
+    floats = TOKEN_DTYPES[token_dtype]
+    if tensor.is_complex():
+        raise SampleProblem("complex values cannot be kept")
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).cpu().contiguous().numpy(), "b2", "b2"
+    if tensor.dtype == torch.float16:
+        return tensor.cpu().contiguous().numpy(), "f2", "f2"
+    if tensor.dtype == torch.float32:
+        return tensor.cpu().contiguous().numpy(), "f4", floats
+    if tensor.is_floating_point():  # float64 and the float8 kinds
+        dtype = "f8" if tensor.dtype == torch.float64 else "f4"
+        if dtype == "f4":
+            tensor = tensor.to(torch.float32)
+        return tensor.cpu().contiguous().numpy(), dtype, floats
+    try:
+        array = tensor.cpu().contiguous().numpy()
+    except (TypeError, RuntimeError):  # an integer kind numpy lacks
+        array = tensor.to(torch.int64).cpu().contiguous().numpy()
+    return _from_numpy(array, token_dtype)
+
+
+def _from_numpy(array: Any, token_dtype: str) -> tuple[Any, str, str]:
+    """A numeric numpy array little-endian, with the dtype its bytes are in and the dtype
+    to store. 64-bit and unsigned 32-bit integers keep their width here: the range check
+    (:func:`_check_int32`) decides whether they fit int32, never a silent wrap."""
+    import numpy as np
+
+    floats = TOKEN_DTYPES[token_dtype]
+    kind, size = array.dtype.kind, array.dtype.itemsize
+    if kind == "f" and size in (2, 4, 8):
+        dtype = {2: "f2", 4: "f4", 8: "f8"}[size]
+        return array.astype(f"<f{size}", copy=False), dtype, "f2" if dtype == "f2" else floats
+    if kind == "i" and size == 8:
+        return array.astype("<i8", copy=False), "i8", "i4"
+    if kind == "u" and size >= 4:  # beyond int32 (checked next), then exact as int64
+        if size == 8 and array.size and array.max() > np.iinfo(np.int64).max:
+            raise _out_of_int32(int(array.max()))
+        return array.astype("<i8"), "i8", "i4"
+    if kind in "iub":
+        return array.astype("<i4", copy=False), "i4", "i4"
+    raise SampleProblem(f"dtype {array.dtype} cannot be kept")
+
+
+def _check_int32(array: Any, dtype: str, real: Any) -> None:
+    """Refuse 64-bit integers beyond int32 as the list form refuses them (the spool keeps
+    int32). ``real``: a mask of the values that are not padding, used only when the whole
+    array is out of range (padding may hold anything)."""
+    if dtype != "i8" or not array.size:
+        return
+    low, high = int(array.min()), int(array.max())
+    if INT32[0] <= low and high <= INT32[1]:
+        return
+    values = array if real is None else array[real]
+    if not values.size:
+        return
+    outside = values[(values < INT32[0]) | (values > INT32[1])]
+    if outside.size:
+        raise _out_of_int32(int(outside[0]))
 
 
 def _pack_array(name: str, value: Any, lengths: list[int] | None, kept: list[int] | None,
@@ -274,7 +494,6 @@ def _pack_array(name: str, value: Any, lengths: list[int] | None, kept: list[int
     (core/spool/samplepack.py), off the trainer's thread."""
     import numpy as np
 
-    floats = TOKEN_DTYPES[token_dtype]
     module = type(value).__module__.split(".")[0]
     if module == "torch":
         import torch
@@ -283,25 +502,9 @@ def _pack_array(name: str, value: Any, lengths: list[int] | None, kept: list[int
         if tensor.dim() != 2:
             raise SampleProblem(f"must be 2-D (samples x tokens), got shape "
                                 f"{tuple(tensor.shape)}")
-        if tensor.is_complex():
-            raise SampleProblem("complex values cannot be kept")
         if kept is not None:
             tensor = tensor[torch.as_tensor(kept, dtype=torch.long, device=tensor.device)]
-        if tensor.dtype == torch.bfloat16:
-            dtype, store, tensor = "b2", "b2", tensor.view(torch.int16)
-        elif tensor.dtype == torch.float16:
-            dtype, store = "f2", "f2"
-        elif tensor.dtype == torch.float32:
-            dtype, store = "f4", floats
-        elif tensor.is_floating_point():
-            dtype, store, tensor = "f4", floats, tensor.to(torch.float32)
-        elif tensor.dtype == torch.int64:
-            dtype, store = "i8", "i4"
-        elif tensor.dtype == torch.int32:
-            dtype, store = "i4", "i4"
-        else:
-            dtype, store, tensor = "i4", "i4", tensor.to(torch.int32)
-        array = tensor.cpu().contiguous().numpy()
+        array, dtype, store = _from_torch(tensor, token_dtype)
     else:
         array = np.asarray(value)
         if array.ndim != 2:
@@ -310,22 +513,15 @@ def _pack_array(name: str, value: Any, lengths: list[int] | None, kept: list[int
             return _pack_tokens(name, array.tolist(), lengths, kept, token_dtype)
         if kept is not None:
             array = array[kept]
-        if array.dtype.kind == "f" and array.dtype.itemsize in (2, 4, 8):
-            dtype = {2: "f2", 4: "f4", 8: "f8"}[array.dtype.itemsize]
-            store = "f2" if dtype == "f2" else floats
-            array = array.astype(f"<f{array.dtype.itemsize}", copy=False)
-        elif array.dtype.kind in "iu" and array.dtype.itemsize == 8:
-            dtype, store, array = "i8", "i4", array.astype("<i8", copy=False)
-        elif array.dtype.kind in "iub":
-            dtype, store, array = "i4", "i4", array.astype("<i4", copy=False)
-        else:
-            raise SampleProblem(f"dtype {array.dtype} cannot be kept")
+        array, dtype, store = _from_numpy(array, token_dtype)
     width = int(array.shape[1])
     if lengths is None:
         sizes = [width] * int(array.shape[0])
     else:
         rows = lengths if kept is None else [lengths[i] for i in kept]
         sizes = [min(n, width) for n in rows]
+    if dtype == "i8":
+        _check_int32(array, dtype, np.arange(width) < np.asarray(sizes)[:, None])
     return TokenArray(name, dtype, tuple(sizes), np.ascontiguousarray(array).tobytes(),
                       width=width, store=store)
 

@@ -1,0 +1,143 @@
+"""B12: the longest ``log()`` call, not the typical one, with the mlflow server dead.
+
+    python -m benchmarks.log_stall [--points 1000000] [--keys 1] [--import-mlflow]
+                                   [--no-provenance] [--backend mlflow|none] [--out F]
+
+One trainer logs ``--points`` values (``--keys`` per call, so 1M calls by default) as
+fast as it can into a run whose mlflow backend points at a port nothing listens on (the
+delivery process retries it in the background). Every call is timed; the report gives the
+median, p99, p99.9 and max, and for each call over ``--stall-ms`` how much of it the
+trainer's thread was blocked inside the process (neither running nor waiting for a CPU,
+from /proc's schedstat: waiting for the GIL or a lock, which trackmux can fix; the rest
+is the OS running other processes, which it cannot), with what the other threads were
+doing when the call ended, so a stall names its cause: the provenance thread, the spool
+writer, delivery monitoring, an import. Linux only. Issue 34.9 saw one call of 12 ms about 5 s
+after ``init()``; docs/performance.md has the numbers before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import stats
+
+
+def _dead_uri() -> str:
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def _others() -> dict[str, str]:
+    """The innermost frames of every other thread, as 'file:line function' lines."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    me = threading.get_ident()
+    out = {}
+    for ident, frame in sys._current_frames().items():
+        if ident == me:
+            continue
+        stack = traceback.extract_stack(frame)[-3:]
+        out[names.get(ident, str(ident))] = " <- ".join(
+            f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(stack))
+    return out
+
+
+def bench(points: int, keys: int, backend: str, provenance: bool, stall_ms: float
+          ) -> dict[str, Any]:
+    import trackmux
+
+    names = [f"m/{i}" for i in range(keys)]
+    with tempfile.TemporaryDirectory() as tmp:
+        options = {"mlflow": {"tracking_uri": _dead_uri()}} if backend == "mlflow" else {}
+        start = time.perf_counter_ns()
+        run = trackmux.init(project="bench", backends=[backend] if backend != "none" else [],
+                            dir=tmp, backend_options=options, provenance=provenance)
+        init_ns = time.perf_counter_ns() - start
+        log, clock = run.log, time.perf_counter_ns
+        sched = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        times: list[int] = []
+        # the slow calls: wall, when, how long this thread was blocked inside the process
+        # (neither running nor waiting for a CPU: waiting for the GIL or a lock), and what
+        # the other threads were doing when the call ended
+        slow: list[tuple[int, int, int, dict[str, str]]] = []
+        threshold = int(stall_ms * 1e6)
+        value = 0.5
+        for step in range(points // keys):
+            data = dict.fromkeys(names, value)
+            before = os.pread(sched, 64, 0)
+            t0 = clock()
+            log(data, step=step)
+            took = clock() - t0
+            after = os.pread(sched, 64, 0)
+            times.append(took)
+            if took > threshold and len(slow) < 1000:
+                slow.append((took, t0 - start, _blocked(took, before, after), _others()))
+        os.close(sched)
+        loop_s = (clock() - start) / 1e9
+        run.finish(timeout=5)
+    result = stats(times)
+    slow.sort(key=lambda s: -s[0])
+    ours = sorted(slow, key=lambda s: -s[2])  # by the time blocked inside the process
+    return {"points": points, "keys_per_call": keys, "calls": len(times),
+            "backend": backend, "provenance": provenance,
+            "mlflow_imported": "mlflow" in sys.modules, "init_ms": init_ns / 1e6,
+            "loop_s": round(loop_s, 2), "median_us": result["median_us"],
+            "p99_us": result["p99_us"], "p999_us": result["p999_us"],
+            "max_ms": result["max_us"] / 1000,
+            f"calls_over_{stall_ms:g}ms": sum(t > threshold for t in times),
+            f"calls_blocked_over_{stall_ms:g}ms": sum(s[2] > threshold for s in slow),
+            "max_blocked_ms": round(ours[0][2] / 1e6, 2) if ours else 0.0,
+            "slowest": [_slow(s) for s in slow[:3]],
+            "most_blocked": [_slow(s) for s in ours[:5]]}
+
+
+def _blocked(took: int, before: bytes, after: bytes) -> int:
+    """Of a call's ``took`` ns, those the thread neither ran nor waited for a CPU
+    (/proc schedstat: ns on the CPU, ns waiting on a run queue): blocked in the process,
+    on the GIL or a lock. What the OS took from it (the machine's other load) is not in
+    it."""
+    ran0, queued0 = (int(v) for v in before.split()[:2])
+    ran1, queued1 = (int(v) for v in after.split()[:2])
+    return max(0, took - (ran1 - ran0) - (queued1 - queued0))
+
+
+def _slow(entry: tuple[int, int, int, dict[str, str]]) -> dict[str, Any]:
+    took, at, blocked, others = entry
+    return {"ms": round(took / 1e6, 2), "at_s": round(at / 1e9, 2),
+            "blocked_ms": round(blocked / 1e6, 2), "other_threads": others}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=1, help="values per log() call")
+    ap.add_argument("--backend", default="mlflow", choices=("mlflow", "none"))
+    ap.add_argument("--import-mlflow", action="store_true",
+                    help="import mlflow in the trainer first, as a script that uses it would")
+    ap.add_argument("--no-provenance", action="store_true")
+    ap.add_argument("--stall-ms", type=float, default=3.0)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    if args.import_mlflow:
+        import mlflow  # noqa: F401
+    result = bench(args.points, args.keys, args.backend, not args.no_provenance,
+                   args.stall_ms)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
