@@ -49,7 +49,7 @@ def test_exit_codes_text_and_json(tmp_path: Path) -> None:
     assert objects[0] == {"run": good.name, "findings": []}
     [finding] = objects[1]["findings"]
     assert objects[1]["run"] == bad.name
-    assert set(finding) == {"rule", "severity", "step", "keys", "message"}
+    assert set(finding) == {"rule", "severity", "step", "keys", "message", "evidence"}
     assert (finding["rule"], finding["step"], finding["keys"]) == ("kl_blowup", 41,
                                                                   ["kl/divergence"])
     rules = tmp_path / "rules.toml"

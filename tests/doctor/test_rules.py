@@ -62,7 +62,8 @@ def test_kl_that_runs_away_over_tens_of_steps_is_found_and_a_learning_rise_is_no
     just before it) is found against its level before the climb (``gap``); a KL that rises
     from zero as a policy learns, steeply at first, is not."""
     run = healthy(200, 7)
-    plateau = noisy([0.5] * 100, 0.03, 7)
+    # (the KL starts near 0, as a policy at its reference does, and plateaus by step 20)
+    plateau = [0.5 * i / 20 for i in range(20)] + noisy([0.5] * 80, 0.03, 7)
     climb = [0.5 * 5 ** (i / 30) for i in range(1, 31)]
     run["actor/ppo_kl"] = plateau + noisy(climb, 0.03, 8) + noisy([2.5] * 70, 0.1, 9)
     found = [f for f in run_doctor(metrics(run)) if f.rule == "kl_blowup"]
