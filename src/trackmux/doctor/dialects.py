@@ -80,7 +80,7 @@ DIALECTS: dict[str, dict[str, tuple[str, ...]]] = {
     # TRL's GRPOTrainer (trl/trainer/grpo_trainer.py); ms-swift's GRPO logs the same names
     "trl": _with_train_prefix({
         "reward": ("reward",),
-        "reward_component": ("rewards/*/mean",),
+        "reward_component": ("rewards/*/mean", "rewards/*_reward"),
         "kl": ("kl",),
         "entropy": ("entropy",),
         "grad_norm": ("grad_norm",),
@@ -94,6 +94,9 @@ DIALECTS: dict[str, dict[str, tuple[str, ...]]] = {
         "mismatch_is_mean": ("sampling/importance_sampling_ratio/mean",),
         "mismatch_logp_diff": ("sampling/sampling_logp_difference/mean",),
     }) | {"val_reward": ("eval_reward", "eval/reward", "eval_rewards/*/mean")},
+    # ms-swift's GRPO (swift/trainers/rlhf_trainer/grpo_trainer.py): TRL's names, and
+    # its entropy as entropy/mean
+    "ms_swift": _with_train_prefix({"entropy": ("entropy/mean",)}),
     # NeMo-RL (nemo_rl/algorithms/grpo.py, loss_functions.py; docs/guides/grpo.md)
     "nemo_rl": {
         "reward": ("train/reward", "train/total_reward/mean"),
@@ -101,6 +104,7 @@ DIALECTS: dict[str, dict[str, tuple[str, ...]]] = {
         "grad_norm": ("train/grad_norm",),
         "loss": ("train/loss",),
         "entropy": ("train/approx_entropy",),
+        "response_length": ("train/mean_gen_tokens_per_sample",),
         "mismatch_mult_prob_error": ("train/token_mult_prob_error",),
         "mismatch_kl": ("train/gen_kl_error",),
         "mismatch_is_mean": ("train/sampling_importance_ratio",),
@@ -128,13 +132,12 @@ DIALECTS: dict[str, dict[str, tuple[str, ...]]] = {
         "mismatch_logp_diff": ("train/train_rollout_logprob_abs_diff",),
         "mismatch_kl": ("train/train_rollout_kl",),
     },
-    # DeepSpeed-Chat step 3 (applications/DeepSpeed-Chat/training/step3_rlhf_finetuning)
+    # DeepSpeed-Chat step 3 (applications/DeepSpeed-Chat/training/step3_rlhf_finetuning/
+    # main.py prints "epoch ... act_loss ... cri_loss ... unsuper_loss" and "Average
+    # reward score"; a parsed log keeps those names)
     "deepspeed_chat": {
-        "reward": ("reward", "average_reward_score", "train/reward"),
-        "loss": ("actor_loss", "train/actor_loss"),
-        "kl": ("average_kl", "train/kl"),
-        "entropy": ("average_entropy",),
-        "response_length": ("average_length",),
+        "reward": ("average reward score", "average_reward_score"),
+        "loss": ("act_loss", "actor_loss"),
     },
 }
 

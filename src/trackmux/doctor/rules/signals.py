@@ -1,0 +1,293 @@
+"""Rules over the signals of 2025-26 RL: ``mismatch`` (training-inference), ``frozen_start``,
+``clip_fraction``, ``zero_std_groups`` and ``staleness`` (docs/doctor.md cites every
+threshold's source). Each reads canonical signals (dialects.py), so a verl, TRL, NeMo-RL
+or slime run is judged on the same terms.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trackmux.core.events import Event, MetricsEvent
+from trackmux.doctor.detector import Detector, KeyMatcher, Param
+from trackmux.doctor.findings import Finding
+from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span
+from trackmux.doctor.stats import Series, finite, median, ratio
+
+#: mismatch signal -> (parameter, direction, what it means); the defaults' sources are
+#: verl docs/algo/rollout_corr.md ("check_rollout_correction_health", "Troubleshooting")
+#: and NeMo-RL docs/guides/grpo.md ("Metrics")
+MISMATCH = {
+    "mismatch_ess": ("min_ess", "below", "the effective sample size of the training/"
+                     "inference importance weights"),
+    "mismatch_is_mean": ("is_mean_high", "outside", "the mean training/inference importance "
+                         "weight"),
+    "mismatch_is_std": ("max_is_std", "above", "the spread of the importance weights"),
+    "mismatch_kl": ("max_kl", "above", "the KL between the inference engine's and the "
+                    "trainer's token probabilities"),
+    "mismatch_chi2": ("max_chi2", "above", "the chi-squared divergence of the importance "
+                      "weights"),
+    "mismatch_veto": ("max_veto", "above", "the share of sequences vetoed for a "
+                      "catastrophic token"),
+    "mismatch_mult_prob_error": ("max_mult_prob_error", "above", "the multiplicative token "
+                                 "probability error"),
+    "mismatch_logp_diff": ("max_logp_diff", "above", "the mean log-probability gap between "
+                           "trainer and engine"),
+}
+
+
+class Mismatch(SeriesRule):
+    """The inference engine and the trainer disagree on the policy's token probabilities
+    past a published threshold for ``persist`` points in a row: importance weights far
+    from 1, a low effective sample size, a large mismatch KL or chi-squared, NeMo-RL's
+    multiplicative probability error. Off-policy updates from such batches destabilise
+    training (verl's rollout-correction docs; NeMo-RL's GRPO guide)."""
+
+    rule = "mismatch"
+    params_spec = {
+        "keys": Param([f"@{s}" for s in MISMATCH], "patterns", "mismatch signals"),
+        "min_ess": Param(0.3, "positive", "verl: ESS below 0.3 is too low"),
+        "is_mean_low": Param(0.5, "positive", "verl: a mean IS weight below 0.5 ..."),
+        "is_mean_high": Param(2.0, "positive", "... or above 2.0 is far from 1"),
+        "max_is_std": Param(1.0, "positive", "verl: IS weight std above 1.0"),
+        "max_kl": Param(0.1, "positive", "verl: |rollout_corr/kl| above 0.1; NeMo-RL's "
+                        "gen_kl_error is judged by max_gen_kl"),
+        "max_gen_kl": Param(0.001, "positive", "NeMo-RL: KL errors below 1e-3 acceptable"),
+        "max_chi2": Param(1.0, "positive", "verl: chi2_token above 1.0"),
+        "max_veto": Param(0.1, "positive", "verl: veto fraction above 0.1"),
+        "max_mult_prob_error": Param(1.02, "positive", "NeMo-RL: past ~1-2% is a problem"),
+        "max_logp_diff": Param(0.1, "positive", "slime's CI gate on "
+                               "train_rollout_logprob_abs_diff"),
+        "persist": Param(3, "count"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def size(self) -> int:
+        return 8
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        signal = self._signal(key)
+        if signal is None:
+            return None
+        value = s.values[-1]
+        p = self.params
+        if signal == "mismatch_ess":
+            bad, line, how = value < p["min_ess"], p["min_ess"], "below"
+        elif signal == "mismatch_is_mean":
+            bad = value < p["is_mean_low"] or value > p["is_mean_high"]
+            line, how = (p["is_mean_low"] if value < 1 else p["is_mean_high"]), \
+                ("below" if value < 1 else "above")
+        elif signal == "mismatch_kl":
+            line = p["max_gen_kl"] if "gen_kl" in key else p["max_kl"]
+            bad, how = abs(value) > line, "above"
+        else:
+            line = p[MISMATCH[signal][0]]
+            bad, how = value > line, "above"
+        latch = self.latch(key)
+        if not latch.check(bad, step):
+            return None
+        where, proof = at(s, key, latch.onset)
+        return self.finding(latch.onset, [key], (
+            f"{key} ({MISMATCH[signal][2]}) is {how} {fmt(line)}: {where}, and stayed so "
+            f"for {p['persist']} points; the inference engine and the trainer no longer "
+            f"agree on the policy (precision, a stale or wrong weight sync, a kernel): "
+            f"correct the batches (importance sampling, rejection) or find the cause"),
+            evidence=[proof])
+
+    def _signal(self, key: str) -> str | None:
+        for signal, keys in self.signals.fed.items():
+            if signal in MISMATCH and key in keys:
+                return signal
+        return "mismatch_kl" if "kl" in key else None
+
+
+class FrozenStart(Detector):
+    """The gradient norm is exactly 0 for the run's first ``points`` points (nothing
+    learns: frozen parameters, a detached loss, every advantage zero), or, where no
+    gradient norm is logged, the KL and the loss both are: a broken setup, from step 1."""
+
+    rule = "frozen_start"
+    kinds = frozenset({"metrics"})
+    params_spec = {
+        "grad_keys": Param(["@grad_norm"], "patterns"),
+        "kl_keys": Param(["@kl"], "patterns"),
+        "loss_keys": Param(["@loss"], "patterns"),
+        "points": Param(5, "count", "first points that must all be exactly 0"),
+        "severity": Param("critical", "severity"),
+    }
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.matchers = {name: KeyMatcher(self.params[f"{name}_keys"])
+                         for name in ("grad", "kl", "loss")}
+        self.first: dict[str, list[tuple[int, float]]] = {}
+        self.done = False
+
+    def update(self, event: Event) -> Sequence[Finding]:
+        if self.done or not isinstance(event, MetricsEvent):
+            return ()
+        n = self.params["points"]
+        for name, matcher in self.matchers.items():
+            for key in self.keys_for(matcher, event.data):
+                value = finite(event.data[key])
+                points = self.first.setdefault(f"{name}\0{key}", [])
+                if value is not None and len(points) < n:
+                    points.append((event.step, value))
+        zero = {k: p for k, p in self.first.items()
+                if len(p) >= n and all(v == 0 for _, v in p)}
+        full = [k for k, p in self.first.items() if len(p) >= n]
+        grads = [k for k in self.first if k.startswith("grad\0")]
+        if grads and all(k in full for k in grads):
+            self.done = True
+            hit = [k for k in grads if k in zero]
+        elif not grads and full and any(k.startswith("kl\0") for k in zero) and \
+                any(k.startswith("loss\0") for k in zero):
+            self.done = True
+            hit = [k for k in zero if not k.startswith("grad\0")]
+        else:
+            return ()
+        if not hit:
+            return ()
+        keys = [k.split("\0", 1)[1] for k in hit]
+        first_step, last_step = zero[hit[0]][0][0], zero[hit[0]][-1][0]
+        return [self.finding(first_step, keys, (
+            f"{', '.join(keys)} exactly 0 at every one of the run's first {n} points (steps "
+            f"{first_step}-{last_step}): nothing is learning. Check for frozen parameters, "
+            f"a loss detached from the graph, a zero learning rate, or every advantage "
+            f"zero"), time=event.time,
+            evidence=[(k.split("\0", 1)[1], st, v) for k in hit for st, v in zero[k]
+                      if st in (first_step, last_step)])]
+
+
+class ClipFraction(SeriesRule):
+    """The share of clipped PPO ratios spikes (``ratio`` times its anchored level and
+    ``rise`` above it: updates much larger than the trust region), or the low and high
+    clip shares drift apart (one ``imbalance`` times the other and above ``floor``:
+    the policy pushes probabilities one way only, often before an entropy collapse)."""
+
+    rule = "clip_fraction"
+    params_spec = {
+        "keys": Param(["@clip_frac", "@clip_frac_low", "@clip_frac_high"], "patterns"),
+        "window": Param(20, "count", "steps in the level"),
+        "recent": Param(5, "count", "steps in the recent median"),
+        "min_points": Param(5, "count"),
+        "min_recent": Param(3, "count"),
+        "lookback": Param(300, "count", "checks back the anchored level is looked for"),
+        "ratio": Param(3.0, "positive"),
+        "rise": Param(0.1, "fraction", "least absolute rise of the share"),
+        "imbalance": Param(5.0, "positive"),
+        "floor": Param(0.05, "fraction", "least share for an imbalance to count"),
+        "persist": Param(3, "count"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.levels: dict[str, deque[float]] = {}
+        self.recents: dict[str, tuple[int, float]] = {}
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        from trackmux.doctor.rules.metrics import enough, windows
+
+        self.recents[key] = (step, s.values[-1])
+        found = self._imbalance(key, s, step)
+        if found is not None or not enough(s, self.params):
+            return found
+        recent_n, _, window_n = windows(s, self.params)
+        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
+        levels.append(median(s.before_tail(recent_n, window_n)))
+        level = min(levels)
+        recent = median(s.tail(recent_n))
+        line = max(self.params["ratio"] * level, level + self.params["rise"])
+        latch = self.latch(key)
+        if not latch.check(recent >= line, first_past(s, recent_n, lambda v: v >= line)):
+            return None
+        where, proof = at(s, key, latch.onset)
+        return self.finding(latch.onset, [key], (
+            f"{key} (the share of clipped policy ratios) spiked to {where}, "
+            f"{ratio(recent, max(level, 1e-12)):.1f}x its level of {fmt(level)} (recent "
+            f"median {fmt(recent)}): updates far outside the trust region; lower the "
+            f"learning rate or check the advantages"), evidence=[proof])
+
+    def _imbalance(self, key: str, s: Series, step: int) -> Finding | None:
+        low = [k for k in self.signals.fed.get("clip_frac_low", {}) if k in self.recents]
+        high = [k for k in self.signals.fed.get("clip_frac_high", {}) if k in self.recents]
+        if not low or not high or key not in (low[0], high[0]):
+            return None
+        (ls, lv), (hs, hv) = self.recents[low[0]], self.recents[high[0]]
+        if ls != hs:
+            return None
+        big, small = max(lv, hv), min(lv, hv)
+        bad = big >= self.params["floor"] and big >= self.params["imbalance"] * max(small,
+                                                                                     1e-12)
+        latch = self.latch(low[0] + "|" + high[0], "imbalance")
+        if not latch.check(bad, step):
+            return None
+        return self.finding(latch.onset, [low[0], high[0]], (
+            f"the clip shares drifted apart since step {latch.onset}: {low[0]} {fmt(lv)} "
+            f"and {high[0]} {fmt(hv)} at step {step}: the policy is pushed one way only "
+            f"(the high end: entropy tends to fall)"),
+            evidence=[(low[0], step, lv), (high[0], step, hv)])
+
+
+class ZeroStdGroups(SeriesRule):
+    """Most GRPO groups have zero reward spread (``frac_reward_zero_std`` or its
+    equivalent at or above ``share``, ``persist`` points in a row): their advantages are
+    zero and they teach nothing; the scalar twin of ``flat_groups``, for runs that log no
+    samples."""
+
+    rule = "zero_std_groups"
+    params_spec = {
+        "keys": Param(["@zero_std_frac"], "patterns"),
+        "share": Param(0.9, "fraction", "share of flat groups"),
+        "persist": Param(3, "count"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def size(self) -> int:
+        return 8
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        latch = self.latch(key)
+        if not latch.check(s.values[-1] >= self.params["share"], step):
+            return None
+        where, proof = at(s, key, latch.onset)
+        return self.finding(latch.onset, [key], (
+            f"{key} reached {where}: nearly every GRPO group got the same reward for all "
+            f"its samples, so their advantages are zero and the batch teaches nothing; the "
+            f"prompts are too easy or too hard for the policy, or its samples collapsed"),
+            evidence=[proof])
+
+
+class Staleness(SeriesRule):
+    """Asynchronous rollouts grow stale: the age of the data trained on (in policy
+    versions) exceeds ``bound``, ``persist`` points in a row."""
+
+    rule = "staleness"
+    params_spec = {
+        "keys": Param(["@staleness"], "patterns"),
+        "bound": Param(4.0, "positive", "versions; verl's fully-async default staleness "
+                       "is of this order"),
+        "persist": Param(3, "count"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def size(self) -> int:
+        return 8
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        latch = self.latch(key)
+        if not latch.check(s.values[-1] > self.params["bound"], step):
+            return None
+        where, proof = at(s, key, latch.onset)
+        return self.finding(latch.onset, [key], (
+            f"{key} (how stale the rollouts are) passed {fmt(self.params['bound'])}: "
+            f"{where} ({span([latch.onset, step])}); off-policy updates from old rollouts "
+            f"drift from the policy; bound the staleness or correct for it"),
+            evidence=[proof])
+
+
+BUILTIN: tuple[type[Detector], ...] = (Mismatch, FrozenStart, ClipFraction, ZeroStdGroups,
+                                       Staleness)
