@@ -42,7 +42,7 @@ def test_exit_codes_text_and_json(tmp_path: Path) -> None:
     assert f"{good.name}: no findings" in result.output
     result = CliRunner().invoke(cli, ["doctor", str(good), str(bad)])
     assert result.exit_code == 1
-    assert "WARNING  kl_blowup @ step 41 [kl/divergence]" in result.output
+    assert "WARNING  kl_blowup @ step 40 [kl/divergence]" in result.output
     result = CliRunner().invoke(cli, ["doctor", "--json", str(good), str(bad)])
     assert result.exit_code == 1
     objects = [json.loads(line) for line in result.output.splitlines()]

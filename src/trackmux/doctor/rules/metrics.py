@@ -21,7 +21,7 @@ from typing import Any
 from trackmux.core.events import Event, HistogramEvent, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
-from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span
+from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
 from trackmux.doctor.stats import Latch, Series, finite, median, ratio, robust_sigma
 
 
@@ -207,12 +207,13 @@ class KlBlowup(SeriesRule):
         line = max(self.params["ratio"] * base, level + noise)
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
-        onset = self.latch(key).onset
+        half = 0.5 * level + 0.5 * line
+        onset = since(s, lambda v: v >= half, self.latch(key).onset)
         level_steps = steps[-(recent_n + gap_n + window_n):-(recent_n + gap_n)]
         where, proof = at(s, key, onset)
         return self.finding(onset, [key], f"{key} rose {ratio(recent, base):.1f}x above its "
-                            f"level of {fmt(level)} ({span(level_steps)}) to {where} "
-                            f"(recent median {fmt(recent)})", evidence=[proof])
+                            f"level of {fmt(level)} ({span(level_steps)}), to a recent median "
+                            f"of {fmt(recent)}, climbing since {where}", evidence=[proof])
 
 
 class EntropyCollapse(SeriesRule):
@@ -234,7 +235,7 @@ class EntropyCollapse(SeriesRule):
         self.keep_first = self.params["early"]
 
     def size(self) -> int:
-        return int(self.params["recent"])
+        return int(self.params["recent"]) + 30
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         if len(s.first) < self.params["early"] or s.count < self.params["early"] + 1:
@@ -246,11 +247,12 @@ class EntropyCollapse(SeriesRule):
         if not self.latch(key).check(bad, first_past(s, self.params["recent"],
                                                       lambda v: v <= line)):
             return None
-        onset = self.latch(key).onset
+        half = 0.5 * early + 0.5 * line
+        onset = since(s, lambda v: v <= half, self.latch(key).onset)
         where, proof = at(s, key, onset)
-        return self.finding(onset, [key], f"{key} collapsed to {where}, "
-                            f"{ratio(recent, early):.0%} of its early level {fmt(early)} "
-                            f"(recent median {fmt(recent)})", evidence=[proof])
+        return self.finding(onset, [key], f"{key} collapsed to a recent median of "
+                            f"{fmt(recent)}, {ratio(recent, early):.0%} of its early level "
+                            f"{fmt(early)}, falling since {where}", evidence=[proof])
 
 
 class GradExplosion(SeriesRule):
@@ -399,10 +401,13 @@ class LengthBlowup(SeriesRule):
                                 else (lambda v: v <= line))
         if latch.check(grow or shrink, onset_step):
             what = "ran away to" if grow else "collapsed to"
-            where, proof = at(s, key, latch.onset)
-            return self.finding(latch.onset, [key], f"{key} {what} {where}, "
-                                f"{ratio(recent, level):.1f}x its level of {fmt(level)} "
-                                f"({span([first, last])}; recent median {fmt(recent)})",
+            half = 0.5 * level + 0.5 * line
+            onset = since(s, (lambda v: v >= half) if grow else (lambda v: v <= half),
+                          latch.onset)
+            where, proof = at(s, key, onset)
+            return self.finding(onset, [key], f"{key} {what} a recent median of "
+                                f"{fmt(recent)}, {ratio(recent, level):.1f}x its level of "
+                                f"{fmt(level)} ({span([first, last])}), moving since {where}",
                                 evidence=[proof])
         return None
 

@@ -82,6 +82,18 @@ def first_past(s: Series, n: int, past: Callable[[float], bool]) -> int:
     return next((st for st, v in zip(steps, values, strict=True) if past(v)), steps[0])
 
 
+def since(s: Series, past: Callable[[float], bool], fallback: int) -> int:
+    """The first step of the trailing run of points for which ``past`` holds (the curve
+    was already half way from its level to the threshold there: the finding dates from
+    where the change began, not from where it was confirmed); ``fallback`` if none."""
+    onset = None
+    for st, v in zip(reversed(s.steps), reversed(s.values), strict=True):
+        if not past(v):
+            break
+        onset = st
+    return fallback if onset is None else min(onset, fallback)
+
+
 def at(s: Series, key: str, step: int) -> tuple[str, tuple[str, int, float] | None]:
     """``"<value> at step <step>"`` with the value logged at ``step``, and its evidence."""
     value = s.value_at(step)

@@ -54,23 +54,36 @@ class Mismatch(SeriesRule):
         "max_is_std": Param(1.0, "positive", "verl: IS weight std above 1.0"),
         "max_kl": Param(0.1, "positive", "verl: |rollout_corr/kl| above 0.1; NeMo-RL's "
                         "gen_kl_error is judged by max_gen_kl"),
-        "max_gen_kl": Param(0.001, "positive", "NeMo-RL: KL errors below 1e-3 acceptable"),
+        "max_gen_kl": Param(0.002, "positive", "NeMo-RL: KL errors below 1e-3 acceptable, "
+                            "about 1e-3 typical; twice that is past the typical"),
         "max_chi2": Param(1.0, "positive", "verl: chi2_token above 1.0"),
         "max_veto": Param(0.1, "positive", "verl: veto fraction above 0.1"),
         "max_mult_prob_error": Param(1.02, "positive", "NeMo-RL: past ~1-2% is a problem"),
         "max_logp_diff": Param(0.1, "positive", "slime's CI gate on "
                                "train_rollout_logprob_abs_diff"),
+        "rise": Param(5.0, "positive", "a distance from ideal (1 - ESS, |IS mean - 1|, "
+                      "KL, chi2 ...) this many times its anchored level also counts"),
+        "sigmas": Param(4.0, "positive", "... and that many times its noise above it"),
+        "window": Param(20, "count", "steps in the rolling level"),
+        "recent": Param(5, "count", "steps in the recent median"),
+        "min_points": Param(5, "count"),
+        "min_recent": Param(3, "count"),
+        "lookback": Param(300, "count", "checks back the anchored level is looked for"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
 
-    def size(self) -> int:
-        return 8
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.levels: dict[str, deque[tuple[float, float]]] = {}
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         signal = self._signal(key)
         if signal is None:
             return None
+        found = self._rise(key, s, signal)
+        if found is not None:
+            return found
         value = s.values[-1]
         p = self.params
         if signal == "mismatch_ess":
@@ -95,6 +108,43 @@ class Mismatch(SeriesRule):
             f"agree on the policy (precision, a stale or wrong weight sync, a kernel): "
             f"correct the batches (importance sampling, rejection) or find the cause"),
             evidence=[proof])
+
+    @staticmethod
+    def distance(signal: str, value: float) -> float:
+        """How far a mismatch value is from a perfect match (0)."""
+        if signal == "mismatch_ess":
+            return 1.0 - value
+        if signal in ("mismatch_is_mean", "mismatch_mult_prob_error"):
+            return abs(value - 1.0)
+        return abs(value)
+
+    def _rise(self, key: str, s: Series, signal: str) -> Finding | None:
+        """A distance from a perfect match that grew ``rise`` times its anchored level:
+        the gap opened, before it reached the published bound."""
+        from trackmux.doctor.rules.metrics import enough, windows
+        from trackmux.doctor.rules.series import since
+        from trackmux.doctor.stats import robust_sigma
+
+        if not enough(s, self.params):
+            return None
+        recent_n, _, window_n = windows(s, self.params)
+        before = [self.distance(signal, v) for v in s.before_tail(recent_n, window_n)]
+        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
+        levels.append((median(before), robust_sigma(before)))
+        level, sigma = min(levels)
+        recent = median(self.distance(signal, v) for v in s.tail(recent_n))
+        line = max(self.params["rise"] * level, level + self.params["sigmas"] * sigma)
+        latch = self.latch(key, "rise")
+        if not latch.check(recent >= line and line > 0, s.steps[-1]):
+            return None
+        half = 0.5 * level + 0.5 * line
+        onset = since(s, lambda v: self.distance(signal, v) >= half, latch.onset)
+        where, proof = at(s, key, onset)
+        return self.finding(onset, [key], (
+            f"{key} ({MISMATCH[signal][2]}) moved away from a perfect match: "
+            f"{ratio(recent, max(level, 1e-300)):.0f}x its level's distance since {where}; "
+            f"the inference engine and the trainer drift apart (precision, weight sync, a "
+            f"kernel) before the published bound is reached"), evidence=[proof])
 
     def _signal(self, key: str) -> str | None:
         for signal, keys in self.signals.fed.items():
@@ -291,3 +341,84 @@ class Staleness(SeriesRule):
 
 BUILTIN: tuple[type[Detector], ...] = (Mismatch, FrozenStart, ClipFraction, ZeroStdGroups,
                                        Staleness)
+
+
+class RewardHacking(SeriesRule):
+    """Reward hacking from logged scalars: a reward component (``rewards/<fn>/mean``)
+    rises while another component, the held-out reward or the total reward falls, each by
+    ``min_change`` of its level and ``sigmas`` times its noise (levels anchored: the
+    lowest and highest rolling medians of the last ``lookback`` checks), ``persist``
+    points in a row. One finding names both. A falling penalty (``*penalty*``) is the
+    expected price of a gain and does not count."""
+
+    rule = "reward_hacking"
+    params_spec = {
+        "keys": Param(["@reward_component", "@val_reward", "@reward"], "patterns"),
+        "rising_keys": Param(["@reward_component"], "patterns", "what may rise"),
+        "ignore_falling": Param(["*penalty*", "*length*"], "patterns",
+                                "falls that are no sign of hacking"),
+        "window": Param(20, "count", "steps in the rolling level"),
+        "recent": Param(5, "count", "steps in the recent median"),
+        "min_points": Param(5, "count"),
+        "min_recent": Param(3, "count"),
+        "lookback": Param(300, "count"),
+        "min_change": Param(0.1, "fraction", "a move as a share of the level"),
+        "sigmas": Param(4.0, "positive"),
+        "persist": Param(3, "count"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.rising = KeyMatcher(self.params["rising_keys"])
+        self.ignore = KeyMatcher(self.params["ignore_falling"])
+        self.levels: dict[str, deque[tuple[float, float, int]]] = {}
+        self.moves: dict[str, tuple[int, int, float, float]] = {}  # dir, step, level, now
+        self.told: set[tuple[str, str]] = set()
+        self._rising: frozenset[str] = frozenset()
+
+    def selected(self, data: Mapping[str, Any]) -> list[str]:
+        self._rising = frozenset(self.keys_for(self.rising, data))
+        return self.keys_for(self.match, data)
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        from trackmux.doctor.rules.metrics import enough, windows
+        from trackmux.doctor.stats import robust_sigma
+
+        if not enough(s, self.params):
+            return None
+        recent_n, _, window_n = windows(s, self.params)
+        before = s.before_tail(recent_n, window_n)
+        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
+        levels.append((median(before), robust_sigma(before), step))
+        recent = median(s.tail(recent_n))
+        low, low_sigma, low_step = min(levels)
+        high, high_sigma, high_step = max(levels)
+        need = self.params["min_change"]
+        up = recent - low >= max(need * max(abs(low), abs(recent)), self.params["sigmas"] *
+                                 low_sigma, 1e-12)
+        down = high - recent >= max(need * max(abs(high), abs(recent)),
+                                    self.params["sigmas"] * high_sigma, 1e-12)
+        if up and down:  # rose, then fell (or the reverse): the latest move counts
+            up, down = low_step > high_step, high_step > low_step
+        direction = 1 if up else -1 if down else 0
+        self.moves[key] = (direction, step, low if up else high, recent)
+        if direction != 1 or key not in self._rising:
+            return None
+        falling = [k for k, (d, st, _, _) in self.moves.items()
+                   if d == -1 and st == step and k != key and not self.ignore(k)]
+        latch = self.latch(key)
+        if not latch.check(bool(falling), step) or (key, falling[0]) in self.told:
+            return None
+        other = falling[0]
+        self.told.add((key, other))
+        _, _, o_level, o_now = self.moves[other]
+        where, proof = at(s, key, step)
+        return self.finding(latch.onset, [key, other], (
+            f"reward hacking: the reward component {key} rose from {fmt(low)} to a recent "
+            f"median of {fmt(recent)} ({where}) while {other} fell from {fmt(o_level)} to "
+            f"{fmt(o_now)}, since step {latch.onset}: the policy gains on one term of the "
+            f"reward at the cost of what it should learn"), evidence=[proof])
+
+
+BUILTIN = (*BUILTIN, RewardHacking)
