@@ -50,7 +50,7 @@ def test_exit_codes_text_and_json(tmp_path: Path) -> None:
     [finding] = objects[1]["findings"]
     assert objects[1]["run"] == bad.name
     assert set(finding) == {"rule", "severity", "step", "keys", "message", "evidence"}
-    assert (finding["rule"], finding["step"], finding["keys"]) == ("kl_blowup", 41,
+    assert (finding["rule"], finding["step"], finding["keys"]) == ("kl_blowup", 40,
                                                                   ["kl/divergence"])
     rules = tmp_path / "rules.toml"
     rules.write_text("[kl_blowup]\nenabled = false\n")

@@ -394,6 +394,9 @@ class RewardHacking(SeriesRule):
         recent = median(s.tail(recent_n))
         low, low_sigma, low_step = min(levels)
         high, high_sigma, high_step = max(levels)
+        # the noise: the smaller of the extreme's window's and the latest window's (a
+        # window taken while the curve moved spreads with the move, not with the noise)
+        low_sigma, high_sigma = min(low_sigma, levels[-1][1]), min(high_sigma, levels[-1][1])
         need = self.params["min_change"]
         up = recent - low >= max(need * max(abs(low), abs(recent)), self.params["sigmas"] *
                                  low_sigma, 1e-12)
