@@ -252,7 +252,8 @@ class ClipFraction(SeriesRule):
         recent = median(s.tail(recent_n))
         line = max(self.params["ratio"] * level, level + self.params["rise"])
         latch = self.latch(key)
-        if not latch.check(recent >= line, first_past(s, recent_n, lambda v: v >= line)):
+        bad = recent >= line and recent - level >= self.params["rise"]
+        if not latch.check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
         where, proof = at(s, key, latch.onset)
         return self.finding(latch.onset, [key], (
