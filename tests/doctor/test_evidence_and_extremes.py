@@ -137,3 +137,27 @@ def test_key_limit_per_event_is_told_once() -> None:
     told = [f for f in found if f.rule == "doctor" and str(MAX_KEYS) in f.message]
     assert len(told) == 1
     assert math.isfinite(len(data))
+
+
+def test_explain_names_dialect_signals_and_unread_rules(tmp_path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    import trackmux
+    from trackmux.cli.main import cli
+
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, doctor=False)
+    for step in range(30):
+        run.log({"train/reward": 0.5, "train/rewards/length_penalty/mean": -0.1 * step,
+                 "train/kl": 0.01, "train/completions/mean_length": 300.0}, step=step)
+    run.finish(timeout=30)
+    out = CliRunner().invoke(cli, ["doctor", "--json", "--explain", str(run.dir)])
+    why = json.loads(out.output.splitlines()[0])["explain"]
+    assert why["dialects"][0] == "trl"
+    assert [k["key"] for k in why["signals"]["reward"]] == ["train/reward"]
+    assert [k["key"] for k in why["signals"]["reward_component"]] == \
+        ["train/rewards/length_penalty/mean"]
+    assert "mismatch" in why["unread_rules"] and "kl_blowup" not in why["unread_rules"]
+    text = CliRunner().invoke(cli, ["doctor", "--explain", str(run.dir)]).output
+    assert "signal reward: train/reward (trl" in text and "nothing to read" in text

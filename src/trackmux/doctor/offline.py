@@ -16,6 +16,13 @@ from trackmux.doctor.engine import Doctor
 
 def diagnose(run_dir: Path, setting: Any = True) -> list[FindingEvent]:
     """Every finding of the rules ``setting`` enables (config.resolve) over ``run_dir``."""
+    return diagnose_explained(run_dir, setting)[0]
+
+
+def diagnose_explained(run_dir: Path, setting: Any = True
+                       ) -> tuple[list[FindingEvent], dict[str, Any]]:
+    """The findings and the doctor's explanation (which key fed which signal, which
+    rules read nothing: ``trackmux doctor --explain``)."""
     from trackmux.core.spool.reader import SpoolReader
     from trackmux.core.spool.runs import lock_is_held
 
@@ -26,6 +33,6 @@ def diagnose(run_dir: Path, setting: Any = True) -> list[FindingEvent]:
         for event in reader.iter_events(page=5000):
             found += doctor.feed(event)
         found += doctor.tick(time.time(), lock_is_held(run_dir))
-        return found
+        return found, doctor.explain()
     finally:
         reader.close()
