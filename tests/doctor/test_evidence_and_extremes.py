@@ -55,10 +55,10 @@ def test_evidence_is_the_logged_value_at_its_step() -> None:
 
 
 def test_evidence_of_the_failure_demo(tmp_path) -> None:
-    import trackmux
-    from trackmux.cli.demo import demo  # noqa: F401  (the demo's own curves)
     from click.testing import CliRunner
 
+    import trackmux
+    from trackmux.cli.demo import demo  # noqa: F401  (the demo's own curves)
     from trackmux.cli.main import cli
     from trackmux.core.spool.reader import SpoolReader
 

@@ -173,12 +173,14 @@ EXCLUDE: dict[str, tuple[str, ...]] = {
 class _Patterns:
     """Compiled patterns of one (dialect, signal)."""
 
-    __slots__ = ("dialect", "match", "signal")
+    __slots__ = ("dialect", "signal", "tests")
 
     def __init__(self, dialect: str, signal: str, patterns: Iterable[str]) -> None:
         self.dialect, self.signal = dialect, signal
-        tests = [compile_pattern(p) for p in patterns]
-        self.match = lambda key: any(t(key) for t in tests)
+        self.tests = [compile_pattern(p) for p in patterns]
+
+    def match(self, key: str) -> bool:
+        return any(t(key) for t in self.tests)
 
 
 #: a metrics event's keys beyond this many are not read by the doctor (the first ones are);

@@ -103,6 +103,12 @@ def correlation(xs: Sequence[float | None], ys: Sequence[float | None]) -> float
     return sum((p[0] - mx) * (p[1] - my) for p in pairs) / math.sqrt(sxx * syy)
 
 
+def the_total(column: str) -> str:
+    """"the total reward" naming its column, without saying "reward reward"."""
+    return "the total reward" if column.lower() in ("reward", "rewards") else \
+        f"the total reward ({column})"
+
+
 def names(items: Sequence[Any], limit: int = 6) -> str:
     shown = ", ".join(str(g) for g in items[:limit])
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
@@ -301,7 +307,7 @@ class ComponentDivergence(Detector):
         since = f"steps {steps[0]}-{steps[-self.params['recent'] - 1]}"
         return self.finding(latch.onset, [key], (
             f"the reward component {name} in {key} {word[c_dir]} from {fmt(c_level)} to "
-            f"{fmt(c_recent)} while the total reward {total_name} {word[t_dir]} from "
+            f"{fmt(c_recent)} while {the_total(total_name)} {word[t_dir]} from "
             f"{fmt(t_level)} to {fmt(t_recent)} (level over {since}, since step "
             f"{latch.onset}): the policy gains on one term of the reward at the cost of "
             f"the others"))
@@ -320,8 +326,8 @@ class ComponentDivergence(Detector):
         if not latch.check(flipped, onset) or self.latch(key, name, "trend").active:
             return None
         return self.finding(latch.onset, [key], (
-            f"the reward component {name} in {key} turned against the total reward "
-            f"{total_name}: their correlation over the samples of a batch flipped from "
+            f"the reward component {name} in {key} turned against "
+            f"{the_total(total_name)}: their correlation over the samples of a batch flipped from "
             f"{early:+.2f} (the first {early_n} batches) to {recent:+.2f} (the last "
             f"{recent_n}, since step {latch.onset}): samples that score higher on it now "
             f"score lower in total"))

@@ -149,7 +149,7 @@ class Mismatch(SeriesRule):
     def _signal(self, key: str) -> str | None:
         for signal, keys in self.signals.fed.items():
             if signal in MISMATCH and key in keys:
-                return signal
+                return str(signal)
         return "mismatch_kl" if "kl" in key else None
 
 
