@@ -6,6 +6,7 @@ or slime run is judged on the same terms.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -344,27 +345,44 @@ BUILTIN: tuple[type[Detector], ...] = (Mismatch, FrozenStart, ClipFraction, Zero
                                        Staleness)
 
 
+def trend(steps: Sequence[int], values: Sequence[float]) -> tuple[float, float]:
+    """(slope per step, its t statistic) of a least-squares line; values are scaled by
+    their largest magnitude first, so 1e200 rewards square without overflow."""
+    n = len(values)
+    scale = max((abs(v) for v in values), default=0.0)
+    if n < 4 or scale == 0 or steps[-1] == steps[0]:
+        return 0.0, 0.0
+    ys = [v / scale for v in values]
+    mx = sum(steps) / n
+    my = sum(ys) / n
+    sxx = sum((x - mx) * (x - mx) for x in steps)
+    slope = sum((x - mx) * (y - my) for x, y in zip(steps, ys, strict=True)) / sxx
+    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(steps, ys, strict=True))
+    se = (resid / (n - 2) / sxx) ** 0.5
+    t = slope / se if se > 0 else (0.0 if slope == 0 else math.copysign(math.inf, slope))
+    return slope * scale, t
+
+
 class RewardHacking(SeriesRule):
-    """Reward hacking from logged scalars: a reward component (``rewards/<fn>/mean``)
-    rises while another component, the held-out reward or the total reward falls, each by
-    ``min_change`` of its level and ``sigmas`` times its noise (levels anchored: the
-    lowest and highest rolling medians of the last ``lookback`` checks), ``persist``
-    points in a row. One finding names both. A falling penalty (``*penalty*``) is the
-    expected price of a gain and does not count."""
+    """Reward hacking from logged scalars: over the last ``trend_window`` steps a reward
+    component (``rewards/<fn>/mean``) trends up while another component or the held-out
+    reward trends down, each line's slope ``sigmas`` standard errors from flat, and the
+    fall at least ``min_change`` of where the falling one stood; ``persist`` points in a
+    row. One finding names both. A falling penalty (``*penalty*``, ``*length*``) is the
+    expected price of a gain and does not count, nor does the total reward (a component
+    that rises while the total falls is a trade the reward's weights chose)."""
 
     rule = "reward_hacking"
     params_spec = {
-        "keys": Param(["@reward_component", "@val_reward", "@reward"], "patterns"),
+        "keys": Param(["@reward_component", "@val_reward"], "patterns"),
         "rising_keys": Param(["@reward_component"], "patterns", "what may rise"),
         "ignore_falling": Param(["*penalty*", "*length*"], "patterns",
                                 "falls that are no sign of hacking"),
-        "window": Param(20, "count", "steps in the rolling level"),
-        "recent": Param(5, "count", "steps in the recent median"),
-        "min_points": Param(5, "count"),
-        "min_recent": Param(3, "count"),
-        "lookback": Param(300, "count"),
-        "min_change": Param(0.1, "fraction", "a move as a share of the level"),
-        "sigmas": Param(4.0, "positive"),
+        "trend_window": Param(30, "count", "steps of the lines fitted"),
+        "min_points": Param(8, "count", "least points in a fitted line (sparse logs)"),
+        "min_change": Param(0.1, "fraction", "the fall over the window, as a share of "
+                            "where the falling key stood"),
+        "sigmas": Param(3.0, "positive", "each slope in standard errors from flat"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
@@ -373,56 +391,57 @@ class RewardHacking(SeriesRule):
         super().__init__(params)
         self.rising = KeyMatcher(self.params["rising_keys"])
         self.ignore = KeyMatcher(self.params["ignore_falling"])
-        self.levels: dict[str, deque[tuple[float, float, int]]] = {}
-        self.moves: dict[str, tuple[int, int, float, float]] = {}  # dir, step, level, now
+        self.moves: dict[str, tuple[int, int, float, int, float]] = {}
         self.told: set[tuple[str, str]] = set()
         self._rising: frozenset[str] = frozenset()
+
+    def size(self) -> int:
+        return int(self.params["trend_window"]) + int(self.params["min_points"]) + 1
 
     def selected(self, data: Mapping[str, Any]) -> list[str]:
         self._rising = frozenset(self.keys_for(self.rising, data))
         return self.keys_for(self.match, data)
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
-        from trackmux.doctor.rules.metrics import enough, windows
-        from trackmux.doctor.stats import robust_sigma
+        n = s.points(int(self.params["trend_window"]), int(self.params["min_points"]))
+        if len(s.values) < n:
+            return None
+        steps, values = list(s.steps)[-n:], s.tail(n)
+        slope, t = trend(steps, values)
+        start = median(values[:max(3, n // 5)])
+        change = slope * (steps[-1] - steps[0])
+        sig = self.params["sigmas"]
+        direction = 1 if t >= sig and change > 0 else -1 if t <= -sig and \
+            -change >= self.params["min_change"] * abs(start) and change < 0 else 0
+        self.moves[key] = (step, direction, start, steps[0], values[-1])
+        return None
 
-        if not enough(s, self.params):
-            return None
-        recent_n, _, window_n = windows(s, self.params)
-        before = s.before_tail(recent_n, window_n)
-        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
-        levels.append((median(before), robust_sigma(before), step))
-        recent = median(s.tail(recent_n))
-        low, low_sigma, low_step = min(levels)
-        high, high_sigma, high_step = max(levels)
-        # the noise: the smaller of the extreme's window's and the latest window's (a
-        # window taken while the curve moved spreads with the move, not with the noise)
-        low_sigma, high_sigma = min(low_sigma, levels[-1][1]), min(high_sigma, levels[-1][1])
-        need = self.params["min_change"]
-        up = recent - low >= max(need * max(abs(low), abs(recent)), self.params["sigmas"] *
-                                 low_sigma, 1e-12)
-        down = high - recent >= max(need * max(abs(high), abs(recent)),
-                                    self.params["sigmas"] * high_sigma, 1e-12)
-        if up and down:  # rose, then fell (or the reverse): the latest move counts
-            up, down = low_step > high_step, high_step > low_step
-        direction = 1 if up else -1 if down else 0
-        self.moves[key] = (direction, step, low if up else high, recent)
-        if direction != 1 or key not in self._rising:
-            return None
-        falling = [k for k, (d, st, _, _) in self.moves.items()
-                   if d == -1 and st == step and k != key and not self.ignore(k)]
-        latch = self.latch(key)
-        if not latch.check(bool(falling), step) or (key, falling[0]) in self.told:
-            return None
-        other = falling[0]
-        self.told.add((key, other))
-        _, _, o_level, o_now = self.moves[other]
-        where, proof = at(s, key, step)
-        return self.finding(latch.onset, [key, other], (
-            f"reward hacking: the reward component {key} rose from {fmt(low)} to a recent "
-            f"median of {fmt(recent)} ({where}) while {other} fell from {fmt(o_level)} to "
-            f"{fmt(o_now)}, since step {latch.onset}: the policy gains on one term of the "
-            f"reward at the cost of what it should learn"), evidence=[proof])
+    def update(self, event: Event) -> Sequence[Finding]:
+        super().update(event)  # every key's line at this step first: then the pairs
+        out: list[Finding] = []
+        step = event.step
+        now = {k: m for k, m in self.moves.items() if m[0] == step}
+        for key, (_, direction, start, first, _) in now.items():
+            if key not in self._rising:
+                continue
+            falling = [k for k, m in now.items() if k != key and m[1] == -1
+                       and not self.ignore(k)] if direction == 1 else []
+            latch = self.latch(key)
+            if not latch.check(bool(falling), step) or not falling or \
+                    (key, falling[0]) in self.told:
+                continue
+            other = falling[0]
+            self.told.add((key, other))
+            o_start = now[other][2]
+            where, proof = at(self.series[key], key, step)
+            o_where, o_proof = at(self.series[other], other, step)
+            out.append(self.finding(latch.onset, [key, other], (
+                f"reward hacking: the reward component {key} rose from about {fmt(start)} "
+                f"(step {first}) to {where} while {other} fell from about {fmt(o_start)} "
+                f"to {o_where}, both trends clear since step {latch.onset}: the policy "
+                f"gains on one term of the reward at the cost of what it should learn"),
+                time=event.time, evidence=[proof, o_proof]))
+        return out
 
 
 BUILTIN = (*BUILTIN, RewardHacking)
