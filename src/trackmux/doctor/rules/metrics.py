@@ -73,6 +73,11 @@ class Nonfinite(Detector):
 
 
 
+#: a finding is dated from where its curve was this share of the way from its level to
+#: the threshold (the trailing run of such points): where the change began
+ONSET = 0.25
+
+
 def windows(s: Series, params: Mapping[str, Any], gap: int = 0) -> tuple[int, int, int]:
     """(recent points, gap points, level points): ``recent``, ``gap`` and ``window`` are
     steps, each covered by at least ``min_recent`` / ``min_points`` points."""
@@ -207,7 +212,7 @@ class KlBlowup(SeriesRule):
         line = max(self.params["ratio"] * base, level + noise)
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
-        half = 0.5 * level + 0.5 * line
+        half = ONSET * line + (1 - ONSET) * level
         onset = since(s, lambda v: v >= half, self.latch(key).onset)
         level_steps = steps[-(recent_n + gap_n + window_n):-(recent_n + gap_n)]
         where, proof = at(s, key, onset)
@@ -247,7 +252,7 @@ class EntropyCollapse(SeriesRule):
         if not self.latch(key).check(bad, first_past(s, self.params["recent"],
                                                       lambda v: v <= line)):
             return None
-        half = 0.5 * early + 0.5 * line
+        half = ONSET * line + (1 - ONSET) * early
         onset = since(s, lambda v: v <= half, self.latch(key).onset)
         where, proof = at(s, key, onset)
         return self.finding(onset, [key], f"{key} collapsed to a recent median of "
@@ -401,7 +406,7 @@ class LengthBlowup(SeriesRule):
                                 else (lambda v: v <= line))
         if latch.check(grow or shrink, onset_step):
             what = "ran away to" if grow else "collapsed to"
-            half = 0.5 * level + 0.5 * line
+            half = ONSET * line + (1 - ONSET) * level
             onset = since(s, (lambda v: v >= half) if grow else (lambda v: v <= half),
                           latch.onset)
             where, proof = at(s, key, onset)

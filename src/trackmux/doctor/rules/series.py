@@ -84,8 +84,9 @@ def first_past(s: Series, n: int, past: Callable[[float], bool]) -> int:
 
 def since(s: Series, past: Callable[[float], bool], fallback: int) -> int:
     """The first step of the trailing run of points for which ``past`` holds (the curve
-    was already half way from its level to the threshold there: the finding dates from
-    where the change began, not from where it was confirmed); ``fallback`` if none."""
+    was already part of the way from its level to the threshold there: the finding dates
+    from where the change began, not from where it was confirmed); ``fallback`` if
+    none."""
     onset = None
     for st, v in zip(reversed(s.steps), reversed(s.values), strict=True):
         if not past(v):

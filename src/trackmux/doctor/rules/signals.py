@@ -122,7 +122,7 @@ class Mismatch(SeriesRule):
     def _rise(self, key: str, s: Series, signal: str) -> Finding | None:
         """A distance from a perfect match that grew ``rise`` times its anchored level:
         the gap opened, before it reached the published bound."""
-        from trackmux.doctor.rules.metrics import enough, windows
+        from trackmux.doctor.rules.metrics import ONSET, enough, windows
         from trackmux.doctor.rules.series import since
         from trackmux.doctor.stats import robust_sigma
 
@@ -138,7 +138,7 @@ class Mismatch(SeriesRule):
         latch = self.latch(key, "rise")
         if not latch.check(recent >= line and line > 0, s.steps[-1]):
             return None
-        half = 0.5 * level + 0.5 * line
+        half = ONSET * line + (1 - ONSET) * level
         onset = since(s, lambda v: self.distance(signal, v) >= half, latch.onset)
         where, proof = at(s, key, onset)
         return self.finding(onset, [key], (
@@ -345,13 +345,14 @@ BUILTIN: tuple[type[Detector], ...] = (Mismatch, FrozenStart, ClipFraction, Zero
                                        Staleness)
 
 
-def trend(steps: Sequence[int], values: Sequence[float]) -> tuple[float, float]:
-    """(slope per step, its t statistic) of a least-squares line; values are scaled by
-    their largest magnitude first, so 1e200 rewards square without overflow."""
+def trend(steps: Sequence[int], values: Sequence[float]) -> tuple[float, float, float]:
+    """(slope per step, its t statistic, its standard error) of a least-squares line;
+    values are scaled by their largest magnitude first, so 1e200 rewards square without
+    overflow."""
     n = len(values)
     scale = max((abs(v) for v in values), default=0.0)
     if n < 4 or scale == 0 or steps[-1] == steps[0]:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     ys = [v / scale for v in values]
     mx = sum(steps) / n
     my = sum(ys) / n
@@ -360,7 +361,7 @@ def trend(steps: Sequence[int], values: Sequence[float]) -> tuple[float, float]:
     resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(steps, ys, strict=True))
     se = (resid / (n - 2) / sxx) ** 0.5
     t = slope / se if se > 0 else (0.0 if slope == 0 else math.copysign(math.inf, slope))
-    return slope * scale, t
+    return slope * scale, t, se * scale
 
 
 class RewardHacking(SeriesRule):
@@ -407,7 +408,7 @@ class RewardHacking(SeriesRule):
         if len(s.values) < n:
             return None
         steps, values = list(s.steps)[-n:], s.tail(n)
-        slope, t = trend(steps, values)
+        slope, t, _ = trend(steps, values)
         start = median(values[:max(3, n // 5)])
         change = slope * (steps[-1] - steps[0])
         sig = self.params["sigmas"]
