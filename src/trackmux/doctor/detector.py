@@ -52,7 +52,8 @@ class Detector:
         """The keys of a metrics event ``matcher`` selects: those of its ``@signal``
         patterns (the run's dialect, dialects.py) and those its other patterns match,
         less its ``!`` exclusions; worked out once per key set."""
-        keyset = self.signals.resolve(data)
+        signals = self._signals if self._signals is not None else self.signals
+        keyset = signals.resolve(data)
         hit: list[str] | None = keyset.memo.get(id(matcher))
         if hit is None:
             chosen: dict[str, None] = {}

@@ -64,13 +64,14 @@ def finite(value: object) -> float | None:
 class Series:
     """The last ``size`` (step, value) points of one key."""
 
-    __slots__ = ("count", "first", "steps", "values")
+    __slots__ = ("count", "first", "memo", "steps", "values")
 
     def __init__(self, size: int) -> None:
         self.steps: deque[int] = deque(maxlen=size)
         self.values: deque[float] = deque(maxlen=size)
         self.count = 0
         self.first: list[float] = []  # the run's first points (an early level)
+        self.memo: tuple[int, object, object] = (-1, None, None)  # (count, key, value)
 
     def add(self, step: int, value: float, keep_first: int = 0) -> None:
         self.steps.append(step)
@@ -149,3 +150,33 @@ class Latch:
         if self.active and self.good >= self.rearm:
             self.active = False
         return False
+
+
+class SlidingBest:
+    """The largest (or, with ``lowest``, smallest) of the last ``size`` items by their
+    first element, in O(1) amortized per item: a rule's anchored level over a long
+    lookback costs no more than a short one."""
+
+    __slots__ = ("count", "items", "lowest", "size")
+
+    def __init__(self, size: int, lowest: bool = False) -> None:
+        self.size, self.lowest = size, lowest
+        self.items: deque[tuple[int, tuple]] = deque()  # (index, item), best first
+        self.count = 0
+
+    def add(self, item: tuple) -> None:
+        key = item[0]
+        items = self.items
+        if self.lowest:
+            while items and items[-1][1][0] >= key:
+                items.pop()
+        else:
+            while items and items[-1][1][0] <= key:
+                items.pop()
+        items.append((self.count, item))
+        self.count += 1
+        while items[0][0] <= self.count - 1 - self.size:
+            items.popleft()
+
+    def best(self) -> tuple:
+        return self.items[0][1]

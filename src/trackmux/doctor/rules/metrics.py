@@ -22,7 +22,15 @@ from trackmux.core.events import Event, HistogramEvent, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
-from trackmux.doctor.stats import Latch, Series, finite, median, ratio, robust_sigma
+from trackmux.doctor.stats import (
+    Latch,
+    Series,
+    SlidingBest,
+    finite,
+    median,
+    ratio,
+    robust_sigma,
+)
 
 
 class Nonfinite(Detector):
@@ -80,7 +88,17 @@ ONSET = 0.25
 
 def windows(s: Series, params: Mapping[str, Any], gap: int = 0) -> tuple[int, int, int]:
     """(recent points, gap points, level points): ``recent``, ``gap`` and ``window`` are
-    steps, each covered by at least ``min_recent`` / ``min_points`` points."""
+    steps, each covered by at least ``min_recent`` / ``min_points`` points (worked out
+    once per new point of the series)."""
+    count, memo_key, memo = s.memo
+    if count == s.count and memo_key is params and isinstance(memo, tuple):
+        return memo
+    out = _windows(s, params, gap)
+    s.memo = (s.count, params, out)
+    return out
+
+
+def _windows(s: Series, params: Mapping[str, Any], gap: int) -> tuple[int, int, int]:
     recent_n = s.points(int(params["recent"]), int(params.get("min_recent", 3)))
     gap_n = s.points(gap, 0, recent_n) if gap else 0
     window_n = s.points(int(params["window"]), int(params.get("min_points", 5)),
@@ -121,18 +139,20 @@ class RewardCollapse(SeriesRule):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
-        self.levels: dict[str, deque[tuple[float, float, int, int]]] = {}
+        self.levels: dict[str, SlidingBest] = {}
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         if not enough(s, self.params):
             return None
         recent_n, _, window_n = windows(s, self.params)
         before = s.before_tail(recent_n, window_n)
-        steps = list(s.steps)
-        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
-        levels.append((median(before), robust_sigma(before), steps[-recent_n - window_n],
-                       steps[-recent_n - 1]))
-        ref, sigma, first, last = max(levels, key=lambda item: item[0])
+        steps = s.steps
+        levels = self.levels.get(key)
+        if levels is None:
+            levels = self.levels[key] = SlidingBest(self.params["lookback"])
+        levels.add((median(before), robust_sigma(before), steps[-recent_n - window_n],
+                    steps[-recent_n - 1]))
+        ref, sigma, first, last = levels.best()
         recent = median(s.tail(recent_n))
         early = median(s.first)
         scale = max(ref - early, abs(ref), 1e-12)
@@ -358,6 +378,8 @@ class LengthBlowup(SeriesRule):
     def selected(self, data: Mapping[str, Any]) -> list[str]:
         clip = self.keys_for(self.clip, data)
         self._clip_now = frozenset(clip)
+        if not clip and not self.rewards:  # the reward matters only beside a truncation
+            return self.keys_for(self.match, data)
         for key in self.keys_for(self.reward, data):
             value = finite(data[key])
             if value is not None and (key in self.rewards or len(self.rewards) < 16):
