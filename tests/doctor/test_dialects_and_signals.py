@@ -99,7 +99,7 @@ def test_a_slow_length_drift_is_found_by_the_time_it_is_large(over: int) -> None
     drift = [300.0 * (1 + 2.0 * (i + 1) / over) for i in range(over)]
     run["response_length/mean"] = noisy(flat + drift + [900.0] * 50, 8, 6)
     found = [f for f in run_doctor(metrics(run)) if f.rule == "length_blowup"]
-    assert found, "a length that tripled over %d steps was not found" % over
+    assert found, f"a length that tripled over {over} steps was not found"
     assert 200 <= found[0].step <= 200 + over, found[0].message
     assert "ran away" in found[0].message
 

@@ -17,6 +17,7 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Iterable
+from typing import Any
 
 MAD_TO_SIGMA = 1.4826  # MAD of a normal sample times this estimates its sigma
 
@@ -160,10 +161,10 @@ class SlidingBest:
 
     def __init__(self, size: int, lowest: bool = False) -> None:
         self.size, self.lowest = size, lowest
-        self.items: deque[tuple[int, tuple]] = deque()  # (index, item), best first
+        self.items: deque[tuple[int, tuple[Any, ...]]] = deque()  # (index, item), best first
         self.count = 0
 
-    def add(self, item: tuple) -> None:
+    def add(self, item: tuple[Any, ...]) -> None:
         key = item[0]
         items = self.items
         if self.lowest:
@@ -177,5 +178,5 @@ class SlidingBest:
         while items[0][0] <= self.count - 1 - self.size:
             items.popleft()
 
-    def best(self) -> tuple:
+    def best(self) -> tuple[Any, ...]:
         return self.items[0][1]

@@ -382,7 +382,8 @@ class LengthBlowup(SeriesRule):
             memo = keyset.memo[id(self)] = (
                 [*self.keys_for(self.match, data), *clip], frozenset(clip),
                 self.keys_for(self.reward, data) if clip else [])
-        chosen, self._clip_now, rewards = memo
+        chosen: list[str] = memo[0]
+        self._clip_now, rewards = memo[1], memo[2]
         for key in rewards:  # the reward matters only beside a truncation
             value = finite(data[key])
             if value is not None and (key in self.rewards or len(self.rewards) < 16):

@@ -50,11 +50,14 @@ class SeriesRule(Detector):
         out: list[Finding] = []
         series, data = self.series, event.data
         for key in self.selected(data):
-            value = data[key]
-            if value.__class__ is not float or value - value != 0.0:  # (not finite)
-                value = finite(value)
-                if value is None:
+            raw = data[key]
+            if raw.__class__ is float and raw - raw == 0.0:  # finite float: the usual case
+                value: float = raw
+            else:
+                checked = finite(raw)
+                if checked is None:
                     continue
+                value = checked
             s = series.get(key)
             if s is None:
                 if len(series) >= MAX_SERIES:
