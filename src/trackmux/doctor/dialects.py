@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from trackmux.doctor.detector import compile_pattern
+from trackmux.doctor.patterns import compile_pattern
 
 #: signal -> what it is (docs/doctor.md has the table)
 SIGNALS: dict[str, str] = {
