@@ -246,8 +246,8 @@ CASES: list[dict[str, Any]] = [
          label="failure", fault="reward_hacking", onset_step=55, steps=range(1, 121),
          gen=swift_reward_hacking,
          notes="rewards/Format/mean keeps rising to 1.0 while rewards/MathAccuracy/mean "
-               "falls from 0.45 (step 55) to 0.1; the total reward stays near its level "
-               "(key names as in the jsonl of the cited ms-swift issue)"),
+               "falls from 0.45 (step 55) to 0.1; the total reward drifts down ~20% (1.37 -> "
+               "1.1) (key names as in the jsonl of the cited ms-swift issue)"),
     dict(id="verl-old-entropy-collapse", framework="verl", keys_from=VERL_METRICS,
          label="failure", fault="entropy_collapse", onset_step=30, steps=range(1, 101),
          gen=verl_old_entropy_collapse,
