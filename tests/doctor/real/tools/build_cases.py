@@ -264,13 +264,15 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "the generation metrics (reward, lengths) every other line; the last line of "
               "each chunk is cut"),
     "trlppo-hongbo-example": dict(
-        framework="trl", format="trl_dict", steps=[1, 2, 3],
+        framework="trl", format="trl_dict", steps=[96, 112, 128, 816, 832, 848],
         source="https://github.com/hongbo-miao/hongbomiao.com/pull/37684",
         source_title="feat(fine-tuning): add proximal-policy-optimization",
         thread_label="the author's example PPO run in a merged pull request",
         label="healthy", fault=None, onset_step=None,
-        notes="TRL PPOTrainer console dicts (episode 96, 112, then a line cut after "
-              "objective/entropy); the step is the line's position"),
+        notes="TRL PPOTrainer console dicts from two stored chunks of the post; the step "
+              "is the logged 'episode' (96, 112 and 816, 832; it grows by 16 per line, so "
+              "the cut third line of each chunk is 128 and 848); objective/kl grows from 6.8 "
+              "to 11.5 over the epoch, as in TRL's PPO example"),
     "openr1-239-loss-rises-normal": dict(
         framework="trl", format="trl_dict", steps="lr",
         source="https://github.com/huggingface/open-r1/issues/239",
