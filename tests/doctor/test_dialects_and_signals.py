@@ -12,6 +12,7 @@ from synthetic import healthy, metrics, noisy, run_doctor, serious
 from trackmux.core.events import MetricsEvent
 from trackmux.doctor.config import resolve
 from trackmux.doctor.dialects import DIALECTS, Signals
+from trackmux.doctor.engine import Doctor
 
 
 @pytest.mark.parametrize(("dialect", "keys", "signal", "key"), [
@@ -108,8 +109,23 @@ def test_kl_already_out_of_range_in_the_first_points_is_critical() -> None:
     run = healthy(60, 7)
     run["actor/ppo_kl"] = [0.2, 0.5, 0.7, 0.8, 0.8] + [0.8] * 55
     found = [f for f in run_doctor(metrics(run)) if f.rule == "kl_blowup"]
-    assert found and found[0].severity == "critical" and found[0].step == 4
+    assert found and found[0].severity == "critical" and found[0].step == 1
     assert "already" in found[0].message
+
+
+def test_a_summed_kl_of_a_generic_key_is_not_judged_by_the_per_token_bound() -> None:
+    kl = [7.0 + 0.05 * i for i in range(40)]  # TRL PPO's objective/kl: summed per response
+    found = run_doctor(MetricsEvent({"objective/kl": v}, i, float(i)) for i, v in enumerate(kl))
+    assert serious(found) == []
+
+
+def test_a_short_run_whose_every_grad_norm_is_zero_is_frozen() -> None:
+    doctor = Doctor(resolve(True))
+    for step in (9, 10):
+        doctor.feed(MetricsEvent({"grad_norm": 0.0, "loss": -0.0, "kl": 0.0}, step, 1.0))
+    assert doctor.tick(100.0, True) == []  # still running: it may yet learn
+    found = doctor.tick(100.0, False)
+    assert [(f.rule, f.step) for f in found] == [("frozen_start", 9)]
 
 
 def test_frozen_setup_from_step_one_and_a_learning_run_is_not() -> None:

@@ -97,6 +97,16 @@ DIALECTS: dict[str, dict[str, tuple[str, ...]]] = {
     # ms-swift's GRPO (swift/trainers/rlhf_trainer/grpo_trainer.py): TRL's names, and
     # its entropy as entropy/mean
     "ms_swift": _with_train_prefix({"entropy": ("entropy/mean",)}),
+    # TRL's PPOTrainer (trl/trainer/ppo_trainer.py): objective/kl is the KL to the
+    # reference summed over a response (6-12 in TRL's own example), so the per-token KL
+    # signal is policy/approxkl_avg (old vs new policy)
+    "trl_ppo": {
+        "reward": ("objective/scores", "objective/rlhf_reward"),
+        "kl": ("policy/approxkl_avg",),
+        "entropy": ("policy/entropy_avg",),
+        "clip_frac": ("policy/clipfrac_avg",),
+        "loss": ("loss/policy_avg",),
+    },
     # NeMo-RL (nemo_rl/algorithms/grpo.py, loss_functions.py; docs/guides/grpo.md)
     "nemo_rl": {
         "reward": ("train/reward", "train/total_reward/mean"),

@@ -199,15 +199,16 @@ class KlBlowup(SeriesRule):
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         early_n = self.params["early_points"]
-        if s.count == early_n and len(s.first) >= 2:
+        if s.count <= early_n and s.values[-1] >= self.params["early_bound"] and \
+                self._per_token(key) and not self.latch(key, "early").active:
+            self.latch(key, "early").active = True  # once
             line = self.params["early_bound"]
-            if s.first[-1] >= line and s.first[-2] >= line:
-                where, proof = at(s, key, step)
-                return self.finding(step, [key], (
-                    f"{key} is already {where}, one of the run's first {early_n} points, "
-                    f"past {fmt(line)}: a policy starts at its reference, so a KL this "
-                    f"large at once points to a wrong reference model or a broken first "
-                    f"update"), severity="critical", evidence=[proof])
+            where, proof = at(s, key, step)
+            return self.finding(step, [key], (
+                f"{key} is already {where}, one of the run's first {early_n} points, "
+                f"past {fmt(line)}: a policy starts at its reference, so its per-token KL "
+                f"starts near 0, and one this large at once points to a wrong reference "
+                f"model or a broken first update"), severity="critical", evidence=[proof])
         steps = list(s.steps)
         recent_n = s.points(int(self.params["recent"]), int(self.params["min_recent"]))
         recent = median(s.tail(recent_n))
@@ -238,6 +239,13 @@ class KlBlowup(SeriesRule):
         return self.finding(onset, [key], f"{key} rose {ratio(recent, base):.1f}x above its "
                             f"level of {fmt(level)} ({span(level_steps)}), to a recent median "
                             f"of {fmt(recent)}, climbing since {where}", evidence=[proof])
+
+
+    def _per_token(self, key: str) -> bool:
+        """A key a dialect names as the KL (a per-token KL: the first-points bound is
+        about that scale; a generic ``*/kl`` may be summed over a sequence)."""
+        dialects = self.signals.fed.get("kl", {}).get(key)
+        return dialects is not None and dialects != "generic"
 
 
 class EntropyCollapse(SeriesRule):

@@ -167,6 +167,7 @@ class FrozenStart(Detector):
         "kl_keys": Param(["@kl"], "patterns"),
         "loss_keys": Param(["@loss"], "patterns"),
         "points": Param(5, "count", "first points that must all be exactly 0"),
+        "end_points": Param(2, "count", "a run that ended sooner: the points it needs"),
         "severity": Param("critical", "severity"),
     }
 
@@ -177,6 +178,7 @@ class FrozenStart(Detector):
         self.first: dict[str, list[tuple[int, float]]] = {}
         self.done = False
         self.events = 0
+        self.time = 0.0
 
     def update(self, event: Event) -> Sequence[Finding]:
         if self.done or not isinstance(event, MetricsEvent):
@@ -192,6 +194,17 @@ class FrozenStart(Detector):
                 points = self.first.setdefault(f"{name}\0{key}", [])
                 if value is not None and len(points) < n:
                     points.append((event.step, value))
+                    self.time = event.time
+        return self._judge(n)
+
+    def tick(self, now: float, alive: bool) -> Sequence[Finding]:
+        """A run that ended before its ``points`` points is judged on the ones it has
+        (``end_points`` or more): a short run that never learned is still one."""
+        if self.done or alive:
+            return ()
+        return self._judge(self.params["end_points"], final=True)
+
+    def _judge(self, n: int, final: bool = False) -> Sequence[Finding]:
         zero = {k: p for k, p in self.first.items()
                 if len(p) >= n and all(v == 0 for _, v in p)}
         full = [k for k, p in self.first.items() if len(p) >= n]
@@ -204,16 +217,20 @@ class FrozenStart(Detector):
             self.done = True
             hit = [k for k in zero if not k.startswith("grad\0")]
         else:
+            if final:
+                self.done = True
             return ()
         if not hit:
             return ()
         keys = [k.split("\0", 1)[1] for k in hit]
-        first_step, last_step = zero[hit[0]][0][0], zero[hit[0]][-1][0]
+        points = zero[hit[0]]
+        first_step, last_step = points[0][0], points[-1][0]
+        which = f"the run's first {len(points)} points" if not final else \
+            f"every one of the {len(points)} points the run logged"
         return [self.finding(first_step, keys, (
-            f"{', '.join(keys)} exactly 0 at every one of the run's first {n} points (steps "
-            f"{first_step}-{last_step}): nothing is learning. Check for frozen parameters, "
-            f"a loss detached from the graph, a zero learning rate, or every advantage "
-            f"zero"), time=event.time,
+            f"{', '.join(keys)} exactly 0 at {which} (steps {first_step}-{last_step}): "
+            f"nothing is learning. Check for frozen parameters, a loss detached from the "
+            f"graph, a zero learning rate, or every advantage zero"), time=self.time,
             evidence=[(k.split("\0", 1)[1], st, v) for k in hit for st, v in zero[k]
                       if st in (first_step, last_step)])]
 
