@@ -181,6 +181,8 @@ class DegenerateText(Detector):
             return ()
         bad = len(rows) >= self.params["min_rows"] and \
             len(rows) / len(seen) >= self.params["share"]
+        if key not in self.latches and len(self.latches) >= 1024:
+            return ()  # (bounded on user data: the run's first 1024 text keys)
         latch = self.latches.setdefault(key, Latch(self.params["persist"]))
         if not latch.check(bad, event.step):
             return ()
