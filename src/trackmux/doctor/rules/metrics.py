@@ -51,6 +51,8 @@ class Nonfinite(Detector):
 
     def update(self, event: Event) -> Sequence[Finding]:
         bad: dict[str, str] = {}
+        if not self.read:
+            self.note_read("*")
         if isinstance(event, MetricsEvent):
             try:  # one C-level sum: finite when every value is (overflow: look closer)
                 if math.isfinite(sum(event.data.values())):

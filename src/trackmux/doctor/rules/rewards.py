@@ -171,6 +171,7 @@ class FlatGroups(Detector):
         groups = self.groups(read(event))
         if not groups or len(groups) < self.params["min_groups"]:
             return ()
+        self.note_read(key)
         tol = self.params["tolerance"]
         flat = {g: v[0] for g, v in groups.items() if max(v) - min(v) <= tol}
         if key not in self.recent and len(self.recent) >= MAX_KEYS:
@@ -256,6 +257,7 @@ class ComponentDivergence(Detector):
         total = numeric(columns[total_name])
         if total is None:
             return ()
+        self.note_read(key)
         out: list[Finding] = []
         self.add(key, total_name, total, event.step)
         for name in columns:

@@ -179,6 +179,7 @@ class DegenerateText(Detector):
                         else why
         if not seen:
             return ()
+        self.note_read(key)
         bad = len(rows) >= self.params["min_rows"] and \
             len(rows) / len(seen) >= self.params["share"]
         if key not in self.latches and len(self.latches) >= 1024:
