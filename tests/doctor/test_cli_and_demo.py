@@ -42,15 +42,15 @@ def test_exit_codes_text_and_json(tmp_path: Path) -> None:
     assert f"{good.name}: no findings" in result.output
     result = CliRunner().invoke(cli, ["doctor", str(good), str(bad)])
     assert result.exit_code == 1
-    assert "WARNING  kl_blowup @ step 41 [kl/divergence]" in result.output
+    assert "WARNING  kl_blowup @ step 40 [kl/divergence]" in result.output
     result = CliRunner().invoke(cli, ["doctor", "--json", str(good), str(bad)])
     assert result.exit_code == 1
     objects = [json.loads(line) for line in result.output.splitlines()]
     assert objects[0] == {"run": good.name, "findings": []}
     [finding] = objects[1]["findings"]
     assert objects[1]["run"] == bad.name
-    assert set(finding) == {"rule", "severity", "step", "keys", "message"}
-    assert (finding["rule"], finding["step"], finding["keys"]) == ("kl_blowup", 41,
+    assert set(finding) == {"rule", "severity", "step", "keys", "message", "evidence"}
+    assert (finding["rule"], finding["step"], finding["keys"]) == ("kl_blowup", 40,
                                                                   ["kl/divergence"])
     rules = tmp_path / "rules.toml"
     rules.write_text("[kl_blowup]\nenabled = false\n")

@@ -85,7 +85,7 @@ def test_findings_reach_console_file_webhook_and_the_trainer(
     assert lines == [
         "[trackmux doctor] CRITICAL nonfinite @ step 30: first non-finite values at step 30 "
         "in 1 key: loss (nan)",
-        f"[trackmux doctor] WARNING kl_blowup @ step 41: {run.findings()[1]['message']}"]
+        f"[trackmux doctor] WARNING kl_blowup @ step 40: {run.findings()[1]['message']}"]
     [findings_file] = (tmp_path / "out" / "p").glob("*.findings.jsonl")
     written = [orjson.loads(line) for line in findings_file.read_bytes().splitlines()]
     assert [w["rule"] for w in written] == rules and written[1]["keys"] == ["kl/divergence"]

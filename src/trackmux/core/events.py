@@ -179,7 +179,9 @@ class FindingEvent:
     """Something a watcher of the run (the doctor, trackmux/doctor/) found in its events:
     ``rule`` that fired, ``severity`` (one of :data:`SEVERITIES`), the onset ``step``, the
     ``keys`` it concerns and a ``message`` in a researcher's words. Appended to the spool by
-    the delivery process, so every backend, a resync and every reader see it."""
+    the delivery process, so every backend, a resync and every reader see it. ``evidence``
+    holds ``(key, step, value)`` for every number the message quotes at a step, each the
+    value logged at that step, so a reader can check it against the curve."""
 
     rule: str
     severity: str
@@ -188,6 +190,7 @@ class FindingEvent:
     step: int
     time: float
     seq: int = 0
+    evidence: tuple[tuple[str, int, float], ...] = ()
     kind: Literal["finding"] = field(default="finding", init=False)
 
     @property
@@ -201,7 +204,8 @@ class FindingEvent:
 
     def as_dict(self) -> dict[str, object]:
         return {"rule": self.rule, "severity": self.severity, "step": self.step,
-                "keys": list(self.keys), "message": self.message}
+                "keys": list(self.keys), "message": self.message,
+                "evidence": [{"key": k, "step": st, "value": v} for k, st, v in self.evidence]}
 
 
 # -- samples (issue 23: the rollout ledger) ------------------------------------------

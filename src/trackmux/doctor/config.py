@@ -5,6 +5,7 @@ Forms (``init(doctor=...)``, ``TRACKMUX_DOCTOR``, verl's ``+trainer.trackmux.doc
     False / "off"                      no doctor
     True / "on"                        every rule with its defaults
     {"kl_blowup": {"ratio": 5}, "stall": False, "reward_collapse": {"keys": ["my/reward"]}}
+    {"signals": {"reward": ["my/total"]}}   keys of a canonical signal (dialects.py)
     "rules.toml" / "rules.yaml"        the same mapping in a file
 
 A rule's value is False (off), True (defaults) or a mapping of parameters. Everything is
@@ -77,6 +78,12 @@ def resolve(setting: Any) -> Resolved:
         raise ValueError(f"doctor must be True, False, 'on', 'off', a mapping of rules or a "
                          f"path to a rules file, got {type(setting).__name__}")
     known = rules()
+    mappings = None
+    if "signals" in overrides:
+        from trackmux.doctor.dialects import check_mappings
+
+        mappings = check_mappings(overrides["signals"])
+        overrides = {k: v for k, v in overrides.items() if k != "signals"}
     unknown = sorted(str(k) for k in overrides if k not in known)
     if unknown:
         raise ValueError(f"unknown doctor rule(s) {unknown}; known: {sorted(known)}")
@@ -99,4 +106,6 @@ def resolve(setting: Any) -> Resolved:
             params[key] = check_param(name, key, spec.params[key], value)
         if params.get("enabled", True):
             out[name] = params
+    if mappings and out:
+        out["signals"] = mappings  # the engine's, not a rule (engine.SIGNALS_KEY)
     return out

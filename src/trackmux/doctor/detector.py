@@ -9,15 +9,14 @@ what one raises, reports it once and switches that detector off for the run.
 
 from __future__ import annotations
 
-import fnmatch
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from trackmux.core.events import SEVERITIES, Event
 from trackmux.doctor.findings import Finding
+from trackmux.doctor.patterns import compile_pattern as compile_pattern
 
 
 class Detector:
@@ -32,6 +31,50 @@ class Detector:
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.params = dict(params)
         self.severity: str = str(self.params.get("severity", "warning"))
+        self._signals: Any = None
+        #: the keys this rule read (for ``trackmux doctor --explain``), at most 32
+        self.read: dict[str, None] = {}
+
+    @property
+    def signals(self) -> Any:
+        """The run's key -> signal map (dialects.Signals), shared by the engine's rules."""
+        if self._signals is None:
+            from trackmux.doctor.dialects import Signals
+
+            self._signals = Signals()
+        return self._signals
+
+    def note_read(self, key: str) -> None:
+        """Record a key this rule judged (``--explain``), for rules that do not select
+        keys through :meth:`keys_for`."""
+        if key not in self.read and len(self.read) < 32:
+            self.read[key] = None
+
+    def bind(self, signals: Any) -> None:
+        self._signals = signals
+
+    def keys_for(self, matcher: KeyMatcher, data: Mapping[str, Any]) -> list[str]:
+        """The keys of a metrics event ``matcher`` selects: those of its ``@signal``
+        patterns (the run's dialect, dialects.py) and those its other patterns match,
+        less its ``!`` exclusions; worked out once per key set."""
+        signals = self._signals if self._signals is not None else self.signals
+        keyset = signals.resolve(data)
+        hit: list[str] | None = keyset.memo.get(id(matcher))
+        if hit is None:
+            chosen: dict[str, None] = {}
+            for signal in matcher.wanted:
+                for key in keyset.by_signal.get(signal, ()):
+                    if not matcher.excluded(key):
+                        chosen[key] = None
+            if matcher.include:
+                for key in keyset.keys:
+                    if isinstance(key, str) and key not in chosen and matcher(key):
+                        chosen[key] = None
+            hit = keyset.memo[id(matcher)] = list(chosen)
+            for key in hit:
+                if len(self.read) < 32:
+                    self.read[key] = None
+        return hit
 
     def update(self, event: Event) -> Sequence[Finding]:
         return ()
@@ -40,34 +83,33 @@ class Detector:
         return ()
 
     def finding(self, step: int, keys: Sequence[str], message: str, *, time: float = 0.0,
-                severity: str | None = None) -> Finding:
-        return Finding(self.rule, severity or self.severity, step, tuple(keys), message, time)
+                severity: str | None = None,
+                evidence: Sequence[tuple[str, int, float] | None] = ()) -> Finding:
+        return Finding(self.rule, severity or self.severity, step, tuple(keys), message, time,
+                       evidence=[e for e in evidence if e is not None])
 
 
 class KeyMatcher:
-    """Glob patterns (``actor/*kl*``), ``re:`` regular expressions, ``!`` to exclude.
-    A key matches if an including pattern matches and no excluding one does; the answer
-    is cached per key (a run has a few hundred keys, logged millions of times)."""
+    """Glob patterns (``actor/*kl*``), ``re:`` regular expressions, ``!`` to exclude, and
+    ``@signal`` for the keys that carry a canonical signal in the run's dialect
+    (dialects.py; ``Detector.keys_for`` resolves those). A key matches if an including
+    pattern matches and no excluding one does; the answer is cached per key (a run has a
+    few hundred keys, logged millions of times; the cache is bounded)."""
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self.include: list[Callable[[str], bool]] = []
         self.exclude: list[Callable[[str], bool]] = []
+        self.wanted: list[str] = []
         for pattern in patterns:
+            if pattern.startswith("@"):
+                self.wanted.append(pattern[1:])
+                continue
             target = self.exclude if pattern.startswith("!") else self.include
             target.append(compile_pattern(pattern.removeprefix("!")))
         self._cache: dict[str, bool] = {}
-        self._selected: dict[tuple[str, ...], list[str]] = {}
 
-    def select(self, keys: Any) -> list[str]:
-        """The matching ones of ``keys`` (a dict's keys, in order), cached per key set: a
-        trainer logs the same keys every step, so this is one dict lookup per event."""
-        names = tuple(keys)
-        hit = self._selected.get(names)
-        if hit is None:
-            hit = [k for k in names if self(k)]
-            if len(self._selected) < 1000:
-                self._selected[names] = hit
-        return hit
+    def excluded(self, key: str) -> bool:
+        return any(p(key) for p in self.exclude)
 
     def __call__(self, key: str) -> bool:
         hit = self._cache.get(key)
@@ -76,20 +118,6 @@ class KeyMatcher:
             if len(self._cache) < 100_000:
                 self._cache[key] = hit
         return hit
-
-
-def compile_pattern(pattern: str) -> Callable[[str], bool]:
-    """One pattern as a predicate; raises ValueError for a bad one."""
-    if not pattern:
-        raise ValueError("an empty pattern")
-    if pattern.startswith("re:"):
-        try:
-            regex = re.compile(pattern[3:])
-        except re.error as exc:
-            raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
-        return lambda key: regex.search(key) is not None
-    regex = re.compile(fnmatch.translate(pattern))
-    return lambda key: regex.match(key) is not None
 
 
 # -- parameter checks -------------------------------------------------------------------
@@ -121,6 +149,13 @@ def check_param(rule: str, name: str, param: Param, value: Any) -> Any:
                 not all(isinstance(p, str) for p in value):
             raise ValueError(f"{where} must be a non-empty list of key patterns, got {value!r}")
         for pattern in value:
+            if pattern.startswith("@"):
+                from trackmux.doctor.dialects import SIGNALS
+
+                if pattern[1:] not in SIGNALS:
+                    raise ValueError(f"{where}: no signal {pattern!r}; known: "
+                                     f"{sorted('@' + s for s in SIGNALS)}")
+                continue
             try:
                 compile_pattern(pattern.removeprefix("!"))
             except ValueError as exc:

@@ -20,6 +20,8 @@ from trackmux.doctor.findings import Finding, severity_rank
 log = logging.getLogger("trackmux")
 
 TOGETHER_STEPS = 50
+#: the resolved settings' entry for the user's key -> signal mappings (config.resolve)
+SIGNALS_KEY = "signals"
 
 
 class Doctor:
@@ -27,6 +29,10 @@ class Doctor:
 
     def __init__(self, rules: Mapping[str, Mapping[str, Any]],
                  detectors: Sequence[Detector] | None = None) -> None:
+        from trackmux.doctor.dialects import Signals
+
+        rules = dict(rules)
+        self.signals = Signals(rules.pop(SIGNALS_KEY, None))
         if detectors is None:
             from trackmux.doctor.registry import rules as known
 
@@ -34,7 +40,11 @@ class Doctor:
             detectors = [specs[name].factory(params) for name, params in rules.items()]
             for detector, name in zip(detectors, rules, strict=False):
                 detector.rule = detector.rule or name
+        for detector in detectors:
+            if isinstance(detector, Detector):
+                detector.bind(self.signals)
         self.detectors = list(detectors)
+        self._told_keys = False
         self.findings: list[FindingEvent] = []
         self._by_kind: dict[str, list[Detector]] = {}
 
@@ -65,7 +75,21 @@ class Doctor:
                 raised.extend(detector.update(event))
             except Exception as exc:
                 raised.append(self._broken(detector, "update", exc, event.step, event.time))
+        if self.signals.too_many and not self._told_keys:
+            from trackmux.doctor.dialects import MAX_KEYS
+
+            self._told_keys = True
+            raised.append(Finding("doctor", "info", event.step, (), (
+                f"a metrics event at step {event.step} has more than {MAX_KEYS} keys; the "
+                f"doctor reads its first {MAX_KEYS} (docs/doctor.md, Limits)"), event.time))
         return self._tell(raised) if raised else []
+
+    def explain(self) -> dict[str, Any]:
+        """Which key fed which signal, and which rules read nothing (``--explain``)."""
+        out = self.signals.explain()
+        out["rules"] = {d.rule: list(d.read) for d in self.detectors if d.read}
+        out["unread_rules"] = sorted(d.rule for d in self.detectors if not d.read)
+        return out
 
     def tick(self, now: float, alive: bool) -> list[FindingEvent]:
         raised: list[Finding] = []
@@ -100,7 +124,8 @@ class Doctor:
         if earlier:
             message += " (after " + ", ".join(f"{f.rule} at step {f.step}"
                                               for f in earlier[-3:]) + ")"
+        evidence = [e for f in raised for e in f.evidence]
         event = FindingEvent(head.rule, head.severity, tuple(keys), message,
-                             head.step, head.time)
+                             head.step, head.time, evidence=tuple(dict.fromkeys(evidence)))
         self.findings.append(event)
         return [event]

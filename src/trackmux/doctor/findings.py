@@ -16,7 +16,8 @@ def severity_rank(severity: str) -> int:
 class Finding:
     """One detector's finding: ``rule``, ``severity``, onset ``step``, the ``keys`` and a
     ``message`` a researcher can act on. ``time`` is the wall time of the event that
-    completed it (0: unknown)."""
+    completed it (0: unknown). ``evidence``: ``(key, step, value)`` of every number the
+    message quotes at a step, each the value logged at that step."""
 
     rule: str
     severity: str
@@ -25,7 +26,8 @@ class Finding:
     message: str
     time: float = 0.0
     related: list[Finding] = field(default_factory=list)
+    evidence: list[tuple[str, int, float]] = field(default_factory=list)
 
     def event(self) -> FindingEvent:
         return FindingEvent(self.rule, self.severity, self.keys, self.message, self.step,
-                            self.time)
+                            self.time, evidence=tuple(self.evidence))

@@ -22,22 +22,33 @@ from trackmux.doctor.engine import Doctor
 
 @dataclass
 class Diagnosis:
-    """A run's findings (stored live and re-run, merged, by step) and the spool damage the
-    read went past: with damage, the findings cover only what could be read."""
+    """A run's findings (stored live and re-run, merged, by step), the spool damage the
+    read went past (with damage, the findings cover only what could be read) and the
+    doctor's explanation (which key fed which signal, which rules read nothing:
+    ``trackmux doctor --explain``)."""
 
     findings: list[FindingEvent]
     damage: list[str] = field(default_factory=list)
     stored: int = 0
+    explain: dict[str, Any] = field(default_factory=dict)
 
 
 def diagnose(run_dir: Path, setting: Any = True) -> list[FindingEvent]:
-    """Every finding of the rules ``setting`` enables (config.resolve) over ``run_dir``."""
+    """Every finding of the rules ``setting`` enables (config.resolve) over ``run_dir``,
+    re-run over its events (the live doctor's stored findings left out)."""
+    return _rerun(run_dir, setting, [], [])[0]
+
+
+def diagnose_explained(run_dir: Path, setting: Any = True
+                       ) -> tuple[list[FindingEvent], dict[str, Any]]:
+    """The re-run's findings and the doctor's explanation (``trackmux doctor --explain``)."""
     return _rerun(run_dir, setting, [], [])
 
 
-def _rerun(run_dir: Path, setting: Any, damage: list[str],
-           stored: list[FindingEvent]) -> list[FindingEvent]:
-    """The re-run's findings; the spool's damage and stored findings (the same read)."""
+def _rerun(run_dir: Path, setting: Any, damage: list[str], stored: list[FindingEvent]
+           ) -> tuple[list[FindingEvent], dict[str, Any]]:
+    """The re-run's findings and explanation; the spool's damage and stored findings are
+    appended to the lists given (the same read)."""
     from trackmux.core.spool.reader import SpoolReader
     from trackmux.core.spool.runs import lock_is_held
 
@@ -51,7 +62,7 @@ def _rerun(run_dir: Path, setting: Any, damage: list[str],
             found += doctor.feed(event)
         found += doctor.tick(time.time(), lock_is_held(run_dir))
         damage += reader.damage.errors
-        return found
+        return found, doctor.explain()
     finally:
         reader.close()
 
@@ -66,8 +77,8 @@ def diagnose_run(run_dir: Path, setting: Any = True) -> Diagnosis:
     are not among them."""
     damage: list[str] = []
     stored: list[FindingEvent] = []
-    found = _rerun(run_dir, setting, damage, stored)
+    found, why = _rerun(run_dir, setting, damage, stored)
     seen = {_identity(f) for f in stored}
     merged = [*stored, *(f for f in found if _identity(f) not in seen)]
     merged.sort(key=lambda f: (f.step, f.seq == 0, f.seq))
-    return Diagnosis(merged, list(dict.fromkeys(damage)), len(stored))
+    return Diagnosis(merged, list(dict.fromkeys(damage)), len(stored), why)

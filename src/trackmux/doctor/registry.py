@@ -27,11 +27,13 @@ class RuleSpec:
 def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.metrics import BUILTIN
     from trackmux.doctor.rules.rewards import BUILTIN as REWARDS
+    from trackmux.doctor.rules.signals import BUILTIN as SIGNALS
     from trackmux.doctor.rules.text import DegenerateText
     from trackmux.doctor.rules.time import Stall
 
     specs = []
-    builtin: tuple[type[Detector], ...] = (*BUILTIN, DegenerateText, *REWARDS, Stall)
+    builtin: tuple[type[Detector], ...] = (*BUILTIN, *SIGNALS, DegenerateText, *REWARDS,
+                                            Stall)
     for cls in builtin:
         params = {**COMMON, **getattr(cls, "params_spec", {})}
         specs.append(RuleSpec(cls.rule, cls, params, (cls.__doc__ or "").strip()))

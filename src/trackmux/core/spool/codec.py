@@ -86,7 +86,8 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
         body = orjson.dumps({"data": event.data, "diff": event.diff})
     elif isinstance(event, FindingEvent):
         body = orjson.dumps({"rule": event.rule, "severity": event.severity,
-                             "keys": event.keys, "message": event.message})
+                             "keys": event.keys, "message": event.message,
+                             "evidence": event.evidence})
     elif isinstance(event, SamplesEvent):  # issue 23: header row + payload blob
         from trackmux.core.spool import samplepack  # only runs that log samples pay for it
 
@@ -153,7 +154,9 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
         return ProvenanceEvent(data["data"], data.get("diff", ""), step, time, seq)
     if kind == "finding":
         return FindingEvent(data["rule"], data["severity"], tuple(data["keys"]),
-                            data["message"], step, time, seq)
+                            data["message"], step, time, seq,
+                            tuple((str(k), int(st), float(v))
+                                  for k, st, v in data.get("evidence") or ()))
     if kind == "samples":
         if blob is None:
             raise ValueError(f"samples event {seq} references missing blob {data['blob']}")

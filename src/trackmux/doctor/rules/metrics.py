@@ -4,21 +4,32 @@ grad_explosion, length_blowup, val_regression (docs/doctor.md has every paramete
 Each compares a short recent median with a robust level of the points before it, asks
 the change to be large both relative to the level and to the curve's own noise (MAD),
 and to hold for ``persist`` points in a row; a healthy run that rises noisily, plateaus
-or moves in a curriculum step stays below every threshold.
+or moves in a curriculum step stays below every threshold. Windows are in steps, with a
+least number of points (``min_points``), so a run that logs every 20-50 steps is judged
+on a few points; a level is anchored (the lowest, or highest, rolling level of the last
+``lookback`` checks), so a slow drift is measured from where it started. Keys are the
+run's canonical signals (``@reward``, ``@kl`` ...: dialects.py) unless a user names them.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trackmux.core.events import Event, HistogramEvent, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
-from trackmux.doctor.rules.series import SeriesRule, _Either, first_past, fmt, span
-from trackmux.doctor.stats import Latch, Series, median, robust_sigma
+from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
+from trackmux.doctor.stats import (
+    Latch,
+    Series,
+    SlidingBest,
+    finite,
+    median,
+    ratio,
+    robust_sigma,
+)
 
 
 class Nonfinite(Detector):
@@ -40,14 +51,16 @@ class Nonfinite(Detector):
 
     def update(self, event: Event) -> Sequence[Finding]:
         bad: dict[str, str] = {}
+        if not self.read:
+            self.note_read("*")
         if isinstance(event, MetricsEvent):
             try:  # one C-level sum: finite when every value is (overflow: look closer)
                 if math.isfinite(sum(event.data.values())):
                     return ()
-            except TypeError:
+            except (TypeError, OverflowError):
                 pass
             for key, value in event.data.items():
-                if not math.isfinite(value) and self.match(key):
+                if isinstance(value, float) and not math.isfinite(value) and self.match(key):
                     bad[key] = "nan" if math.isnan(value) else "inf"
         elif isinstance(event, HistogramEvent) and (event.nan or event.inf or event.neginf) \
                 and self.match(event.key):
@@ -58,7 +71,8 @@ class Nonfinite(Detector):
         new = [k for k in bad if k not in self.seen]
         if not new:
             return ()
-        self.seen.update(new)
+        if len(self.seen) < 100_000:
+            self.seen.update(new)
         shown = ", ".join(f"{k} ({bad[k]})" for k in new[:8])
         more = f" and {len(new) - 8} more" if len(new) > 8 else ""
         first = "first " if self.total == len(bad) else ""
@@ -67,19 +81,57 @@ class Nonfinite(Detector):
         return [self.finding(event.step, new, message, time=event.time)]
 
 
+
+#: a finding is dated from where its curve was this share of the way from its level to
+#: the threshold (the trailing run of such points): where the change began
+ONSET = 0.25
+
+
+def windows(s: Series, params: Mapping[str, Any], gap: int = 0) -> tuple[int, int, int]:
+    """(recent points, gap points, level points): ``recent``, ``gap`` and ``window`` are
+    steps, each covered by at least ``min_recent`` / ``min_points`` points (worked out
+    once per new point of the series)."""
+    count, memo_key, memo = s.memo
+    if count == s.count and memo_key is params and isinstance(memo, tuple):
+        return memo
+    out = _windows(s, params, gap)
+    s.memo = (s.count, params, out)
+    return out
+
+
+def _windows(s: Series, params: Mapping[str, Any], gap: int) -> tuple[int, int, int]:
+    recent_n = s.points(int(params["recent"]), int(params.get("min_recent", 3)))
+    gap_n = s.points(gap, 0, recent_n) if gap else 0
+    window_n = s.points(int(params["window"]), int(params.get("min_points", 5)),
+                        recent_n + gap_n)
+    return recent_n, gap_n, window_n
+
+
+def enough(s: Series, params: Mapping[str, Any], gap: int = 0) -> bool:
+    """The series has its recent points, its gap and a full level window before them."""
+    recent_n, gap_n, window_n = windows(s, params, gap)
+    return len(s.values) >= recent_n + gap_n + window_n
+
+
+WINDOW_PARAMS = {
+    "min_points": Param(5, "count", "least points in the level's window (sparse logs)"),
+    "min_recent": Param(3, "count", "least points in the recent median (sparse logs)"),
+}
+
+
 class RewardCollapse(SeriesRule):
     """A reward falls well below its recent level (the highest rolling median of the last
-    ``lookback`` points) and stays there: the fall is at least ``drop`` of the reward
+    ``lookback`` checks) and stays there: the fall is at least ``drop`` of the reward
     gained since the start (or of the level's size), and ``sigmas`` times its noise."""
 
     rule = "reward_collapse"
     keep_first = 20
     params_spec = {
-        "keys": Param(["critic/score/mean", "critic/rewards/mean", "reward/mean",
-                       "*reward*/mean", "*score/mean", "!val*", "!*std*"], "patterns"),
-        "window": Param(20, "count", "points in the rolling level"),
-        "recent": Param(5, "count", "points in the recent median"),
-        "lookback": Param(100, "count", "how far back the level's peak is looked for"),
+        "keys": Param(["@reward"], "patterns", "the total reward (dialects.py), or patterns"),
+        "window": Param(20, "count", "steps in the rolling level"),
+        "recent": Param(5, "count", "steps in the recent median"),
+        **WINDOW_PARAMS,
+        "lookback": Param(100, "count", "how many checks back the level's peak is looked for"),
         "drop": Param(0.5, "fraction", "share of the gain (or level) that must be lost"),
         "sigmas": Param(4.0, "positive", "the fall in units of the curve's noise"),
         "persist": Param(3, "count", "checks in a row before it counts"),
@@ -88,18 +140,20 @@ class RewardCollapse(SeriesRule):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
-        self.levels: dict[str, deque[tuple[float, float, int, int]]] = {}
+        self.levels: dict[str, SlidingBest] = {}
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
-        window, recent_n = self.params["window"], self.params["recent"]
-        if s.count < window + recent_n:
+        if not enough(s, self.params):
             return None
-        before = s.before_tail(recent_n, window)
-        steps = list(s.steps)
-        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
-        levels.append((median(before), robust_sigma(before), steps[0],
-                       steps[-recent_n - 1]))
-        ref, sigma, first, last = max(levels, key=lambda item: item[0])
+        recent_n, _, window_n = windows(s, self.params)
+        before = s.before_tail(recent_n, window_n)
+        steps = s.steps
+        levels = self.levels.get(key)
+        if levels is None:
+            levels = self.levels[key] = SlidingBest(self.params["lookback"])
+        levels.add((median(before), robust_sigma(before), steps[-recent_n - window_n],
+                    steps[-recent_n - 1]))
+        ref, sigma, first, last = levels.best()
         recent = median(s.tail(recent_n))
         early = median(s.first)
         scale = max(ref - early, abs(ref), 1e-12)
@@ -109,48 +163,70 @@ class RewardCollapse(SeriesRule):
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v <= line)):
             return None
         onset = self.latch(key).onset
-        pct = f"{fall / abs(ref):.0%}" if abs(ref) > 1e-9 else fmt(fall)
+        pct = f"{ratio(fall, abs(ref)):.0%}" if abs(ref) > 1e-9 else fmt(fall)
+        where, proof = at(s, key, onset)
         return self.finding(onset, [key], f"{key} fell {pct} from its level of {fmt(ref)} "
-                            f"({span([first, last])}) to {fmt(recent)} at step {onset}")
+                            f"({span([first, last])}) to {where} (recent median "
+                            f"{fmt(recent)})", evidence=[proof])
 
 
 class KlBlowup(SeriesRule):
-    """A KL rises ``ratio`` times above its level (the median of the ``window`` points that
-    end ``gap`` points before the recent ones; at least ``floor``) and ``sigmas`` times its
-    noise, or past the absolute ``bound`` (critical). The gap compares a KL that runs away
-    over a few tens of steps with where it was before it started to climb, not with the
-    first half of the climb; a KL that rises as a healthy policy learns moves too slowly or
-    too noisily for it."""
+    """A KL rises ``ratio`` times above its level (the median of the ``window`` steps that
+    end ``gap`` steps before the recent ones; at least ``floor``) and ``sigmas`` times its
+    noise, or past the absolute ``bound`` (critical), or is already past ``early_bound``
+    in the run's first ``early_points`` points: a policy starts at its reference, so its
+    KL starts near 0, and one that is large at once means a wrong reference or a broken
+    first update. The gap compares a KL that runs away over a few tens of steps with
+    where it was before it started to climb; a KL that rises as a healthy policy learns
+    moves too slowly or too noisily for it."""
 
     rule = "kl_blowup"
+    keep_first = 5
     params_spec = {
-        "keys": Param(["actor/ppo_kl", "actor/kl_loss", "kl/divergence", "actor/kl*",
-                       "*/kl", "*kl_div*", "!*coef*", "!*kl_ctrl*", "!val*"], "patterns"),
-        "window": Param(20, "count"),
-        "recent": Param(3, "count"),
-        "gap": Param(10, "count", "points between the level's window and the recent ones"),
+        "keys": Param(["@kl"], "patterns", "the policy KL (dialects.py), or patterns"),
+        "window": Param(20, "count", "steps in the level"),
+        "recent": Param(3, "count", "steps in the recent median"),
+        **WINDOW_PARAMS,
+        "gap": Param(10, "count", "steps between the level's window and the recent ones"),
         "ratio": Param(3.0, "positive", "how many times above its level"),
         "floor": Param(0.01, "positive", "levels below this count as this (tiny KLs)"),
         "sigmas": Param(4.0, "positive"),
         "bound": Param(None, "bound", "an absolute KL that is always critical (None: off)"),
+        "early_points": Param(5, "count", "the run's first points judged against "
+                              "early_bound"),
+        "early_bound": Param(0.3, "positive", "a KL already this large in the first points"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
-        recent_n, window = self.params["recent"], self.params["window"]
-        recent = median(s.tail(recent_n))
+        early_n = self.params["early_points"]
+        if s.count <= early_n and s.values[-1] >= self.params["early_bound"] and \
+                self._per_token(key) and not self.latch(key, "early").active:
+            self.latch(key, "early").active = True  # once
+            line = self.params["early_bound"]
+            where, proof = at(s, key, step)
+            return self.finding(step, [key], (
+                f"{key} is already {where}, one of the run's first {early_n} points, "
+                f"past {fmt(line)}: a policy starts at its reference, so its per-token KL "
+                f"starts near 0, and one this large at once points to a wrong reference "
+                f"model or a broken first update"), severity="critical", evidence=[proof])
         steps = list(s.steps)
+        recent_n = s.points(int(self.params["recent"]), int(self.params["min_recent"]))
+        recent = median(s.tail(recent_n))
         bound = self.params["bound"]
         if bound is not None and self.latch(key, "bound").check(recent > bound,
                                                                steps[-min(recent_n, len(steps))]):
             onset = self.latch(key, "bound").onset
+            where, proof = at(s, key, onset)
             return self.finding(onset, [key], f"{key} passed its bound {fmt(bound)}: "
-                                f"{fmt(recent)} at step {onset}", severity="critical")
+                                f"{where} (recent median {fmt(recent)})", severity="critical",
+                                evidence=[proof])
         gap = self.params["gap"]
-        if s.count < window + recent_n + gap:
+        if not enough(s, self.params, gap):
             return None
-        before = s.before_tail(recent_n + gap, window)
+        recent_n, gap_n, window_n = windows(s, self.params, gap)
+        before = s.before_tail(recent_n + gap_n, window_n)
         level = median(before)
         base = max(level, self.params["floor"])
         noise = self.params["sigmas"] * robust_sigma(before)
@@ -158,11 +234,41 @@ class KlBlowup(SeriesRule):
         line = max(self.params["ratio"] * base, level + noise)
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
-        onset = self.latch(key).onset
-        level_steps = steps[-(recent_n + gap + window):-(recent_n + gap)]
-        return self.finding(onset, [key], f"{key} rose {recent / base:.1f}x above its level "
-                            f"of {fmt(level)} ({span(level_steps)}) to {fmt(recent)} at "
-                            f"step {onset}")
+        level_steps = steps[-(recent_n + gap_n + window_n):-(recent_n + gap_n)]
+        onset = self._left_path(s, level_steps, before, self.latch(key).onset)
+        where, proof = at(s, key, onset)
+        return self.finding(onset, [key], f"{key} rose {ratio(recent, base):.1f}x above its "
+                            f"level of {fmt(level)} ({span(level_steps)}), to a recent median "
+                            f"of {fmt(recent)}, climbing since {where}", evidence=[proof])
+
+
+    def _left_path(self, s: Series, level_steps: list[int], before: list[float],
+                   fallback: int) -> int:
+        """The first step of the trailing run of points above the path the level's
+        window was on (its least-squares line, extended, plus ``sigmas`` times the noise
+        about it): where the KL left its course, not where a steady rise it already had
+        crossed some line."""
+        from trackmux.doctor.rules.signals import trend
+
+        slope, _, _ = trend(level_steps, before)
+        if not math.isfinite(slope):
+            return fallback
+        mx = sum(level_steps) / len(level_steps)
+        my = sum(before) / len(before)
+        noise = self.params["sigmas"] * robust_sigma(
+            [v - my - slope * (x - mx) for x, v in zip(level_steps, before, strict=True)])
+        onset = None
+        for st, v in zip(reversed(s.steps), reversed(s.values), strict=True):
+            if st <= level_steps[-1] or v <= my + slope * (st - mx) + noise:
+                break
+            onset = st
+        return fallback if onset is None else min(onset, fallback)
+
+    def _per_token(self, key: str) -> bool:
+        """A key a dialect names as the KL (a per-token KL: the first-points bound is
+        about that scale; a generic ``*/kl`` may be summed over a sequence)."""
+        dialects = self.signals.fed.get("kl", {}).get(key)
+        return dialects is not None and dialects != "generic"
 
 
 class EntropyCollapse(SeriesRule):
@@ -171,7 +277,7 @@ class EntropyCollapse(SeriesRule):
 
     rule = "entropy_collapse"
     params_spec = {
-        "keys": Param(["actor/entropy", "policy/entropy", "*/entropy", "!val*"], "patterns"),
+        "keys": Param(["@entropy"], "patterns", "policy entropy (dialects.py), or patterns"),
         "early": Param(10, "count", "points of the early level"),
         "recent": Param(5, "count"),
         "fraction": Param(0.1, "fraction", "collapse below this share of the early level"),
@@ -184,7 +290,7 @@ class EntropyCollapse(SeriesRule):
         self.keep_first = self.params["early"]
 
     def size(self) -> int:
-        return int(self.params["recent"])
+        return int(self.params["recent"]) + 30
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         if len(s.first) < self.params["early"] or s.count < self.params["early"] + 1:
@@ -196,10 +302,12 @@ class EntropyCollapse(SeriesRule):
         if not self.latch(key).check(bad, first_past(s, self.params["recent"],
                                                       lambda v: v <= line)):
             return None
-        onset = self.latch(key).onset
-        return self.finding(onset, [key], f"{key} collapsed to {fmt(recent)}, "
-                            f"{recent / early:.0%} of its early level {fmt(early)}, at step "
-                            f"{onset}")
+        half = ONSET * line + (1 - ONSET) * early
+        onset = since(s, lambda v: v <= half, self.latch(key).onset)
+        where, proof = at(s, key, onset)
+        return self.finding(onset, [key], f"{key} collapsed to a recent median of "
+                            f"{fmt(recent)}, {ratio(recent, early):.0%} of its early level "
+                            f"{fmt(early)}, falling since {where}", evidence=[proof])
 
 
 class GradExplosion(SeriesRule):
@@ -210,9 +318,9 @@ class GradExplosion(SeriesRule):
     rule = "grad_explosion"
     keep_first = 20
     params_spec = {
-        "keys": Param(["actor/grad_norm", "critic/grad_norm", "*grad_norm*", "!val*"],
-                      "patterns"),
-        "window": Param(20, "count"),
+        "keys": Param(["@grad_norm"], "patterns", "gradient norms (dialects.py), or patterns"),
+        "window": Param(20, "count", "steps in the median a spike is measured from"),
+        "min_points": Param(5, "count", "least points in that median (sparse logs)"),
         "recent": Param(5, "count", "points in the median compared for vanishing"),
         "ratio": Param(10.0, "positive"),
         "hard_ratio": Param(100.0, "positive"),
@@ -224,10 +332,10 @@ class GradExplosion(SeriesRule):
     }
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
-        window = self.params["window"]
-        if s.count <= window:
+        window_n = s.points(int(self.params["window"]), int(self.params["min_points"]), 1)
+        if len(s.values) <= window_n or s.count <= self.params["min_points"]:
             return None
-        before = s.before_tail(1, window)
+        before = s.before_tail(1, window_n)
         early = median(s.first)
         level = max(median(before), self.params["floor"] * early)
         value = s.values[-1]
@@ -237,16 +345,20 @@ class GradExplosion(SeriesRule):
             latch = self.latch(key)
             if latch.check(spike, step) or (hard and not latch.active and
                                             self._force(latch, step)):
-                return self.finding(latch.onset, [key], f"{key} spiked to {fmt(value)}, "
-                                    f"{value / level:.0f}x its median of {fmt(level)} over "
-                                    f"{span(list(s.steps)[:-1])}, at step {latch.onset}")
+                where, proof = at(s, key, latch.onset)
+                shown = s.value_at(latch.onset) or value
+                return self.finding(latch.onset, [key], f"{key} spiked to {where}, "
+                                    f"{ratio(shown, level):.0f}x its median of {fmt(level)} "
+                                    f"over {span(list(s.steps)[-window_n - 1:-1])}",
+                                    evidence=[proof])
         recent = median(s.tail(self.params["recent"]))
         gone = early > 0 and recent <= self.params["vanish"] * early
         vanish = self.latch(key, "vanish")
         if vanish.check(gone, step):
-            return self.finding(vanish.onset, [key], f"{key} vanished to {fmt(recent)}, "
-                                f"{recent / early:.1e} of its early level {fmt(early)}, at step "
-                                f"{vanish.onset}")
+            where, proof = at(s, key, vanish.onset)
+            return self.finding(vanish.onset, [key], f"{key} vanished to {where}, "
+                                f"{ratio(recent, early):.1e} of its early level {fmt(early)} "
+                                f"(recent median {fmt(recent)})", evidence=[proof])
         return None
 
     @staticmethod
@@ -256,23 +368,31 @@ class GradExplosion(SeriesRule):
 
 
 class LengthBlowup(SeriesRule):
-    """Response length runs away (``grow`` times its level) or collapses (below
-    ``shrink`` of it), or the truncated share (``clip_keys``) climbs past ``clip_bound``
-    and ``clip_rise`` above its level."""
+    """Response length runs away (``grow`` times its level) or collapses (below ``shrink``
+    of it), or the truncated share (``clip_keys``) climbs past ``clip_bound`` and
+    ``clip_rise`` above its level. The level is anchored: the lowest (for a rise) or
+    highest (for a fall) rolling median of the last ``lookback`` checks, so a length that
+    creeps up over hundreds of steps is measured from where it started, not from the
+    drift's own last stretch. A truncation rise while the reward stays flat is said so
+    (the policy spends its budget without gaining)."""
 
     rule = "length_blowup"
     params_spec = {
-        "keys": Param(["response_length/mean", "*response_length/mean", "generation/length",
-                       "*/response_length", "!val*"], "patterns"),
-        "clip_keys": Param(["response_length/clip_ratio", "*/clip_ratio_response",
-                            "*response_length/clip_ratio"], "patterns"),
-        "window": Param(20, "count"),
-        "recent": Param(5, "count"),
+        "keys": Param(["@response_length"], "patterns", "mean response length "
+                      "(dialects.py), or patterns"),
+        "clip_keys": Param(["@truncation"], "patterns", "the share of truncated responses"),
+        "reward_keys": Param(["@reward"], "patterns", "the reward judged flat or not"),
+        "window": Param(20, "count", "steps in the rolling level"),
+        "recent": Param(5, "count", "steps in the recent median"),
+        **WINDOW_PARAMS,
+        "lookback": Param(300, "count", "checks back the anchored level is looked for"),
         "grow": Param(2.5, "positive"),
         "shrink": Param(0.3, "fraction"),
         "sigmas": Param(4.0, "positive"),
         "clip_bound": Param(0.2, "fraction"),
         "clip_rise": Param(0.1, "fraction"),
+        "flat": Param(0.1, "fraction", "a reward that moved less than this share of its "
+                      "level counts as flat"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
@@ -280,39 +400,96 @@ class LengthBlowup(SeriesRule):
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.clip = KeyMatcher(self.params["clip_keys"])
-        self.match = _Either(KeyMatcher(self.params["keys"]), self.clip)
+        self.reward = KeyMatcher(self.params["reward_keys"])
+        self.levels: dict[str, tuple[SlidingBest, SlidingBest]] = {}  # lowest, highest
+        self.rewards: dict[str, Series] = {}
+        self._clip_now: frozenset[str] = frozenset()
+
+    def selected(self, data: Mapping[str, Any]) -> list[str]:
+        keyset = self.signals.resolve(data)
+        memo = keyset.memo.get(id(self))
+        if memo is None:  # (every key, the truncation keys, the reward keys) of a key set
+            clip = self.keys_for(self.clip, data)
+            memo = keyset.memo[id(self)] = (
+                [*self.keys_for(self.match, data), *clip], frozenset(clip),
+                self.keys_for(self.reward, data) if clip else [])
+        chosen: list[str] = memo[0]
+        self._clip_now, rewards = memo[1], memo[2]
+        for key in rewards:  # the reward matters only beside a truncation
+            value = finite(data[key])
+            if value is not None and (key in self.rewards or len(self.rewards) < 16):
+                self.rewards.setdefault(key, Series(64)).add(self._step, value)
+        return chosen
+
+    def update(self, event: Event) -> Sequence[Finding]:
+        self._step = event.step
+        return super().update(event)
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
-        window, recent_n = self.params["window"], self.params["recent"]
-        if s.count < window + recent_n:
+        if not enough(s, self.params):
             return None
-        before = s.before_tail(recent_n, window)
-        level = median(before)
-        recent = median(s.tail(recent_n))
+        recent_n, _, window_n = windows(s, self.params)
+        before = s.before_tail(recent_n, window_n)
         steps = list(s.steps)
-        if self.clip(key):
+        levels = self.levels.get(key)
+        if levels is None:
+            lookback = self.params["lookback"]
+            levels = self.levels[key] = (SlidingBest(lookback, lowest=True),
+                                         SlidingBest(lookback))
+        level_now = (median(before), steps[-recent_n - window_n], steps[-recent_n - 1])
+        levels[0].add(level_now)
+        levels[1].add(level_now)
+        recent = median(s.tail(recent_n))
+        noise = self.params["sigmas"] * robust_sigma(before)
+        if key in self._clip_now:
+            level, first, last = levels[0].best()
             bad = (recent >= self.params["clip_bound"]
                    and recent - level >= self.params["clip_rise"])
             latch = self.latch(key, "clip")
-            if latch.check(bad, steps[-recent_n]):
-                where = span([x for x in steps if x < latch.onset])
+            line = level + self.params["clip_rise"]
+            if latch.check(bad, first_past(s, recent_n, lambda v: v >= line)):
+                where, proof = at(s, key, latch.onset)
                 return self.finding(latch.onset, [key], f"{key} (the share of truncated "
-                                    f"responses) climbed to {fmt(recent)} from {fmt(level)} "
-                                    f"({where}) at step {latch.onset}")
+                                    f"responses) climbed to {where} from {fmt(level)} "
+                                    f"({span([first, last])}), recent median {fmt(recent)}"
+                                    f"{self._reward_flat(first)}", evidence=[proof])
             return None
-        noise = self.params["sigmas"] * robust_sigma(before)
-        grow = level > 0 and recent >= self.params["grow"] * level and recent - level >= noise
-        shrink = level > 0 and recent <= self.params["shrink"] * level and level - recent >= noise
+        low, low_first, low_last = levels[0].best()
+        high, high_first, high_last = levels[1].best()
+        grow = low > 0 and recent >= self.params["grow"] * low and recent - low >= noise
+        shrink = high > 0 and recent <= self.params["shrink"] * high and \
+            high - recent >= noise
+        level, first, last = (low, low_first, low_last) if grow else (high, high_first,
+                                                                     high_last)
         latch = self.latch(key, "grow" if grow else "shrink")
         other = self.latch(key, "shrink" if grow else "grow")
         other.check(False, step)
-        if latch.check(grow or shrink, steps[-recent_n]):
+        line = self.params["grow"] * low if grow else self.params["shrink"] * high
+        onset_step = first_past(s, recent_n, (lambda v: v >= line) if grow
+                                else (lambda v: v <= line))
+        if latch.check(grow or shrink, onset_step):
             what = "ran away to" if grow else "collapsed to"
-            where = span([x for x in steps if x < latch.onset])
-            return self.finding(latch.onset, [key], f"{key} {what} {fmt(recent)}, "
-                                f"{recent / level:.1f}x its level of {fmt(level)} ({where}), "
-                                f"at step {latch.onset}")
+            half = ONSET * line + (1 - ONSET) * level
+            onset = since(s, (lambda v: v >= half) if grow else (lambda v: v <= half),
+                          latch.onset)
+            where, proof = at(s, key, onset)
+            return self.finding(onset, [key], f"{key} {what} a recent median of "
+                                f"{fmt(recent)}, {ratio(recent, level):.1f}x its level of "
+                                f"{fmt(level)} ({span([first, last])}), moving since {where}",
+                                evidence=[proof])
         return None
+
+    def _reward_flat(self, since: int) -> str:
+        for key, r in self.rewards.items():
+            then = [v for st, v in zip(r.steps, r.values, strict=True) if st <= since]
+            if len(then) < 2 or len(r.values) < 3:
+                continue
+            level, now = median(then[-5:]), median(r.tail(3))
+            if abs(now - level) <= self.params["flat"] * max(abs(level), 1e-12):
+                return (f" while the reward {key} stayed flat ({fmt(level)} then, "
+                        f"{fmt(now)} now): the policy spends its length budget without "
+                        f"gaining")
+        return ""
 
 
 class ValRegression(Detector):
@@ -323,8 +500,8 @@ class ValRegression(Detector):
     rule = "val_regression"
     kinds = frozenset({"metrics"})
     params_spec = {
-        "keys": Param(["val-core/*", "val/*score*", "val/*reward*", "val/*acc*",
-                       "!*loss*", "!*std*", "!*length*"], "patterns"),
+        "keys": Param(["@val_reward", "!*loss*", "!*std*", "!*length*"], "patterns",
+                      "held-out scores (dialects.py), or patterns"),
         "drop": Param(0.25, "fraction"),
         "persist": Param(2, "count", "evaluations in a row"),
         "severity": Param("warning", "severity"),
@@ -335,26 +512,34 @@ class ValRegression(Detector):
         self.match = KeyMatcher(self.params["keys"])
         self.best: dict[str, tuple[float, int, float]] = {}  # best, its step, first value
         self.latches: dict[str, Latch] = {}
+        self.recent: dict[str, Series] = {}
 
     def update(self, event: Event) -> Sequence[Finding]:
         if not isinstance(event, MetricsEvent):
             return ()
         out: list[Finding] = []
         keys: list[str] = []
-        for key in self.match.select(event.data):
-            value = event.data[key]
-            if not math.isfinite(value):
+        for key in self.keys_for(self.match, event.data):
+            value = finite(event.data[key])
+            if value is None or (key not in self.best and len(self.best) >= 2048):
                 continue
             best, best_step, first = self.best.get(key, (value, event.step, value))
             scale = max(best - first, abs(best), 1e-12)
             drop = best - value
+            series = self.recent.setdefault(key, Series(self.params["persist"] + 1))
+            series.add(event.step, value)
             latch = self.latches.setdefault(key, Latch(self.params["persist"]))
             if latch.check(drop >= self.params["drop"] * scale, event.step):
                 keys.append(key)
-                pct = f"{drop / abs(best):.0%}" if abs(best) > 1e-9 else fmt(drop)
-                out.append(self.finding(latch.onset, [key], f"{key} dropped {pct} from its "
-                                        f"best {fmt(best)} (step {best_step}) to {fmt(value)} "
-                                        f"at step {latch.onset}", time=event.time))
+                shown = series.value_at(latch.onset)
+                shown = value if shown is None else shown
+                pct = f"{ratio(best - shown, abs(best)):.0%}" if abs(best) > 1e-9 \
+                    else fmt(best - shown)
+                out.append(self.finding(
+                    latch.onset, [key], f"{key} dropped {pct} from its best {fmt(best)} "
+                    f"(step {best_step}) to {fmt(shown)} at step {latch.onset}",
+                    time=event.time, evidence=[(key, best_step, best),
+                                               (key, latch.onset, shown)]))
             if value > best:
                 best, best_step = value, event.step
             self.best[key] = (best, best_step, first)

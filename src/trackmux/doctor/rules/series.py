@@ -1,33 +1,19 @@
-"""What the curve rules share: per-key series of the matched metrics, latches, numbers."""
+"""What the curve rules share: per-key series of the matched metrics, latches, numbers,
+windows in steps, and the evidence a finding quotes."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher
 from trackmux.doctor.findings import Finding
-from trackmux.doctor.stats import Latch, Series
+from trackmux.doctor.stats import Latch, Series, finite
 
-
-class _Either:
-    """Keys that match any of several matchers (a rule with two kinds of keys)."""
-
-    def __init__(self, *matchers: KeyMatcher) -> None:
-        self.matchers = matchers
-        self._selected: dict[tuple[str, ...], list[str]] = {}
-
-    def __call__(self, key: str) -> bool:
-        return any(m(key) for m in self.matchers)
-
-    def select(self, keys: Any) -> list[str]:
-        names = tuple(keys)
-        hit = self._selected.get(names)
-        if hit is None:
-            hit = self._selected[names] = [k for k in names if self(k)]
-        return hit
+#: per-rule bound on the keys it keeps a series of (a run that logs a million distinct
+#: keys must not grow the doctor without bound; the first ones are kept)
+MAX_SERIES = 2048
 
 
 def fmt(value: float) -> str:
@@ -47,27 +33,37 @@ class SeriesRule(Detector):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
-        self.match: KeyMatcher | _Either = KeyMatcher(self.params["keys"])
+        self.match = KeyMatcher(self.params["keys"])
         self.series: dict[str, Series] = {}
         self.latches: dict[tuple[str, str], Latch] = {}
 
     def size(self) -> int:
         return (int(self.params.get("window", 20)) + int(self.params.get("recent", 5))
-                + int(self.params.get("gap", 0)))
+                + int(self.params.get("gap", 0)) + 1)
+
+    def selected(self, data: Mapping[str, Any]) -> list[str]:
+        return self.keys_for(self.match, data)
 
     def update(self, event: Event) -> Sequence[Finding]:
         if not isinstance(event, MetricsEvent):
             return ()
         out: list[Finding] = []
         series, data = self.series, event.data
-        for key in self.match.select(data):
-            value = data[key]
-            if not math.isfinite(value):
-                continue
+        for key in self.selected(data):
+            raw = data[key]
+            if raw.__class__ is float and raw - raw == 0.0:  # finite float: the usual case
+                value: float = raw
+            else:
+                checked = finite(raw)
+                if checked is None:
+                    continue
+                value = checked
             s = series.get(key)
             if s is None:
+                if len(series) >= MAX_SERIES:
+                    continue
                 s = series[key] = Series(self.size())
-            s.add(event.step, float(value), self.keep_first)
+            s.add(event.step, value, self.keep_first)
             found = self.check(key, s, event.step)
             if found is not None:
                 found.time = event.time
@@ -87,5 +83,34 @@ class SeriesRule(Detector):
 def first_past(s: Series, n: int, past: Callable[[float], bool]) -> int:
     """The step of the first of the last ``n`` points for which ``past`` holds (the
     onset of a change the recent median just showed); the first of them if none does."""
-    steps, values = list(s.steps)[-n:], list(s.values)[-n:]
-    return next((st for st, v in zip(steps, values, strict=True) if past(v)), steps[0])
+    steps, values = s.steps, s.values
+    start = max(0, len(values) - n)
+    for i in range(start, len(values)):
+        if past(values[i]):
+            return steps[i]
+    return steps[start]
+
+
+def since(s: Series, past: Callable[[float], bool], fallback: int) -> int:
+    """The first step of the trailing run of points for which ``past`` holds (the curve
+    was already part of the way from its level to the threshold there: the finding dates
+    from where the change began, not from where it was confirmed); ``fallback`` if
+    none."""
+    onset = None
+    for st, v in zip(reversed(s.steps), reversed(s.values), strict=True):
+        if not past(v):
+            break
+        onset = st
+    return fallback if onset is None else min(onset, fallback)
+
+
+def at(s: Series, key: str, step: int) -> tuple[str, tuple[str, int, float] | None]:
+    """``"<value> at step <step>"`` with the value logged at ``step``, and its evidence."""
+    value = s.value_at(step)
+    if value is None:
+        return f"step {step}", None
+    return f"{fmt(value)} at step {step}", (key, step, value)
+
+
+def evidence(*items: tuple[str, int, float] | None) -> list[tuple[str, int, float]]:
+    return [item for item in items if item is not None]

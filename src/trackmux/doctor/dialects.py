@@ -1,0 +1,362 @@
+"""Dialects: which key of which framework carries which canonical signal.
+
+Every trainer names the same quantity its own way: verl's ``critic/score/mean`` is TRL's
+``reward`` (``train/reward`` under trackmux's ``TrackmuxCallback``), NeMo-RL's
+``train/reward`` and slime's ``rollout/raw_reward``. Rules read *signals* (``@reward``,
+``@kl`` ... in a rule's ``keys``); :class:`Signals` maps a run's keys to them, once per key
+set. A key of a known dialect wins over the generic patterns (``*reward*/mean``), which
+count for a signal only while the run has no dialect key for it, so a per-function reward
+(``rewards/length_penalty/mean``) is a component, never the total. docs/doctor.md lists
+every key, with where each name was read.
+
+Users add keys in the rules file (``[signals] reward = ["my/total"]``); theirs come first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from trackmux.doctor.patterns import compile_pattern
+
+#: signal -> what it is (docs/doctor.md has the table)
+SIGNALS: dict[str, str] = {
+    "reward": "the total reward of a training batch (higher is better)",
+    "reward_component": "one term of the reward (one reward function's mean)",
+    "val_reward": "a held-out (validation) reward, score or accuracy",
+    "kl": "KL of the policy to its reference or old policy",
+    "entropy": "policy entropy",
+    "grad_norm": "gradient norm",
+    "response_length": "mean response length",
+    "truncation": "share of responses cut at the length limit",
+    "clip_frac": "share of tokens whose PPO ratio was clipped",
+    "clip_frac_low": "share clipped at the low end (1 - eps)",
+    "clip_frac_high": "share clipped at the high end (1 + eps)",
+    "zero_std_frac": "share of GRPO groups whose rewards are all equal",
+    "loss": "the policy loss",
+    "mismatch_kl": "KL between the inference engine's and the trainer's token probabilities",
+    "mismatch_is_mean": "mean training/inference importance weight",
+    "mismatch_is_std": "std of the training/inference importance weights",
+    "mismatch_ess": "effective sample size of those weights (share of the batch)",
+    "mismatch_chi2": "chi-squared divergence of those weights (token level)",
+    "mismatch_veto": "share of sequences vetoed for a catastrophic token ratio",
+    "mismatch_logp_diff": "mean absolute log-probability difference, trainer vs engine",
+    "mismatch_mult_prob_error": "NeMo-RL's token multiplicative probability error",
+    "staleness": "age of the rollouts trained on, in policy versions",
+    "moe_mismatch": "MoE router disagreement between inference and training",
+}
+
+
+def _with_train_prefix(table: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """TRL's names and the same under ``train/`` (trackmux's TrackmuxCallback, wandb)."""
+    return {sig: tuple(p for name in names for p in (name, f"train/{name}"))
+            for sig, names in table.items()}
+
+
+#: dialect -> signal -> key patterns (globs, ``re:``), in the order tried
+DIALECTS: dict[str, dict[str, tuple[str, ...]]] = {
+    # verl: verl/trainer/ppo/metric_utils.py, dp_actor.py, rollout_corr_helper.py;
+    # older verl logged the entropy as actor/entropy_loss
+    "verl": {
+        "reward": ("critic/score/mean", "critic/rewards/mean"),
+        "val_reward": ("val-core/*/reward/mean@*", "val-core/*/acc/mean@*", "val-core/*/score/*",
+                       "val/test_score/*"),
+        "kl": ("actor/ppo_kl", "actor/kl_loss"),
+        "entropy": ("actor/entropy", "actor/entropy_loss"),
+        "grad_norm": ("actor/grad_norm",),
+        "response_length": ("response_length/mean",),
+        "truncation": ("response_length/clip_ratio",),
+        "clip_frac": ("actor/pg_clipfrac",),
+        "clip_frac_low": ("actor/pg_clipfrac_lower",),
+        "loss": ("actor/pg_loss",),
+        "mismatch_kl": ("rollout_corr/kl",),
+        "mismatch_is_mean": ("rollout_corr/rollout_is_mean",),
+        "mismatch_is_std": ("rollout_corr/rollout_is_std",),
+        "mismatch_ess": ("rollout_corr/rollout_is_eff_sample_size",),
+        "mismatch_chi2": ("rollout_corr/chi2_token",),
+        "mismatch_veto": ("rollout_corr/rollout_is_veto_fraction",),
+        "mismatch_logp_diff": ("training/rollout_probs_diff_mean",),
+    },
+    # TRL's GRPOTrainer (trl/trainer/grpo_trainer.py); ms-swift's GRPO logs the same names
+    "trl": _with_train_prefix({
+        "reward": ("reward",),
+        "reward_component": ("rewards/*/mean", "rewards/*_reward"),
+        "kl": ("kl",),
+        "entropy": ("entropy",),
+        "grad_norm": ("grad_norm",),
+        "response_length": ("completions/mean_length", "completion_length"),
+        "truncation": ("completions/clipped_ratio",),
+        "clip_frac": ("clip_ratio/region_mean", "clip_ratio"),
+        "clip_frac_low": ("clip_ratio/low_mean",),
+        "clip_frac_high": ("clip_ratio/high_mean",),
+        "zero_std_frac": ("frac_reward_zero_std",),
+        "loss": ("loss",),
+        "mismatch_is_mean": ("sampling/importance_sampling_ratio/mean",),
+        "mismatch_logp_diff": ("sampling/sampling_logp_difference/mean",),
+    }) | {"val_reward": ("eval_reward", "eval/reward", "eval_rewards/*/mean")},
+    # ms-swift's GRPO (swift/trainers/rlhf_trainer/grpo_trainer.py): TRL's names, and
+    # its entropy as entropy/mean
+    "ms_swift": _with_train_prefix({"entropy": ("entropy/mean",)}),
+    # TRL's PPOTrainer (trl/trainer/ppo_trainer.py): objective/kl is the KL to the
+    # reference summed over a response (6-12 in TRL's own example), so the per-token KL
+    # signal is policy/approxkl_avg (old vs new policy)
+    "trl_ppo": {
+        "reward": ("objective/scores", "objective/rlhf_reward"),
+        "kl": ("policy/approxkl_avg",),
+        "entropy": ("policy/entropy_avg",),
+        "clip_frac": ("policy/clipfrac_avg",),
+        "loss": ("loss/policy_avg",),
+    },
+    # NeMo-RL (nemo_rl/algorithms/grpo.py, loss_functions.py; docs/guides/grpo.md)
+    "nemo_rl": {
+        "reward": ("train/reward", "train/total_reward/mean"),
+        "val_reward": ("validation/accuracy",),
+        "grad_norm": ("train/grad_norm",),
+        "loss": ("train/loss",),
+        "entropy": ("train/approx_entropy",),
+        "response_length": ("train/mean_gen_tokens_per_sample",),
+        "mismatch_mult_prob_error": ("train/token_mult_prob_error",),
+        "mismatch_kl": ("train/gen_kl_error",),
+        "mismatch_is_mean": ("train/sampling_importance_ratio",),
+        "staleness": ("train/avg_trajectory_age",),
+    },
+    # OpenRLHF (openrlhf/trainer/ppo_trainer.py: the status dict, logged under train/)
+    "openrlhf": {
+        "reward": ("reward", "train/reward"),
+        "kl": ("kl", "train/kl"),
+        "response_length": ("response_length", "train/response_length"),
+        "loss": ("policy_loss", "train/policy_loss"),
+        "clip_frac": ("ppo_clip_ratio", "train/ppo_clip_ratio"),
+        "mismatch_kl": ("vllm_kl", "train/vllm_kl"),
+    },
+    # slime / miles (slime/backends/megatron_utils/loss.py, rollout logging)
+    "slime": {
+        "reward": ("rollout/raw_reward", "rollout/rewards"),
+        "kl": ("train/ppo_kl", "train/kl_loss"),
+        "entropy": ("train/entropy_loss",),
+        "grad_norm": ("train/grad_norm",),
+        "loss": ("train/pg_loss",),
+        "clip_frac": ("train/pg_clipfrac",),
+        "response_length": ("rollout/response_len/mean", "rollout/response_lengths"),
+        "truncation": ("rollout/truncated_ratio",),
+        "mismatch_logp_diff": ("train/train_rollout_logprob_abs_diff",),
+        "mismatch_kl": ("train/train_rollout_kl",),
+    },
+    # DeepSpeed-Chat step 3 (applications/DeepSpeed-Chat/training/step3_rlhf_finetuning/
+    # main.py prints "epoch ... act_loss ... cri_loss ... unsuper_loss" and "Average
+    # reward score"; a parsed log keeps those names)
+    "deepspeed_chat": {
+        "reward": ("average reward score", "average_reward_score"),
+        "loss": ("act_loss", "actor_loss"),
+    },
+}
+
+#: generic patterns, for runs whose keys no dialect names (counted per signal only while
+#: the run has no dialect key for that signal)
+GENERIC: dict[str, tuple[str, ...]] = {
+    "reward": ("reward/mean", "*/reward/mean", "*/score/mean", "*reward_mean", "rewards/mean"),
+    "val_reward": ("val/*score*", "val/*reward*", "val/*acc*", "val-core/*", "eval/*reward*",
+                   "eval/*acc*"),
+    "kl": ("kl/divergence", "actor/kl*", "*/kl", "*kl_div*", "*/approx_kl"),
+    "entropy": ("policy/entropy", "*/entropy", "*entropy/mean"),
+    "grad_norm": ("critic/grad_norm", "*grad_norm*"),
+    "response_length": ("*response_length/mean", "generation/length", "*/response_length",
+                        "*completion_length*", "*/mean_length"),
+    "truncation": ("*/clip_ratio_response", "*response_length/clip_ratio", "*truncat*ratio*",
+                   "*clipped_ratio*"),
+    "zero_std_frac": ("*zero_std*",),
+}
+
+#: what a generic pattern never takes: validation copies of training curves (but for
+#: ``val_reward``), coefficients, spreads and extremes
+GENERIC_EXCLUDE = ("*/std", "*_std", "*/min", "*/max", "*_min", "*_max", "*coef*",
+                   "*kl_ctrl*", "*length*/clip*")
+VALIDATION = ("val/*", "val-*", "eval/*", "eval_*", "validation/*", "test/*")
+#: what no pattern of a signal takes, a dialect's or a user's neither: a penalty or a
+#: per-function term is never the total reward
+EXCLUDE: dict[str, tuple[str, ...]] = {
+    "reward": ("*penalty*", "*rewards/*/*", "*/reward/*/*", "*reward_std*"),
+    "kl": ("*rollout*", "*sampling*", "*vllm*"),
+}
+
+
+class _Patterns:
+    """Compiled patterns of one (dialect, signal)."""
+
+    __slots__ = ("dialect", "signal", "tests")
+
+    def __init__(self, dialect: str, signal: str, patterns: Iterable[str]) -> None:
+        self.dialect, self.signal = dialect, signal
+        self.tests = [compile_pattern(p) for p in patterns]
+
+    def match(self, key: str) -> bool:
+        return any(t(key) for t in self.tests)
+
+
+#: a metrics event's keys beyond this many are not read by the doctor (the first ones are);
+#: a run that logs more is told once (docs/doctor.md "Limits")
+MAX_KEYS = 4096
+#: key sets whose signal map is kept (a trainer logs a few, over and over)
+MAX_KEY_SETS = 64
+#: keys whose signal is kept
+MAX_KEYS_CACHED = 100_000
+
+
+class KeySet:
+    """One key set's signals: ``by_signal[signal]`` its keys, in the event's order."""
+
+    __slots__ = ("by_signal", "keys", "memo")
+
+    def __init__(self, keys: tuple[str, ...], by_signal: dict[str, list[str]]) -> None:
+        self.keys = keys
+        self.by_signal = by_signal
+        self.memo: dict[int, Any] = {}  # a rule's selection, by id(its matcher)
+
+
+class Signals:
+    """The run's key -> signal map. ``resolve(data)`` is one dict lookup per event once
+    a key set was seen; the first key of a dialect for a signal retires the generic
+    patterns for that signal (the cache is dropped once, then)."""
+
+    def __init__(self, extra: Mapping[str, Sequence[str]] | None = None) -> None:
+        table: list[_Patterns] = []
+        if extra:
+            table += [_Patterns("user", sig, pats) for sig, pats in extra.items()]
+        for dialect, signals in DIALECTS.items():
+            table += [_Patterns(dialect, sig, pats) for sig, pats in signals.items()]
+        self.table = table
+        self.generic = [_Patterns("generic", sig, pats) for sig, pats in GENERIC.items()]
+        common = [compile_pattern(p) for p in GENERIC_EXCLUDE]
+        validation = [compile_pattern(p) for p in VALIDATION]
+        self.exclude = {sig: [compile_pattern(p) for p in EXCLUDE.get(sig, ())]
+                        for sig in SIGNALS}
+        self.generic_exclude = {sig: [*common, *self.exclude[sig],
+                                      *(validation if sig != "val_reward" else [])]
+                                for sig in SIGNALS}
+        self.user = set(extra or ())
+        self.specific: set[str] = set()  # signals some dialect key fed
+        self.fed: dict[str, dict[str, str]] = {}  # signal -> key -> dialect (for --explain)
+        self.dialect_keys: dict[str, int] = {}
+        self.too_many = 0  # events with more than MAX_KEYS keys
+        self._key: dict[str, tuple[str, tuple[str, ...]] | None] = {}
+        self._sets: dict[tuple[str, ...], KeySet] = {}
+        self._last: Any = None
+        self._last_set: KeySet | None = None
+
+    def _classify(self, key: str) -> tuple[str, tuple[str, ...]] | None:
+        """(signal, the dialects that name the key for it) of a key: the user's and the
+        dialects' patterns first, then the generic ones (dialect ``generic``)."""
+        if key in self._key:
+            return self._key[key]
+        found: tuple[str, tuple[str, ...]] | None = None
+        for entry in self.table:
+            if entry.match(key) and not any(x(key) for x in self.exclude[entry.signal]):
+                names = tuple(dict.fromkeys(
+                    e.dialect for e in self.table if e.signal == entry.signal and e.match(key)))
+                found = (entry.signal, names)
+                break
+        if found is None:
+            for entry in self.generic:
+                if entry.match(key) and \
+                        not any(x(key) for x in self.generic_exclude[entry.signal]):
+                    found = (entry.signal, ("generic",))
+                    break
+        if len(self._key) < MAX_KEYS_CACHED:
+            self._key[key] = found
+        return found
+
+    def resolve(self, data: Mapping[str, Any]) -> KeySet:
+        """The signals of one metrics event's keys (its first :data:`MAX_KEYS`)."""
+        if data is self._last and self._last_set is not None:
+            return self._last_set
+        if len(data) > MAX_KEYS:
+            self.too_many += 1
+            keys = tuple(k for k, _ in zip(data, range(MAX_KEYS), strict=False))
+        else:
+            keys = tuple(data)
+        hit = self._sets.get(keys)
+        if hit is None:
+            hit = self._build(keys)
+            if len(self._sets) >= MAX_KEY_SETS:
+                self._sets.pop(next(iter(self._sets)))
+            self._sets[keys] = hit
+        self._last, self._last_set = data, hit
+        return hit
+
+    def _build(self, keys: tuple[str, ...]) -> KeySet:
+        by_signal: dict[str, list[str]] = {}
+        generic: dict[str, list[str]] = {}
+        new_specific = False
+        for key in keys:
+            if not isinstance(key, str):
+                continue
+            hit = self._classify(key)
+            if hit is None:
+                continue
+            signal, dialects = hit
+            if dialects == ("generic",):
+                generic.setdefault(signal, []).append(key)
+                continue
+            by_signal.setdefault(signal, []).append(key)
+            if signal not in self.specific:
+                self.specific.add(signal)
+                new_specific = True
+            self._note(signal, key, dialects)
+        for signal, found in generic.items():
+            if signal not in self.specific:
+                by_signal.setdefault(signal, []).extend(found)
+                for key in found:
+                    self._note(signal, key, ("generic",))
+        if new_specific:  # generic keys cached for these signals no longer count
+            self._sets.clear()
+        return KeySet(keys, by_signal)
+
+    def _note(self, signal: str, key: str, dialects: tuple[str, ...]) -> None:
+        keys = self.fed.setdefault(signal, {})
+        if key not in keys and len(keys) < 64:
+            keys[key] = "/".join(dialects)
+            for dialect in dialects:
+                self.dialect_keys[dialect] = self.dialect_keys.get(dialect, 0) + 1
+
+    def dialects(self) -> list[str]:
+        """The dialects recognised from the run's keys, the one with most keys first."""
+        ranked = sorted(self.dialect_keys.items(), key=lambda item: -item[1])
+        return [name for name, _ in ranked if name != "generic"] + \
+            (["generic"] if "generic" in self.dialect_keys else [])
+
+    def explain(self) -> dict[str, Any]:
+        """The dialects recognised and which key fed which signal (generic keys only where
+        no dialect key fed the signal)."""
+        signals = {}
+        for sig, keys in sorted(self.fed.items()):
+            shown = [{"key": k, "dialect": d} for k, d in keys.items()
+                     if d != "generic" or sig not in self.specific]
+            if shown:
+                signals[sig] = shown
+        return {"dialects": self.dialects(), "signals": signals,
+                "events_over_key_limit": self.too_many, "key_limit": MAX_KEYS}
+
+
+def check_mappings(value: Any) -> dict[str, list[str]]:
+    """The rules file's ``signals`` table checked: signal -> non-empty list of patterns."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"doctor 'signals' must be a mapping of signal to key patterns, "
+                         f"got {value!r}")
+    out: dict[str, list[str]] = {}
+    for signal, patterns in value.items():
+        if signal not in SIGNALS:
+            raise ValueError(f"doctor 'signals' has no signal {signal!r}; known: "
+                             f"{sorted(SIGNALS)}")
+        if isinstance(patterns, str):
+            patterns = [patterns]
+        if not isinstance(patterns, (list, tuple)) or not patterns or \
+                not all(isinstance(p, str) for p in patterns):
+            raise ValueError(f"doctor 'signals' {signal!r} must be a non-empty list of key "
+                             f"patterns, got {patterns!r}")
+        for pattern in patterns:
+            try:
+                compile_pattern(pattern)
+            except ValueError as exc:
+                raise ValueError(f"doctor 'signals' {signal!r}: {exc}") from None
+        out[str(signal)] = list(patterns)
+    return out

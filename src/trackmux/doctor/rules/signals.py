@@ -1,0 +1,476 @@
+"""Rules over the signals of 2025-26 RL: ``mismatch`` (training-inference), ``frozen_start``,
+``clip_fraction``, ``zero_std_groups`` and ``staleness`` (docs/doctor.md cites every
+threshold's source). Each reads canonical signals (dialects.py), so a verl, TRL, NeMo-RL
+or slime run is judged on the same terms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trackmux.core.events import Event, MetricsEvent
+from trackmux.doctor.detector import Detector, KeyMatcher, Param
+from trackmux.doctor.findings import Finding
+from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span
+from trackmux.doctor.stats import Series, SlidingBest, finite, median, ratio
+
+#: mismatch signal -> (parameter, direction, what it means); the defaults' sources are
+#: verl docs/algo/rollout_corr.md ("check_rollout_correction_health", "Troubleshooting")
+#: and NeMo-RL docs/guides/grpo.md ("Metrics")
+MISMATCH = {
+    "mismatch_ess": ("min_ess", "below", "the effective sample size of the training/"
+                     "inference importance weights"),
+    "mismatch_is_mean": ("is_mean_high", "outside", "the mean training/inference importance "
+                         "weight"),
+    "mismatch_is_std": ("max_is_std", "above", "the spread of the importance weights"),
+    "mismatch_kl": ("max_kl", "above", "the KL between the inference engine's and the "
+                    "trainer's token probabilities"),
+    "mismatch_chi2": ("max_chi2", "above", "the chi-squared divergence of the importance "
+                      "weights"),
+    "mismatch_veto": ("max_veto", "above", "the share of sequences vetoed for a "
+                      "catastrophic token"),
+    "mismatch_mult_prob_error": ("max_mult_prob_error", "above", "the multiplicative token "
+                                 "probability error"),
+    "mismatch_logp_diff": ("max_logp_diff", "above", "the mean log-probability gap between "
+                           "trainer and engine"),
+}
+
+
+class Mismatch(SeriesRule):
+    """The inference engine and the trainer disagree on the policy's token probabilities
+    past a published threshold for ``persist`` points in a row: importance weights far
+    from 1, a low effective sample size, a large mismatch KL or chi-squared, NeMo-RL's
+    multiplicative probability error. Off-policy updates from such batches destabilise
+    training (verl's rollout-correction docs; NeMo-RL's GRPO guide)."""
+
+    rule = "mismatch"
+    params_spec = {
+        "keys": Param([f"@{s}" for s in MISMATCH], "patterns", "mismatch signals"),
+        "min_ess": Param(0.3, "positive", "verl: ESS below 0.3 is too low"),
+        "is_mean_low": Param(0.5, "positive", "verl: a mean IS weight below 0.5 ..."),
+        "is_mean_high": Param(2.0, "positive", "... or above 2.0 is far from 1"),
+        "max_is_std": Param(1.0, "positive", "verl: IS weight std above 1.0"),
+        "max_kl": Param(0.1, "positive", "verl: |rollout_corr/kl| above 0.1; NeMo-RL's "
+                        "gen_kl_error is judged by max_gen_kl"),
+        "max_gen_kl": Param(0.002, "positive", "NeMo-RL: KL errors below 1e-3 acceptable, "
+                            "about 1e-3 typical; twice that is past the typical"),
+        "max_chi2": Param(1.0, "positive", "verl: chi2_token above 1.0"),
+        "max_veto": Param(0.1, "positive", "verl: veto fraction above 0.1"),
+        "max_mult_prob_error": Param(1.02, "positive", "NeMo-RL: past ~1-2% is a problem"),
+        "max_logp_diff": Param(0.1, "positive", "slime's CI gate on "
+                               "train_rollout_logprob_abs_diff"),
+        "rise": Param(5.0, "positive", "a distance from ideal (1 - ESS, |IS mean - 1|, "
+                      "KL, chi2 ...) this many times its anchored level also counts"),
+        "sigmas": Param(4.0, "positive", "... and that many times its noise above it"),
+        "window": Param(20, "count", "steps in the rolling level"),
+        "recent": Param(5, "count", "steps in the recent median"),
+        "min_points": Param(5, "count"),
+        "min_recent": Param(3, "count"),
+        "lookback": Param(300, "count", "checks back the anchored level is looked for"),
+        "persist": Param(3, "count"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.levels: dict[str, SlidingBest] = {}
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        signal = self._signal(key)
+        if signal is None:
+            return None
+        found = self._rise(key, s, signal)
+        if found is not None:
+            return found
+        value = s.values[-1]
+        p = self.params
+        if signal == "mismatch_ess":
+            bad, line, how = value < p["min_ess"], p["min_ess"], "below"
+        elif signal == "mismatch_is_mean":
+            bad = value < p["is_mean_low"] or value > p["is_mean_high"]
+            line, how = (p["is_mean_low"] if value < 1 else p["is_mean_high"]), \
+                ("below" if value < 1 else "above")
+        elif signal == "mismatch_kl":
+            line = p["max_gen_kl"] if "gen_kl" in key else p["max_kl"]
+            bad, how = abs(value) > line, "above"
+        else:
+            line = p[MISMATCH[signal][0]]
+            bad, how = value > line, "above"
+        latch = self.latch(key)
+        if not latch.check(bad, step):
+            return None
+        where, proof = at(s, key, latch.onset)
+        return self.finding(latch.onset, [key], (
+            f"{key} ({MISMATCH[signal][2]}) is {how} {fmt(line)}: {where}, and stayed so "
+            f"for {p['persist']} points; the inference engine and the trainer no longer "
+            f"agree on the policy (precision, a stale or wrong weight sync, a kernel): "
+            f"correct the batches (importance sampling, rejection) or find the cause"),
+            evidence=[proof])
+
+    @staticmethod
+    def distance(signal: str, value: float) -> float:
+        """How far a mismatch value is from a perfect match (0)."""
+        if signal == "mismatch_ess":
+            return 1.0 - value
+        if signal in ("mismatch_is_mean", "mismatch_mult_prob_error"):
+            return abs(value - 1.0)
+        return abs(value)
+
+    def _rise(self, key: str, s: Series, signal: str) -> Finding | None:
+        """A distance from a perfect match that grew ``rise`` times its anchored level:
+        the gap opened, before it reached the published bound."""
+        from trackmux.doctor.rules.metrics import ONSET, enough, windows
+        from trackmux.doctor.rules.series import since
+        from trackmux.doctor.stats import robust_sigma
+
+        if not enough(s, self.params):
+            return None
+        recent_n, _, window_n = windows(s, self.params)
+        before = [self.distance(signal, v) for v in s.before_tail(recent_n, window_n)]
+        levels = self.levels.get(key)
+        if levels is None:
+            levels = self.levels[key] = SlidingBest(self.params["lookback"], lowest=True)
+        levels.add((median(before), robust_sigma(before)))
+        level, sigma = levels.best()
+        recent = median(self.distance(signal, v) for v in s.tail(recent_n))
+        line = max(self.params["rise"] * level, level + self.params["sigmas"] * sigma)
+        latch = self.latch(key, "rise")
+        if not latch.check(recent >= line and line > 0, s.steps[-1]):
+            return None
+        half = ONSET * line + (1 - ONSET) * level
+        onset = since(s, lambda v: self.distance(signal, v) >= half, latch.onset)
+        where, proof = at(s, key, onset)
+        return self.finding(onset, [key], (
+            f"{key} ({MISMATCH[signal][2]}) moved away from a perfect match: "
+            f"{ratio(recent, max(level, 1e-300)):.0f}x its level's distance since {where}; "
+            f"the inference engine and the trainer drift apart (precision, weight sync, a "
+            f"kernel) before the published bound is reached"), evidence=[proof])
+
+    def _signal(self, key: str) -> str | None:
+        for signal, keys in self.signals.fed.items():
+            if signal in MISMATCH and key in keys:
+                return str(signal)
+        return "mismatch_kl" if "kl" in key else None
+
+
+class FrozenStart(Detector):
+    """The gradient norm is exactly 0 for the run's first ``points`` points (nothing
+    learns: frozen parameters, a detached loss, every advantage zero), or, where no
+    gradient norm is logged, the KL and the loss both are: a broken setup, from step 1."""
+
+    rule = "frozen_start"
+    kinds = frozenset({"metrics"})
+    params_spec = {
+        "grad_keys": Param(["@grad_norm"], "patterns"),
+        "kl_keys": Param(["@kl"], "patterns"),
+        "loss_keys": Param(["@loss"], "patterns"),
+        "points": Param(5, "count", "first points that must all be exactly 0"),
+        "end_points": Param(2, "count", "a run that ended sooner: the points it needs"),
+        "severity": Param("critical", "severity"),
+    }
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.matchers = {name: KeyMatcher(self.params[f"{name}_keys"])
+                         for name in ("grad", "kl", "loss")}
+        self.first: dict[str, list[tuple[int, float]]] = {}
+        self.done = False
+        self.events = 0
+        self.time = 0.0
+
+    def update(self, event: Event) -> Sequence[Finding]:
+        if self.done or not isinstance(event, MetricsEvent):
+            return ()
+        n = self.params["points"]
+        self.events += 1
+        if self.events > 10 * n:
+            self.done = True  # the run's first points are long past: nothing to judge
+            return ()
+        for name, matcher in self.matchers.items():
+            for key in self.keys_for(matcher, event.data):
+                value = finite(event.data[key])
+                points = self.first.setdefault(f"{name}\0{key}", [])
+                if value is not None and len(points) < n:
+                    points.append((event.step, value))
+                    self.time = event.time
+        return self._judge(n)
+
+    def tick(self, now: float, alive: bool) -> Sequence[Finding]:
+        """A run that ended before its ``points`` points is judged on the ones it has
+        (``end_points`` or more): a short run that never learned is still one."""
+        if self.done or alive:
+            return ()
+        return self._judge(self.params["end_points"], final=True)
+
+    def _judge(self, n: int, final: bool = False) -> Sequence[Finding]:
+        zero = {k: p for k, p in self.first.items()
+                if len(p) >= n and all(v == 0 for _, v in p)}
+        full = [k for k, p in self.first.items() if len(p) >= n]
+        grads = [k for k in self.first if k.startswith("grad\0")]
+        if grads and all(k in full for k in grads):
+            self.done = True
+            hit = [k for k in grads if k in zero]
+        elif not grads and full and any(k.startswith("kl\0") for k in zero) and \
+                any(k.startswith("loss\0") for k in zero):
+            self.done = True
+            hit = [k for k in zero if not k.startswith("grad\0")]
+        else:
+            if final:
+                self.done = True
+            return ()
+        if not hit:
+            return ()
+        keys = [k.split("\0", 1)[1] for k in hit]
+        points = zero[hit[0]]
+        first_step, last_step = points[0][0], points[-1][0]
+        which = f"the run's first {len(points)} points" if not final else \
+            f"every one of the {len(points)} points the run logged"
+        return [self.finding(first_step, keys, (
+            f"{', '.join(keys)} exactly 0 at {which} (steps {first_step}-{last_step}): "
+            f"nothing is learning. Check for frozen parameters, a loss detached from the "
+            f"graph, a zero learning rate, or every advantage zero"), time=self.time,
+            evidence=[(k.split("\0", 1)[1], st, v) for k in hit for st, v in zero[k]
+                      if st in (first_step, last_step)])]
+
+
+class ClipFraction(SeriesRule):
+    """The share of clipped PPO ratios spikes (``ratio`` times its anchored level and
+    ``rise`` above it: updates much larger than the trust region), or the low and high
+    clip shares drift apart (one ``imbalance`` times the other and above ``floor``:
+    the policy pushes probabilities one way only, often before an entropy collapse)."""
+
+    rule = "clip_fraction"
+    params_spec = {
+        "keys": Param(["@clip_frac", "@clip_frac_low", "@clip_frac_high"], "patterns"),
+        "window": Param(20, "count", "steps in the level"),
+        "recent": Param(5, "count", "steps in the recent median"),
+        "min_points": Param(5, "count"),
+        "min_recent": Param(3, "count"),
+        "lookback": Param(300, "count", "checks back the anchored level is looked for"),
+        "ratio": Param(3.0, "positive"),
+        "rise": Param(0.1, "fraction", "least absolute rise of the share"),
+        "imbalance": Param(5.0, "positive"),
+        "floor": Param(0.05, "fraction", "least share for an imbalance to count"),
+        "persist": Param(3, "count"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.levels: dict[str, SlidingBest] = {}
+        self.recents: dict[str, tuple[int, float]] = {}
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        from trackmux.doctor.rules.metrics import enough, windows
+
+        self.recents[key] = (step, s.values[-1])
+        found = self._imbalance(key, s, step)
+        if found is not None or not enough(s, self.params):
+            return found
+        recent_n, _, window_n = windows(s, self.params)
+        levels = self.levels.get(key)
+        if levels is None:
+            levels = self.levels[key] = SlidingBest(self.params["lookback"], lowest=True)
+        levels.add((median(s.before_tail(recent_n, window_n)),))
+        level = levels.best()[0]
+        recent = median(s.tail(recent_n))
+        line = max(self.params["ratio"] * level, level + self.params["rise"])
+        latch = self.latch(key)
+        bad = recent >= line and recent - level >= self.params["rise"]
+        if not latch.check(bad, first_past(s, recent_n, lambda v: v >= line)):
+            return None
+        where, proof = at(s, key, latch.onset)
+        return self.finding(latch.onset, [key], (
+            f"{key} (the share of clipped policy ratios) spiked to {where}, "
+            f"{ratio(recent, max(level, 1e-12)):.1f}x its level of {fmt(level)} (recent "
+            f"median {fmt(recent)}): updates far outside the trust region; lower the "
+            f"learning rate or check the advantages"), evidence=[proof])
+
+    def _imbalance(self, key: str, s: Series, step: int) -> Finding | None:
+        fed = self.signals.fed
+        if "clip_frac_low" not in fed or "clip_frac_high" not in fed:
+            return None
+        low = [k for k in fed["clip_frac_low"] if k in self.recents]
+        high = [k for k in fed["clip_frac_high"] if k in self.recents]
+        if not low or not high or key not in (low[0], high[0]):
+            return None
+        (ls, lv), (hs, hv) = self.recents[low[0]], self.recents[high[0]]
+        if ls != hs:
+            return None
+        big, small = max(lv, hv), min(lv, hv)
+        bad = big >= self.params["floor"] and big >= self.params["imbalance"] * max(small,
+                                                                                     1e-12)
+        latch = self.latch(low[0] + "|" + high[0], "imbalance")
+        if not latch.check(bad, step):
+            return None
+        return self.finding(latch.onset, [low[0], high[0]], (
+            f"the clip shares drifted apart since step {latch.onset}: {low[0]} {fmt(lv)} "
+            f"and {high[0]} {fmt(hv)} at step {step}: the policy is pushed one way only "
+            f"(the high end: entropy tends to fall)"),
+            evidence=[(low[0], step, lv), (high[0], step, hv)])
+
+
+class ZeroStdGroups(SeriesRule):
+    """Most GRPO groups have zero reward spread (``frac_reward_zero_std`` or its
+    equivalent at or above ``share``, ``persist`` points in a row): their advantages are
+    zero and they teach nothing; the scalar twin of ``flat_groups``, for runs that log no
+    samples."""
+
+    rule = "zero_std_groups"
+    params_spec = {
+        "keys": Param(["@zero_std_frac"], "patterns"),
+        "share": Param(0.9, "fraction", "share of flat groups"),
+        "persist": Param(3, "count"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def size(self) -> int:
+        return 8
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        latch = self.latch(key)
+        if not latch.check(s.values[-1] >= self.params["share"], step):
+            return None
+        where, proof = at(s, key, latch.onset)
+        return self.finding(latch.onset, [key], (
+            f"{key} reached {where}: nearly every GRPO group got the same reward for all "
+            f"its samples, so their advantages are zero and the batch teaches nothing; the "
+            f"prompts are too easy or too hard for the policy, or its samples collapsed"),
+            evidence=[proof])
+
+
+class Staleness(SeriesRule):
+    """Asynchronous rollouts grow stale: the age of the data trained on (in policy
+    versions) exceeds ``bound``, ``persist`` points in a row."""
+
+    rule = "staleness"
+    params_spec = {
+        "keys": Param(["@staleness"], "patterns"),
+        "bound": Param(4.0, "positive", "versions; verl's fully-async default staleness "
+                       "is of this order"),
+        "persist": Param(3, "count"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def size(self) -> int:
+        return 8
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        latch = self.latch(key)
+        if not latch.check(s.values[-1] > self.params["bound"], step):
+            return None
+        where, proof = at(s, key, latch.onset)
+        return self.finding(latch.onset, [key], (
+            f"{key} (how stale the rollouts are) passed {fmt(self.params['bound'])}: "
+            f"{where} ({span([latch.onset, step])}); off-policy updates from old rollouts "
+            f"drift from the policy; bound the staleness or correct for it"),
+            evidence=[proof])
+
+
+BUILTIN: tuple[type[Detector], ...] = (Mismatch, FrozenStart, ClipFraction, ZeroStdGroups,
+                                       Staleness)
+
+
+def trend(steps: Sequence[int], values: Sequence[float]) -> tuple[float, float, float]:
+    """(slope per step, its t statistic, its standard error) of a least-squares line;
+    values are scaled by their largest magnitude first, so 1e200 rewards square without
+    overflow."""
+    n = len(values)
+    scale = max((abs(v) for v in values), default=0.0)
+    if n < 4 or scale == 0 or steps[-1] == steps[0]:
+        return 0.0, 0.0, 0.0
+    ys = [v / scale for v in values]
+    mx = sum(steps) / n
+    my = sum(ys) / n
+    sxx = sum((x - mx) * (x - mx) for x in steps)
+    slope = sum((x - mx) * (y - my) for x, y in zip(steps, ys, strict=True)) / sxx
+    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(steps, ys, strict=True))
+    se = (resid / (n - 2) / sxx) ** 0.5
+    t = slope / se if se > 0 else (0.0 if slope == 0 else math.copysign(math.inf, slope))
+    return slope * scale, t, se * scale
+
+
+class RewardHacking(SeriesRule):
+    """Reward hacking from logged scalars: over the last ``trend_window`` steps a reward
+    component (``rewards/<fn>/mean``) trends up while another component or the held-out
+    reward trends down, each line's slope ``sigmas`` standard errors from flat, and the
+    fall at least ``min_change`` of where the falling one stood; ``persist`` points in a
+    row. One finding names both. A falling penalty (``*penalty*``, ``*length*``) is the
+    expected price of a gain and does not count, nor does the total reward (a component
+    that rises while the total falls is a trade the reward's weights chose)."""
+
+    rule = "reward_hacking"
+    params_spec = {
+        "keys": Param(["@reward_component", "@val_reward"], "patterns"),
+        "rising_keys": Param(["@reward_component"], "patterns", "what may rise"),
+        "ignore_falling": Param(["*penalty*", "*length*"], "patterns",
+                                "falls that are no sign of hacking"),
+        "trend_window": Param(30, "count", "steps of the lines fitted"),
+        "min_points": Param(8, "count", "least points in a fitted line (sparse logs)"),
+        "min_change": Param(0.1, "fraction", "the fall over the window, as a share of "
+                            "where the falling key stood"),
+        "sigmas": Param(3.0, "positive", "each slope in standard errors from flat"),
+        "persist": Param(3, "count"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.rising = KeyMatcher(self.params["rising_keys"])
+        self.ignore = KeyMatcher(self.params["ignore_falling"])
+        self.moves: dict[str, tuple[int, int, float, int, float]] = {}
+        self.told: set[tuple[str, str]] = set()
+        self._rising: frozenset[str] = frozenset()
+
+    def size(self) -> int:
+        return int(self.params["trend_window"]) + int(self.params["min_points"]) + 1
+
+    def selected(self, data: Mapping[str, Any]) -> list[str]:
+        self._rising = frozenset(self.keys_for(self.rising, data))
+        return self.keys_for(self.match, data)
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        n = s.points(int(self.params["trend_window"]), int(self.params["min_points"]))
+        if len(s.values) < n:
+            return None
+        steps, values = list(s.steps)[-n:], s.tail(n)
+        slope, t, _ = trend(steps, values)
+        start = median(values[:max(3, n // 5)])
+        change = slope * (steps[-1] - steps[0])
+        sig = self.params["sigmas"]
+        direction = 1 if t >= sig and change > 0 else -1 if t <= -sig and \
+            -change >= self.params["min_change"] * abs(start) and change < 0 else 0
+        self.moves[key] = (step, direction, start, steps[0], values[-1])
+        return None
+
+    def update(self, event: Event) -> Sequence[Finding]:
+        super().update(event)  # every key's line at this step first: then the pairs
+        out: list[Finding] = []
+        step = event.step
+        now = {k: m for k, m in self.moves.items() if m[0] == step}
+        for key, (_, direction, start, first, _) in now.items():
+            if key not in self._rising:
+                continue
+            falling = [k for k, m in now.items() if k != key and m[1] == -1
+                       and not self.ignore(k)] if direction == 1 else []
+            latch = self.latch(key)
+            if not latch.check(bool(falling), step) or not falling or \
+                    (key, falling[0]) in self.told:
+                continue
+            other = falling[0]
+            self.told.add((key, other))
+            o_start = now[other][2]
+            where, proof = at(self.series[key], key, step)
+            o_where, o_proof = at(self.series[other], other, step)
+            out.append(self.finding(latch.onset, [key, other], (
+                f"reward hacking: the reward component {key} rose from about {fmt(start)} "
+                f"(step {first}) to {where} while {other} fell from about {fmt(o_start)} "
+                f"to {o_where}, both trends clear since step {latch.onset}: the policy "
+                f"gains on one term of the reward at the cost of what it should learn"),
+                time=event.time, evidence=[proof, o_proof]))
+        return out
+
+
+BUILTIN = (*BUILTIN, RewardHacking)
