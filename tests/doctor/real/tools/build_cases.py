@@ -254,6 +254,21 @@ MANIFEST: dict[str, dict[str, Any]] = {
         notes="console dicts of the PPO example (TRL PPOTrainer underneath); a dict has no "
               "step, the step is its position in the posted excerpt"),
     # ---- healthy ------------------------------------------------------------------------
+    "unsloth-qwen25-grpo-notebook-reference": dict(
+        framework="trl", format="notebook_table",
+        source="https://github.com/unslothai/notebooks/blob/"
+               "0114b779decfaadf0888c002eae1a19334258dc6/nb/Qwen2.5_(3B)-GRPO.ipynb",
+        source_title="unslothai/notebooks: Qwen2.5 (3B) GRPO",
+        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
+                     "see the `reward` column increase! You might have to wait 150 to 200 "
+                     "steps for any action. You'll probably get 0 reward for the first 100 "
+                     "steps. Please be patient!'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the training cell's saved HTML table, all 250 rows (Step, Training Loss, "
+              "reward, reward_std, completion_length, kl; logging every step), one <tr> per "
+              "line; the reward stays near 0.1 for ~75 steps, then rises in bursts towards "
+              "2.75 (the maximum) with many groups still at reward_std 0; kl grows from 0 to "
+              "0.03-0.17; completion_length falls from the 200-token cap to ~100-190"),
     "verl-gke-gsm8k-grpo-reference": dict(
         framework="verl", format="csv",
         source="https://github.com/esaaren/verl-on-gke/blob/"
