@@ -200,7 +200,7 @@ class KeySet:
     def __init__(self, keys: tuple[str, ...], by_signal: dict[str, list[str]]) -> None:
         self.keys = keys
         self.by_signal = by_signal
-        self.memo: dict[int, list[str]] = {}  # a rule's selection, by id(rule)
+        self.memo: dict[int, Any] = {}  # a rule's selection, by id(its matcher)
 
 
 class Signals:

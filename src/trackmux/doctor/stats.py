@@ -13,6 +13,7 @@ comparison handles.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Iterable
@@ -100,10 +101,8 @@ class Series:
         end = len(stamps) - skip
         if end <= 0:
             return max(1, least)
-        last = stamps[end - 1]
-        n = 0
-        while n < end and last - stamps[end - 1 - n] < steps:
-            n += 1
+        # the points within ``steps`` of the last one (steps rise along a series: bisect)
+        n = end - bisect.bisect_right(stamps, stamps[end - 1] - steps, 0, end)
         if n == end and len(stamps) < (self.steps.maxlen or 0):
             return max(end + 1, least)  # the start of the run: not yet covered
         return max(n, least)

@@ -14,7 +14,6 @@ run's canonical signals (``@reward``, ``@kl`` ...: dialects.py) unless a user na
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -371,20 +370,24 @@ class LengthBlowup(SeriesRule):
         super().__init__(params)
         self.clip = KeyMatcher(self.params["clip_keys"])
         self.reward = KeyMatcher(self.params["reward_keys"])
-        self.levels: dict[str, deque[tuple[float, int, int]]] = {}
+        self.levels: dict[str, tuple[SlidingBest, SlidingBest]] = {}  # lowest, highest
         self.rewards: dict[str, Series] = {}
         self._clip_now: frozenset[str] = frozenset()
 
     def selected(self, data: Mapping[str, Any]) -> list[str]:
-        clip = self.keys_for(self.clip, data)
-        self._clip_now = frozenset(clip)
-        if not clip and not self.rewards:  # the reward matters only beside a truncation
-            return self.keys_for(self.match, data)
-        for key in self.keys_for(self.reward, data):
+        keyset = self.signals.resolve(data)
+        memo = keyset.memo.get(id(self))
+        if memo is None:  # (every key, the truncation keys, the reward keys) of a key set
+            clip = self.keys_for(self.clip, data)
+            memo = keyset.memo[id(self)] = (
+                [*self.keys_for(self.match, data), *clip], frozenset(clip),
+                self.keys_for(self.reward, data) if clip else [])
+        chosen, self._clip_now, rewards = memo
+        for key in rewards:  # the reward matters only beside a truncation
             value = finite(data[key])
             if value is not None and (key in self.rewards or len(self.rewards) < 16):
                 self.rewards.setdefault(key, Series(64)).add(self._step, value)
-        return [*self.keys_for(self.match, data), *clip]
+        return chosen
 
     def update(self, event: Event) -> Sequence[Finding]:
         self._step = event.step
@@ -396,12 +399,18 @@ class LengthBlowup(SeriesRule):
         recent_n, _, window_n = windows(s, self.params)
         before = s.before_tail(recent_n, window_n)
         steps = list(s.steps)
-        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
-        levels.append((median(before), steps[-recent_n - window_n], steps[-recent_n - 1]))
+        levels = self.levels.get(key)
+        if levels is None:
+            lookback = self.params["lookback"]
+            levels = self.levels[key] = (SlidingBest(lookback, lowest=True),
+                                         SlidingBest(lookback))
+        level_now = (median(before), steps[-recent_n - window_n], steps[-recent_n - 1])
+        levels[0].add(level_now)
+        levels[1].add(level_now)
         recent = median(s.tail(recent_n))
         noise = self.params["sigmas"] * robust_sigma(before)
         if key in self._clip_now:
-            level, first, last = min(levels, key=lambda item: item[0])
+            level, first, last = levels[0].best()
             bad = (recent >= self.params["clip_bound"]
                    and recent - level >= self.params["clip_rise"])
             latch = self.latch(key, "clip")
@@ -413,8 +422,8 @@ class LengthBlowup(SeriesRule):
                                     f"({span([first, last])}), recent median {fmt(recent)}"
                                     f"{self._reward_flat(first)}", evidence=[proof])
             return None
-        low, low_first, low_last = min(levels, key=lambda item: item[0])
-        high, high_first, high_last = max(levels, key=lambda item: item[0])
+        low, low_first, low_last = levels[0].best()
+        high, high_first, high_last = levels[1].best()
         grow = low > 0 and recent >= self.params["grow"] * low and recent - low >= noise
         shrink = high > 0 and recent <= self.params["shrink"] * high and \
             high - recent >= noise

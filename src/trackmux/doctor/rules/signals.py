@@ -7,7 +7,6 @@ or slime run is judged on the same terms.
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +14,7 @@ from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span
-from trackmux.doctor.stats import Series, finite, median, ratio
+from trackmux.doctor.stats import Series, SlidingBest, finite, median, ratio
 
 #: mismatch signal -> (parameter, direction, what it means); the defaults' sources are
 #: verl docs/algo/rollout_corr.md ("check_rollout_correction_health", "Troubleshooting")
@@ -76,7 +75,7 @@ class Mismatch(SeriesRule):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
-        self.levels: dict[str, deque[tuple[float, float]]] = {}
+        self.levels: dict[str, SlidingBest] = {}
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         signal = self._signal(key)
@@ -130,9 +129,11 @@ class Mismatch(SeriesRule):
             return None
         recent_n, _, window_n = windows(s, self.params)
         before = [self.distance(signal, v) for v in s.before_tail(recent_n, window_n)]
-        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
-        levels.append((median(before), robust_sigma(before)))
-        level, sigma = min(levels)
+        levels = self.levels.get(key)
+        if levels is None:
+            levels = self.levels[key] = SlidingBest(self.params["lookback"], lowest=True)
+        levels.add((median(before), robust_sigma(before)))
+        level, sigma = levels.best()
         recent = median(self.distance(signal, v) for v in s.tail(recent_n))
         line = max(self.params["rise"] * level, level + self.params["sigmas"] * sigma)
         latch = self.latch(key, "rise")
@@ -241,7 +242,7 @@ class ClipFraction(SeriesRule):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
-        self.levels: dict[str, deque[float]] = {}
+        self.levels: dict[str, SlidingBest] = {}
         self.recents: dict[str, tuple[int, float]] = {}
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
@@ -252,9 +253,11 @@ class ClipFraction(SeriesRule):
         if found is not None or not enough(s, self.params):
             return found
         recent_n, _, window_n = windows(s, self.params)
-        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
-        levels.append(median(s.before_tail(recent_n, window_n)))
-        level = min(levels)
+        levels = self.levels.get(key)
+        if levels is None:
+            levels = self.levels[key] = SlidingBest(self.params["lookback"], lowest=True)
+        levels.add((median(s.before_tail(recent_n, window_n)),))
+        level = levels.best()[0]
         recent = median(s.tail(recent_n))
         line = max(self.params["ratio"] * level, level + self.params["rise"])
         latch = self.latch(key)
@@ -269,8 +272,11 @@ class ClipFraction(SeriesRule):
             f"learning rate or check the advantages"), evidence=[proof])
 
     def _imbalance(self, key: str, s: Series, step: int) -> Finding | None:
-        low = [k for k in self.signals.fed.get("clip_frac_low", {}) if k in self.recents]
-        high = [k for k in self.signals.fed.get("clip_frac_high", {}) if k in self.recents]
+        fed = self.signals.fed
+        if "clip_frac_low" not in fed or "clip_frac_high" not in fed:
+            return None
+        low = [k for k in fed["clip_frac_low"] if k in self.recents]
+        high = [k for k in fed["clip_frac_high"] if k in self.recents]
         if not low or not high or key not in (low[0], high[0]):
             return None
         (ls, lv), (hs, hv) = self.recents[low[0]], self.recents[high[0]]
