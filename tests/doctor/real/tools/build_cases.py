@@ -12,6 +12,8 @@ Formats:
   so a line's step is its position in the log (1, 2, ...) unless ``steps`` says more.
 - ``swift_json``: ms-swift's jsonl lines; the step is the left of ``global_step/max_steps``.
 - ``verl``: verl's console ``step:N - key:value - key:value ...``.
+- ``csv``: a metrics table with a header row whose first column is the step (a wandb export,
+  or verl console lines parsed to CSV); empty cells are skipped, the keys are the header's.
 A line cut off by the excerpt (no closing brace) loses its last pair, which may be cut.
 Only numeric values are kept; strings (times, percentages) are dropped.
 """
@@ -122,8 +124,28 @@ def _records_notebook_table(text: str) -> list[Record]:
     return out
 
 
+def _records_csv(text: str) -> list[Record]:
+    """One record per row; the first column is the step. Columns named in ``_CSV_SKIP``
+    are not metrics (see the case's notes)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    header = lines[0].split(",")
+    out: list[Record] = []
+    for line in lines[1:]:
+        cells = line.split(",")
+        if len(cells) != len(header):
+            raise ValueError(f"row of {len(cells)} cells under a header of {len(header)}")
+        pairs = [(k, v) for k, v in zip(header[1:], cells[1:], strict=True)
+                 if v != "" and k not in _CSV_SKIP]
+        out.append((int(float(cells[0])), pairs))
+    return out
+
+
+_CSV_SKIP = {"1"}  # verl-on-gke's parsed_metrics.csv: a validation key mangled to "1"
+
+
 READERS = {"trl_dict": _records_trl, "swift_json": _records_swift, "dschat": _records_dschat,
-           "verl": _records_verl, "notebook_table": _records_notebook_table}
+           "verl": _records_verl, "notebook_table": _records_notebook_table,
+           "csv": _records_csv}
 
 
 def parse(fmt: str, text: str, steps: list[int] | None = None) -> Series:
@@ -232,6 +254,36 @@ MANIFEST: dict[str, dict[str, Any]] = {
         notes="console dicts of the PPO example (TRL PPOTrainer underneath); a dict has no "
               "step, the step is its position in the posted excerpt"),
     # ---- healthy ------------------------------------------------------------------------
+    "unsloth-qwen25-grpo-notebook-reference": dict(
+        framework="trl", format="notebook_table",
+        source="https://github.com/unslothai/notebooks/blob/"
+               "0114b779decfaadf0888c002eae1a19334258dc6/nb/Qwen2.5_(3B)-GRPO.ipynb",
+        source_title="unslothai/notebooks: Qwen2.5 (3B) GRPO",
+        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
+                     "see the `reward` column increase! You might have to wait 150 to 200 "
+                     "steps for any action. You'll probably get 0 reward for the first 100 "
+                     "steps. Please be patient!'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the training cell's saved HTML table, all 250 rows (Step, Training Loss, "
+              "reward, reward_std, completion_length, kl; logging every step), one <tr> per "
+              "line; the reward stays near 0.1 for ~75 steps, then rises in bursts towards "
+              "2.75 (the maximum) with many groups still at reward_std 0; kl grows from 0 to "
+              "0.03-0.17; completion_length falls from the 200-token cap to ~100-190"),
+    "verl-gke-gsm8k-grpo-reference": dict(
+        framework="verl", format="csv",
+        source="https://github.com/esaaren/verl-on-gke/blob/"
+               "70b01d69651a9464796f065b746f83a51c39775a/results/parsed_metrics.csv",
+        source_title="verl-on-gke: GRPO with verl on GKE (README and results/)",
+        thread_label="the README presents this run as the guide's validated example: "
+                     "'This example is validated on the GSM8K dataset.' ... 'The logs will "
+                     "look something like below' (its step:32 line agrees with row 32) ... 'A "
+                     "sample plot looks something like' the run's dashboard",
+        label="healthy", fault=None, onset_step=None,
+        notes="the repository's results/parsed_metrics.csv read whole (57 steps, verl's new "
+              "keys: actor/entropy, actor/pg_loss, actor/kl_loss, critic/score/mean, "
+              "response_length/*, timing_s/*; validation every 10 steps); the score rises "
+              "0.72 -> 0.9-0.98, entropy falls 0.25 -> 0.03-0.05, kl_loss is logged 0.0 "
+              "(no KL loss in the README's command); the column named '1' is not replayed"),
     "trl-3452-loss-zero-expected": dict(
         framework="trl", format="trl_dict", steps="lr",
         source="https://github.com/huggingface/trl/issues/3452",
