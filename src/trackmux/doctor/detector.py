@@ -9,15 +9,14 @@ what one raises, reports it once and switches that detector off for the run.
 
 from __future__ import annotations
 
-import fnmatch
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from trackmux.core.events import SEVERITIES, Event
 from trackmux.doctor.findings import Finding
+from trackmux.doctor.patterns import compile_pattern as compile_pattern
 
 
 class Detector:
@@ -113,20 +112,6 @@ class KeyMatcher:
             if len(self._cache) < 100_000:
                 self._cache[key] = hit
         return hit
-
-
-def compile_pattern(pattern: str) -> Callable[[str], bool]:
-    """One pattern as a predicate; raises ValueError for a bad one."""
-    if not pattern:
-        raise ValueError("an empty pattern")
-    if pattern.startswith("re:"):
-        try:
-            regex = re.compile(pattern[3:])
-        except re.error as exc:
-            raise ValueError(f"bad regular expression {pattern!r}: {exc}") from None
-        return lambda key: regex.search(key) is not None
-    regex = re.compile(fnmatch.translate(pattern))
-    return lambda key: regex.match(key) is not None
 
 
 # -- parameter checks -------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from trackmux.doctor.detector import compile_pattern
+from trackmux.doctor.patterns import compile_pattern
 
 #: signal -> what it is (docs/doctor.md has the table)
 SIGNALS: dict[str, str] = {
@@ -97,6 +97,16 @@ DIALECTS: dict[str, dict[str, tuple[str, ...]]] = {
     # ms-swift's GRPO (swift/trainers/rlhf_trainer/grpo_trainer.py): TRL's names, and
     # its entropy as entropy/mean
     "ms_swift": _with_train_prefix({"entropy": ("entropy/mean",)}),
+    # TRL's PPOTrainer (trl/trainer/ppo_trainer.py): objective/kl is the KL to the
+    # reference summed over a response (6-12 in TRL's own example), so the per-token KL
+    # signal is policy/approxkl_avg (old vs new policy)
+    "trl_ppo": {
+        "reward": ("objective/scores", "objective/rlhf_reward"),
+        "kl": ("policy/approxkl_avg",),
+        "entropy": ("policy/entropy_avg",),
+        "clip_frac": ("policy/clipfrac_avg",),
+        "loss": ("loss/policy_avg",),
+    },
     # NeMo-RL (nemo_rl/algorithms/grpo.py, loss_functions.py; docs/guides/grpo.md)
     "nemo_rl": {
         "reward": ("train/reward", "train/total_reward/mean"),
@@ -200,7 +210,7 @@ class KeySet:
     def __init__(self, keys: tuple[str, ...], by_signal: dict[str, list[str]]) -> None:
         self.keys = keys
         self.by_signal = by_signal
-        self.memo: dict[int, list[str]] = {}  # a rule's selection, by id(rule)
+        self.memo: dict[int, Any] = {}  # a rule's selection, by id(its matcher)
 
 
 class Signals:

@@ -13,9 +13,11 @@ comparison handles.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Iterable
+from typing import Any
 
 MAD_TO_SIGMA = 1.4826  # MAD of a normal sample times this estimates its sigma
 
@@ -100,10 +102,8 @@ class Series:
         end = len(stamps) - skip
         if end <= 0:
             return max(1, least)
-        last = stamps[end - 1]
-        n = 0
-        while n < end and last - stamps[end - 1 - n] < steps:
-            n += 1
+        # the points within ``steps`` of the last one (steps rise along a series: bisect)
+        n = end - bisect.bisect_right(stamps, stamps[end - 1] - steps, 0, end)
         if n == end and len(stamps) < (self.steps.maxlen or 0):
             return max(end + 1, least)  # the start of the run: not yet covered
         return max(n, least)
@@ -161,10 +161,10 @@ class SlidingBest:
 
     def __init__(self, size: int, lowest: bool = False) -> None:
         self.size, self.lowest = size, lowest
-        self.items: deque[tuple[int, tuple]] = deque()  # (index, item), best first
+        self.items: deque[tuple[int, tuple[Any, ...]]] = deque()  # (index, item), best first
         self.count = 0
 
-    def add(self, item: tuple) -> None:
+    def add(self, item: tuple[Any, ...]) -> None:
         key = item[0]
         items = self.items
         if self.lowest:
@@ -178,5 +178,5 @@ class SlidingBest:
         while items[0][0] <= self.count - 1 - self.size:
             items.popleft()
 
-    def best(self) -> tuple:
+    def best(self) -> tuple[Any, ...]:
         return self.items[0][1]

@@ -120,7 +120,7 @@ class Verdict:
             "clean" if self.ok else "FALSE ALARM")
         said = ", ".join(f"{f['rule']}@{f['step']}({f['severity'][0]})"
                          for f in self.findings) or "nothing"
-        return (f"{c['id']:<42} {c['framework']:<15} {c['label']:<8} {what:<16} "
+        return (f"{c['id']:<42} {c['framework']:<24} {c['label']:<8} {what:<16} "
                 f"{'' if onset is None else onset!s:>6}  {status:<11} {said}")
 
 
@@ -131,6 +131,6 @@ def judge(cases: list[dict[str, Any]], root: Path) -> Iterator[Verdict]:
 
 
 def table(verdicts: list[Verdict]) -> str:
-    head = (f"{'case':<42} {'framework':<15} {'label':<8} {'fault':<16} {'onset':>6}  "
+    head = (f"{'case':<42} {'framework':<24} {'label':<8} {'fault':<16} {'onset':>6}  "
             f"{'verdict':<11} findings (rule@step(severity))")
     return "\n".join([head, "-" * len(head)] + [v.line() for v in verdicts])

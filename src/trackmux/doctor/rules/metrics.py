@@ -14,7 +14,6 @@ run's canonical signals (``@reward``, ``@kl`` ...: dialects.py) unless a user na
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -200,15 +199,16 @@ class KlBlowup(SeriesRule):
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         early_n = self.params["early_points"]
-        if s.count == early_n and len(s.first) >= 2:
+        if s.count <= early_n and s.values[-1] >= self.params["early_bound"] and \
+                self._per_token(key) and not self.latch(key, "early").active:
+            self.latch(key, "early").active = True  # once
             line = self.params["early_bound"]
-            if s.first[-1] >= line and s.first[-2] >= line:
-                where, proof = at(s, key, step)
-                return self.finding(step, [key], (
-                    f"{key} is already {where}, one of the run's first {early_n} points, "
-                    f"past {fmt(line)}: a policy starts at its reference, so a KL this "
-                    f"large at once points to a wrong reference model or a broken first "
-                    f"update"), severity="critical", evidence=[proof])
+            where, proof = at(s, key, step)
+            return self.finding(step, [key], (
+                f"{key} is already {where}, one of the run's first {early_n} points, "
+                f"past {fmt(line)}: a policy starts at its reference, so its per-token KL "
+                f"starts near 0, and one this large at once points to a wrong reference "
+                f"model or a broken first update"), severity="critical", evidence=[proof])
         steps = list(s.steps)
         recent_n = s.points(int(self.params["recent"]), int(self.params["min_recent"]))
         recent = median(s.tail(recent_n))
@@ -239,6 +239,13 @@ class KlBlowup(SeriesRule):
         return self.finding(onset, [key], f"{key} rose {ratio(recent, base):.1f}x above its "
                             f"level of {fmt(level)} ({span(level_steps)}), to a recent median "
                             f"of {fmt(recent)}, climbing since {where}", evidence=[proof])
+
+
+    def _per_token(self, key: str) -> bool:
+        """A key a dialect names as the KL (a per-token KL: the first-points bound is
+        about that scale; a generic ``*/kl`` may be summed over a sequence)."""
+        dialects = self.signals.fed.get("kl", {}).get(key)
+        return dialects is not None and dialects != "generic"
 
 
 class EntropyCollapse(SeriesRule):
@@ -371,20 +378,25 @@ class LengthBlowup(SeriesRule):
         super().__init__(params)
         self.clip = KeyMatcher(self.params["clip_keys"])
         self.reward = KeyMatcher(self.params["reward_keys"])
-        self.levels: dict[str, deque[tuple[float, int, int]]] = {}
+        self.levels: dict[str, tuple[SlidingBest, SlidingBest]] = {}  # lowest, highest
         self.rewards: dict[str, Series] = {}
         self._clip_now: frozenset[str] = frozenset()
 
     def selected(self, data: Mapping[str, Any]) -> list[str]:
-        clip = self.keys_for(self.clip, data)
-        self._clip_now = frozenset(clip)
-        if not clip and not self.rewards:  # the reward matters only beside a truncation
-            return self.keys_for(self.match, data)
-        for key in self.keys_for(self.reward, data):
+        keyset = self.signals.resolve(data)
+        memo = keyset.memo.get(id(self))
+        if memo is None:  # (every key, the truncation keys, the reward keys) of a key set
+            clip = self.keys_for(self.clip, data)
+            memo = keyset.memo[id(self)] = (
+                [*self.keys_for(self.match, data), *clip], frozenset(clip),
+                self.keys_for(self.reward, data) if clip else [])
+        chosen: list[str] = memo[0]
+        self._clip_now, rewards = memo[1], memo[2]
+        for key in rewards:  # the reward matters only beside a truncation
             value = finite(data[key])
             if value is not None and (key in self.rewards or len(self.rewards) < 16):
                 self.rewards.setdefault(key, Series(64)).add(self._step, value)
-        return [*self.keys_for(self.match, data), *clip]
+        return chosen
 
     def update(self, event: Event) -> Sequence[Finding]:
         self._step = event.step
@@ -396,12 +408,18 @@ class LengthBlowup(SeriesRule):
         recent_n, _, window_n = windows(s, self.params)
         before = s.before_tail(recent_n, window_n)
         steps = list(s.steps)
-        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
-        levels.append((median(before), steps[-recent_n - window_n], steps[-recent_n - 1]))
+        levels = self.levels.get(key)
+        if levels is None:
+            lookback = self.params["lookback"]
+            levels = self.levels[key] = (SlidingBest(lookback, lowest=True),
+                                         SlidingBest(lookback))
+        level_now = (median(before), steps[-recent_n - window_n], steps[-recent_n - 1])
+        levels[0].add(level_now)
+        levels[1].add(level_now)
         recent = median(s.tail(recent_n))
         noise = self.params["sigmas"] * robust_sigma(before)
         if key in self._clip_now:
-            level, first, last = min(levels, key=lambda item: item[0])
+            level, first, last = levels[0].best()
             bad = (recent >= self.params["clip_bound"]
                    and recent - level >= self.params["clip_rise"])
             latch = self.latch(key, "clip")
@@ -413,8 +431,8 @@ class LengthBlowup(SeriesRule):
                                     f"({span([first, last])}), recent median {fmt(recent)}"
                                     f"{self._reward_flat(first)}", evidence=[proof])
             return None
-        low, low_first, low_last = min(levels, key=lambda item: item[0])
-        high, high_first, high_last = max(levels, key=lambda item: item[0])
+        low, low_first, low_last = levels[0].best()
+        high, high_first, high_last = levels[1].best()
         grow = low > 0 and recent >= self.params["grow"] * low and recent - low >= noise
         shrink = high > 0 and recent <= self.params["shrink"] * high and \
             high - recent >= noise

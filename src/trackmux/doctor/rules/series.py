@@ -50,9 +50,14 @@ class SeriesRule(Detector):
         out: list[Finding] = []
         series, data = self.series, event.data
         for key in self.selected(data):
-            value = finite(data[key])
-            if value is None:
-                continue
+            raw = data[key]
+            if raw.__class__ is float and raw - raw == 0.0:  # finite float: the usual case
+                value: float = raw
+            else:
+                checked = finite(raw)
+                if checked is None:
+                    continue
+                value = checked
             s = series.get(key)
             if s is None:
                 if len(series) >= MAX_SERIES:
@@ -78,8 +83,12 @@ class SeriesRule(Detector):
 def first_past(s: Series, n: int, past: Callable[[float], bool]) -> int:
     """The step of the first of the last ``n`` points for which ``past`` holds (the
     onset of a change the recent median just showed); the first of them if none does."""
-    steps, values = list(s.steps)[-n:], list(s.values)[-n:]
-    return next((st for st, v in zip(steps, values, strict=True) if past(v)), steps[0])
+    steps, values = s.steps, s.values
+    start = max(0, len(values) - n)
+    for i in range(start, len(values)):
+        if past(values[i]):
+            return steps[i]
+    return steps[start]
 
 
 def since(s: Series, past: Callable[[float], bool], fallback: int) -> int:

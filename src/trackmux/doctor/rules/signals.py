@@ -7,7 +7,6 @@ or slime run is judged on the same terms.
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,7 +14,7 @@ from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span
-from trackmux.doctor.stats import Series, finite, median, ratio
+from trackmux.doctor.stats import Series, SlidingBest, finite, median, ratio
 
 #: mismatch signal -> (parameter, direction, what it means); the defaults' sources are
 #: verl docs/algo/rollout_corr.md ("check_rollout_correction_health", "Troubleshooting")
@@ -76,7 +75,7 @@ class Mismatch(SeriesRule):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
-        self.levels: dict[str, deque[tuple[float, float]]] = {}
+        self.levels: dict[str, SlidingBest] = {}
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         signal = self._signal(key)
@@ -130,9 +129,11 @@ class Mismatch(SeriesRule):
             return None
         recent_n, _, window_n = windows(s, self.params)
         before = [self.distance(signal, v) for v in s.before_tail(recent_n, window_n)]
-        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
-        levels.append((median(before), robust_sigma(before)))
-        level, sigma = min(levels)
+        levels = self.levels.get(key)
+        if levels is None:
+            levels = self.levels[key] = SlidingBest(self.params["lookback"], lowest=True)
+        levels.add((median(before), robust_sigma(before)))
+        level, sigma = levels.best()
         recent = median(self.distance(signal, v) for v in s.tail(recent_n))
         line = max(self.params["rise"] * level, level + self.params["sigmas"] * sigma)
         latch = self.latch(key, "rise")
@@ -166,6 +167,7 @@ class FrozenStart(Detector):
         "kl_keys": Param(["@kl"], "patterns"),
         "loss_keys": Param(["@loss"], "patterns"),
         "points": Param(5, "count", "first points that must all be exactly 0"),
+        "end_points": Param(2, "count", "a run that ended sooner: the points it needs"),
         "severity": Param("critical", "severity"),
     }
 
@@ -176,6 +178,7 @@ class FrozenStart(Detector):
         self.first: dict[str, list[tuple[int, float]]] = {}
         self.done = False
         self.events = 0
+        self.time = 0.0
 
     def update(self, event: Event) -> Sequence[Finding]:
         if self.done or not isinstance(event, MetricsEvent):
@@ -191,6 +194,17 @@ class FrozenStart(Detector):
                 points = self.first.setdefault(f"{name}\0{key}", [])
                 if value is not None and len(points) < n:
                     points.append((event.step, value))
+                    self.time = event.time
+        return self._judge(n)
+
+    def tick(self, now: float, alive: bool) -> Sequence[Finding]:
+        """A run that ended before its ``points`` points is judged on the ones it has
+        (``end_points`` or more): a short run that never learned is still one."""
+        if self.done or alive:
+            return ()
+        return self._judge(self.params["end_points"], final=True)
+
+    def _judge(self, n: int, final: bool = False) -> Sequence[Finding]:
         zero = {k: p for k, p in self.first.items()
                 if len(p) >= n and all(v == 0 for _, v in p)}
         full = [k for k, p in self.first.items() if len(p) >= n]
@@ -203,16 +217,20 @@ class FrozenStart(Detector):
             self.done = True
             hit = [k for k in zero if not k.startswith("grad\0")]
         else:
+            if final:
+                self.done = True
             return ()
         if not hit:
             return ()
         keys = [k.split("\0", 1)[1] for k in hit]
-        first_step, last_step = zero[hit[0]][0][0], zero[hit[0]][-1][0]
+        points = zero[hit[0]]
+        first_step, last_step = points[0][0], points[-1][0]
+        which = f"the run's first {len(points)} points" if not final else \
+            f"every one of the {len(points)} points the run logged"
         return [self.finding(first_step, keys, (
-            f"{', '.join(keys)} exactly 0 at every one of the run's first {n} points (steps "
-            f"{first_step}-{last_step}): nothing is learning. Check for frozen parameters, "
-            f"a loss detached from the graph, a zero learning rate, or every advantage "
-            f"zero"), time=event.time,
+            f"{', '.join(keys)} exactly 0 at {which} (steps {first_step}-{last_step}): "
+            f"nothing is learning. Check for frozen parameters, a loss detached from the "
+            f"graph, a zero learning rate, or every advantage zero"), time=self.time,
             evidence=[(k.split("\0", 1)[1], st, v) for k in hit for st, v in zero[k]
                       if st in (first_step, last_step)])]
 
@@ -241,7 +259,7 @@ class ClipFraction(SeriesRule):
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
-        self.levels: dict[str, deque[float]] = {}
+        self.levels: dict[str, SlidingBest] = {}
         self.recents: dict[str, tuple[int, float]] = {}
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
@@ -252,9 +270,11 @@ class ClipFraction(SeriesRule):
         if found is not None or not enough(s, self.params):
             return found
         recent_n, _, window_n = windows(s, self.params)
-        levels = self.levels.setdefault(key, deque(maxlen=self.params["lookback"]))
-        levels.append(median(s.before_tail(recent_n, window_n)))
-        level = min(levels)
+        levels = self.levels.get(key)
+        if levels is None:
+            levels = self.levels[key] = SlidingBest(self.params["lookback"], lowest=True)
+        levels.add((median(s.before_tail(recent_n, window_n)),))
+        level = levels.best()[0]
         recent = median(s.tail(recent_n))
         line = max(self.params["ratio"] * level, level + self.params["rise"])
         latch = self.latch(key)
@@ -269,8 +289,11 @@ class ClipFraction(SeriesRule):
             f"learning rate or check the advantages"), evidence=[proof])
 
     def _imbalance(self, key: str, s: Series, step: int) -> Finding | None:
-        low = [k for k in self.signals.fed.get("clip_frac_low", {}) if k in self.recents]
-        high = [k for k in self.signals.fed.get("clip_frac_high", {}) if k in self.recents]
+        fed = self.signals.fed
+        if "clip_frac_low" not in fed or "clip_frac_high" not in fed:
+            return None
+        low = [k for k in fed["clip_frac_low"] if k in self.recents]
+        high = [k for k in fed["clip_frac_high"] if k in self.recents]
         if not low or not high or key not in (low[0], high[0]):
             return None
         (ls, lv), (hs, hv) = self.recents[low[0]], self.recents[high[0]]

@@ -58,86 +58,116 @@ def _pairs(line: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _add(series: Series, step: int, key: str, raw: str) -> None:
-    value = _number(raw.strip("'\""))
-    if value is None or raw[:1] in "'\"":
-        return
-    series.setdefault(key, []).append([step, encode(value)])
+Record = tuple[int | None, list[tuple[str, str]]]
 
 
-def parse_dschat(text: str) -> Series:
-    series: Series = {}
-    step: int | None = None
-    for line in text.splitlines():
-        line = line.strip().lstrip("`")
-        if line.startswith("epoch:") and "|step:" in line:
-            fields = dict(part.split(":", 1) for part in line.split("|") if ":" in part)
-            step = int(fields["step"])
-            for key in ("act_loss", "cri_loss", "unsuper_loss"):
-                if key in fields:
-                    _add(series, step, key, fields[key].strip())
-        elif line.startswith("average reward score:") and step is not None:
-            _add(series, step, "average reward score", line.split(":", 1)[1].strip())
-    return series
+def _records_trl(text: str) -> list[Record]:
+    """One record per console dict; the dict carries no step."""
+    return [(None, _pairs(ln)) for ln in text.splitlines() if "{'" in ln]
 
 
-def parse_trl_dict(text: str, steps: list[int] | None = None) -> Series:
-    series: Series = {}
-    lines = [ln for ln in text.splitlines() if ln.strip().startswith("{")]
-    for index, line in enumerate(lines):
-        step = steps[index] if steps else index + 1
-        for key, raw in _pairs(line):
-            _add(series, step, key, raw)
-    return series
-
-
-def parse_swift_json(text: str) -> Series:
-    series: Series = {}
+def _records_swift(text: str) -> list[Record]:
+    """One record per jsonl line; the step is the left of ``global_step/max_steps``."""
+    out: list[Record] = []
     for line in text.splitlines():
         if not line.strip().startswith("{"):
             continue
         found = re.search(r'"global_step/max_steps"\s*:\s*"(\d+)/\d+"', line)
-        if not found:
-            continue
-        step = int(found.group(1))
-        for key, raw in _pairs(line):
-            if key != "global_step/max_steps":
-                _add(series, step, key, raw)
-    return series
+        pairs = [(k, v) for k, v in _pairs(line) if k != "global_step/max_steps"]
+        out.append((int(found.group(1)) if found else None, pairs))
+    return out
 
 
-def parse_verl(text: str) -> Series:
-    series: Series = {}
+def _records_dschat(text: str) -> list[Record]:
+    out: list[Record] = []
+    for line in text.splitlines():
+        line = line.strip().lstrip("`")
+        if line.startswith("epoch:") and "|step:" in line:
+            fields = dict(part.split(":", 1) for part in line.split("|") if ":" in part)
+            out.append((int(fields["step"]), [(k, fields[k].strip()) for k in
+                                              ("act_loss", "cri_loss", "unsuper_loss")
+                                              if k in fields]))
+        elif line.startswith("average reward score:") and out:
+            out[-1][1].append(("average reward score", line.split(":", 1)[1].strip()))
+    return out
+
+
+def _records_verl(text: str) -> list[Record]:
+    out: list[Record] = []
     for line in text.splitlines():
         found = re.search(r"\bstep:(\d+) - (.*)$", line)
-        if not found:
+        if found:
+            pairs = [tuple(p.rsplit(":", 1)) for p in found.group(2).split(" - ") if ":" in p]
+            out.append((int(found.group(1)), [(k.strip(), v.strip()) for k, v in pairs]))
+    return out
+
+
+def _records_notebook_table(text: str) -> list[Record]:
+    """The HF notebook progress table (``Step | Training Loss | reward | ...``). The table
+    shows the logged ``loss`` as "Training Loss" and a key ``a/b`` as "a / b"; the logged
+    keys are restored. A row cut by the excerpt loses its last cell."""
+    out: list[Record] = []
+    header: list[str] = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if cells and cells[0] == "Step":
+            header = ["loss" if c == "Training Loss" else c.replace(" / ", "/") for c in cells]
             continue
-        step = int(found.group(1))
-        for part in found.group(2).split(" - "):
-            if ":" not in part:
-                continue
-            key, raw = part.rsplit(":", 1)
-            _add(series, step, key.strip(), raw.strip())
-    return series
+        if not header or not cells or not cells[0].isdigit():
+            continue
+        values = cells[1:]
+        if len(values) < len(header) - 1:
+            values = values[:-1]
+        out.append((int(cells[0]), list(zip(header[1:], values, strict=False))))
+    return out
 
 
-PARSERS = {"dschat": parse_dschat, "swift_json": parse_swift_json, "verl": parse_verl}
+READERS = {"trl_dict": _records_trl, "swift_json": _records_swift, "dschat": _records_dschat,
+           "verl": _records_verl, "notebook_table": _records_notebook_table}
 
 
 def parse(fmt: str, text: str, steps: list[int] | None = None) -> Series:
-    if fmt == "trl_dict":
-        return parse_trl_dict(text, steps)
-    return PARSERS[fmt](text)
+    """The series of ``text``. ``steps`` gives each record's step where the log has none
+    (a console dict, a line cut before its step); it must agree with the log where it has one."""
+    records = READERS[fmt](text)
+    if steps is not None:
+        if len(steps) != len(records):
+            raise ValueError(f"{len(steps)} steps given for {len(records)} records")
+        for (logged, _), given in zip(records, steps, strict=True):
+            if logged is not None and logged != given:
+                raise ValueError(f"step {given} given where the log says {logged}")
+        records = [(given, pairs) for (_, pairs), given in zip(records, steps, strict=True)]
+    series: Series = {}
+    for step, pairs in records:
+        if step is None:
+            raise ValueError("a record without a step: give the case's steps")
+        for key, raw in pairs:
+            value = _number(raw.strip("'\""))
+            if value is not None and raw[:1] not in "'\"":
+                series.setdefault(key, []).append([step, encode(value)])
+    return series
+
+
+def lr_steps(text: str, start: int = 1) -> list[int | None]:
+    """The step of each console dict from its learning rate, for a linear schedule: the
+    rate falls by the same amount per logged line, so a gap between two excerpts of one log
+    is measured by it. None where a line lost its rate to the excerpt."""
+    rates = [dict(p).get("learning_rate") for _, p in _records_trl(text)]
+    known = [float(r) for r in rates if r is not None]
+    delta = known[0] - known[1]
+    return [None if r is None else start + round((known[0] - float(r)) / delta)
+            for r in rates]
 
 
 MANIFEST: dict[str, dict[str, Any]] = {
+    # ---- failures -----------------------------------------------------------------------
     "dschat-586-reward-stuck": dict(
         framework="deepspeed-chat", format="dschat",
         source="https://github.com/deepspeedai/DeepSpeedExamples/issues/586",
         source_title="During the training of Step 3, the reward score of my language model "
                      "collapsed to a stable point",
         thread_label="the reporter: the step-3 reward score 'collapsed to a stable point' "
-                     "(about 0.205 for every step shown) and no longer moves",
+                     "(about 0.205 at every step shown) and no longer moves",
         label="failure", fault="reward_collapse", onset_step=259,
         notes="console lines of the description and of one later chunk of the same post "
               "(steps 259-264 and 280-285); the log starts after the collapse, so the onset "
@@ -151,16 +181,109 @@ MANIFEST: dict[str, dict[str, Any]] = {
         label="failure", fault="nan", onset_step=3184,
         notes="the three console steps of the description's training log (3183-3185)"),
     "openr1-255-format-up-accuracy-down": dict(
-        framework="trl", format="trl_dict",
+        framework="trl", format="trl_dict", steps="lr",
         source="https://github.com/huggingface/open-r1/issues/255",
         source_title="'rewards/accuracy_reward': 0.0",
         thread_label="the reporter: 'rewards/format_reward is not 0, but "
-                     "rewards/accuracy_reward becomes 0'; others: 'the format reward "
+                     "rewards/accuracy_reward becomes 0'; another user: 'the format reward "
                      "increases to about 1, meanwhile the accuracy reward drop to 0'",
         label="failure", fault="reward_hacking", onset_step=3,
-        notes="TRL GRPOTrainer console dicts of the description; the dicts carry no step, "
-              "so the step is the line's position; the third line is cut by the excerpt "
-              "(completion_length and later keys are not read)"),
+        notes="TRL GRPOTrainer console dicts of the description; a dict has no step, so "
+              "the step is the line's position (the learning rate rises by the same amount "
+              "per line: warm-up); the third line is cut by the excerpt (completion_length "
+              "and later keys are not read)"),
+    "swift-4800-kl-jump": dict(
+        framework="ms-swift", format="swift_json", steps=[1, 2],
+        source="https://github.com/modelscope/ms-swift/issues/4800",
+        source_title="GRPO训练结果异常",
+        thread_label="the reporter: the loss keeps rising and the reward shows no sign of "
+                     "rising, even falls; the log shows kl jumping from 0.0 to 0.536 at the "
+                     "second step while the reward falls",
+        label="failure", fault="kl_blowup", onset_step=2,
+        notes="ms-swift jsonl lines of the description; the second line is cut before its "
+              "global_step, which is 2 (logging every step: the first line is 1/3820); only "
+              "2 steps could be retrieved from the stored thread"),
+    "swift-9261-flat-groups-truncated": dict(
+        framework="ms-swift", format="swift_json", steps=[1, 2, 3],
+        source="https://github.com/modelscope/ms-swift/issues/9261",
+        source_title="[bug] GRPO training step frequency mismatch with generation_batch_size",
+        thread_label="the posted log: every completion hits the 4096 limit (clipped_ratio "
+                     "1.0), reward 0 with frac_reward_zero_std 1.0 and grad_norm 0.0 from the "
+                     "first step",
+        label="failure", fault="flat_groups", onset_step=1,
+        notes="ms-swift jsonl lines of the description (steps 1-3; the third is cut before "
+              "its global_step); the thread is about the step count, the label is what its "
+              "log shows"),
+    "swift-5890-grad-norm-zero": dict(
+        framework="ms-swift", format="swift_json", steps=[9, 10],
+        source="https://github.com/modelscope/ms-swift/issues/5890",
+        source_title="GRPO训练中的grad norm一直为0 , 但是reward_std和reward都正常",
+        thread_label="the reporter: grad_norm is always 0 (and kl 0) while reward and "
+                     "reward_std look normal; after upgrading deepspeed grad_norm is non-zero",
+        label="failure", fault="other", onset_step=9,
+        notes="ms-swift jsonl lines of the description (steps 9-10; the second is cut); the "
+              "run logs from step 1, the excerpt starts at 9"),
+    "chatglm-49-ppo-nan-loss": dict(
+        framework="chatglm-efficient-tuning", format="trl_dict", steps=[1, 2, 3, 4],
+        source="https://github.com/hiyouga/ChatGLM-Efficient-Tuning/issues/49",
+        source_title="Occurs some loss = nan steps, is it rational?",
+        thread_label="the reporter: 'the logging show some loss = nan'",
+        label="failure", fault="nan", onset_step=2,
+        notes="console dicts of the PPO example (TRL PPOTrainer underneath); a dict has no "
+              "step, the step is its position in the posted excerpt"),
+    # ---- healthy ------------------------------------------------------------------------
+    "trl-3452-loss-zero-expected": dict(
+        framework="trl", format="trl_dict", steps="lr",
+        source="https://github.com/huggingface/trl/issues/3452",
+        source_title="GRPO reward=0 and loss=0",
+        thread_label="a maintainer on this run: 'What you're seeing is expected, not a bug: "
+                     "the loss=0.0 in the GRPO logs is cosmetic ... the model still trains'",
+        label="healthy", fault=None, onset_step=None,
+        notes="two stored chunks of one post; a console dict has no step, so each line's "
+              "step is derived from its learning rate, which falls by 2.0833e-07 per logged "
+              "line (linear schedule): lines 1-5 and 20-24; the last line of each chunk is "
+              "cut by the excerpt"),
+    "unsloth-2291-loss-zero": dict(
+        framework="trl", format="notebook_table",
+        source="https://github.com/unslothai/unsloth/issues/2291",
+        source_title="[QST] Loss Always Zero While Training GRPO Model",
+        thread_label="the poster asks why the training loss stays 0; in TRL's own threads the "
+                     "maintainers answer that this is expected (trl#3452, open-r1#239); kl "
+                     "grows slowly from 0 and the rewards move",
+        label="healthy", fault=None, onset_step=None,
+        notes="unsloth's notebook table of a TRL GRPOTrainer run (steps 1-12, the 12th row "
+              "cut): 'Training Loss' is the logged loss and 'a / b' the logged key a/b"),
+    "tinylora-4-clip-fix-proof": dict(
+        framework="trl", format="trl_dict", steps="lr",
+        source="https://github.com/Chi-Shan0707/TinyLoRA-GRPO-Coder/issues/4",
+        source_title="Clip_fraction is 0 -> fix it in v4.0 + log as proof of improvement",
+        thread_label="the author posts this log 'as proof of improvement' after the fix",
+        label="healthy", fault=None, onset_step=None,
+        notes="two stored chunks of one post; each line's step is derived from its learning "
+              "rate, which falls by 1.7857e-07 per logged line: lines 1-3 and 13-15; TRL logs "
+              "the generation metrics (reward, lengths) every other line; the last line of "
+              "each chunk is cut"),
+    "trlppo-hongbo-example": dict(
+        framework="trl", format="trl_dict", steps=[96, 112, 128, 816, 832, 848],
+        source="https://github.com/hongbo-miao/hongbomiao.com/pull/37684",
+        source_title="feat(fine-tuning): add proximal-policy-optimization",
+        thread_label="the author's example PPO run in a merged pull request",
+        label="healthy", fault=None, onset_step=None,
+        notes="TRL PPOTrainer console dicts from two stored chunks of the post; the step "
+              "is the logged 'episode' (96, 112 and 816, 832; it grows by 16 per line, so "
+              "the cut third line of each chunk is 128 and 848); objective/kl grows from 6.8 "
+              "to 11.5 over the epoch, as in TRL's PPO example"),
+    "openr1-239-loss-rises-normal": dict(
+        framework="trl", format="trl_dict", steps="lr",
+        source="https://github.com/huggingface/open-r1/issues/239",
+        source_title="Why does the loss start at 0 when I train GRPO, and then possibly "
+                     "increase?",
+        thread_label="a maintainer in the thread: 'It is completely normal for the loss to "
+                     "start at zero and then increase'",
+        label="healthy", fault=None, onset_step=None,
+        notes="TRL GRPOTrainer console dicts of hellen9527's 2025-02-08 comment; the step is "
+              "the line's position (the learning rate rises by 2.761e-08 per line: warm-up); "
+              "the third line is cut"),
 }
 
 
@@ -168,9 +291,19 @@ def build(case_id: str) -> dict[str, Any]:
     meta = dict(MANIFEST[case_id])
     text = (CASES / f"{case_id}.txt").read_text(encoding="utf-8")
     body = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#"))
-    series = parse(meta.pop("format"), body, meta.pop("steps", None))
-    case = {"id": case_id, **meta, "raw": f"{case_id}.txt", "series": series}
-    return case
+    fmt, steps = meta.pop("format"), meta.pop("steps", None)
+    if steps == "lr":
+        steps = _fill(lr_steps(body))
+    series = parse(fmt, body, steps)
+    return {"id": case_id, **meta, "raw": f"{case_id}.txt", "series": series}
+
+
+def _fill(steps: list[int | None]) -> list[int]:
+    """A line whose rate was cut comes one logged line after the line before it."""
+    out: list[int] = []
+    for step in steps:
+        out.append(step if step is not None else out[-1] + 1)
+    return out
 
 
 def main(argv: list[str]) -> int:

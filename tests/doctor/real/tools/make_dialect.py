@@ -30,7 +30,8 @@ SLIME = ("https://github.com/THUDM/slime/blob/03b11f41fc733922b5c59badd8845810f0
          "slime/backends/megatron_utils/data.py")
 TRL = ("https://github.com/huggingface/trl/blob/d2b69d769dab6f77acbfd33252bcd7d22765571b/"
        "trl/trainer/grpo_trainer.py")
-SWIFT = "https://github.com/modelscope/ms-swift/issues/9261"
+SWIFT = ("https://github.com/modelscope/ms-swift/blob/1d1bb2fec6a8fa70c8a69a7932615618d665388e/"
+         "swift/trainers/rlhf_trainer/grpo_trainer.py")
 
 
 def sig(x: float) -> float:
@@ -246,8 +247,9 @@ CASES: list[dict[str, Any]] = [
          label="failure", fault="reward_hacking", onset_step=55, steps=range(1, 121),
          gen=swift_reward_hacking,
          notes="rewards/Format/mean keeps rising to 1.0 while rewards/MathAccuracy/mean "
-               "falls from 0.45 (step 55) to 0.1; the total reward stays near its level "
-               "(key names as in the jsonl of the cited ms-swift issue)"),
+               "falls from 0.45 (step 55) to 0.1; the total reward drifts down ~20% (1.37 -> "
+               "1.1); reward names as ms-swift logs its MathAccuracy and Format rewards "
+               "(e.g. the jsonl of ms-swift issue 9261)"),
     dict(id="verl-old-entropy-collapse", framework="verl", keys_from=VERL_METRICS,
          label="failure", fault="entropy_collapse", onset_step=30, steps=range(1, 101),
          gen=verl_old_entropy_collapse,
