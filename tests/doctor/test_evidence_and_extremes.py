@@ -108,12 +108,26 @@ def test_extremes_reach_every_rule_without_error_or_false_alarm() -> None:
 
 
 def test_huge_rewards_keep_component_divergence_on() -> None:
-    from trackmux.core.events import SamplesEvent  # noqa: F401
+    """1e200 rewards in sample batches: no OverflowError (``(x - mean) ** 2``), so the
+    sample rules stay on; and a constant 1e308 column gives no finding."""
+    import random
 
-    run = healthy(100, 5)
-    run["critic/score/mean"] = [1e200 * (1 + 0.01 * (i % 7)) for i in range(100)]
-    found = run_doctor(metrics(run))
-    assert not [f for f in found if f.rule == "doctor"]
+    from trackmux.core.events import TableEvent
+
+    rng = random.Random(0)
+    events = []
+    for step in range(40):
+        rows = []
+        for i in range(16):
+            a = 1e200 * (1 + rng.random())
+            rows.append((i // 4, a + 1e308 * 0, a, 1e308))
+        events.append(TableEvent("rollout/groups", ("uid", "reward", "reward/a", "reward/b"),
+                                 tuple(rows), step, float(step)))
+    doctor = Doctor(resolve(True))
+    found = [f for e in events for f in doctor.feed(e)]
+    assert not [f for f in found if f.rule == "doctor"], [f.message for f in found]
+    assert {d.rule for d in doctor.detectors} >= {"component_divergence", "flat_groups"}
+    assert not [f for f in found if f.rule == "component_divergence"]
 
 
 def test_changing_key_sets_keep_caches_bounded() -> None:

@@ -44,6 +44,12 @@ class Detector:
             self._signals = Signals()
         return self._signals
 
+    def note_read(self, key: str) -> None:
+        """Record a key this rule judged (``--explain``), for rules that do not select
+        keys through :meth:`keys_for`."""
+        if key not in self.read and len(self.read) < 32:
+            self.read[key] = None
+
     def bind(self, signals: Any) -> None:
         self._signals = signals
 

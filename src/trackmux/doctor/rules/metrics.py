@@ -51,6 +51,8 @@ class Nonfinite(Detector):
 
     def update(self, event: Event) -> Sequence[Finding]:
         bad: dict[str, str] = {}
+        if not self.read:
+            self.note_read("*")
         if isinstance(event, MetricsEvent):
             try:  # one C-level sum: finite when every value is (overflow: look closer)
                 if math.isfinite(sum(event.data.values())):
@@ -232,14 +234,35 @@ class KlBlowup(SeriesRule):
         line = max(self.params["ratio"] * base, level + noise)
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
-        half = ONSET * line + (1 - ONSET) * level
-        onset = since(s, lambda v: v >= half, self.latch(key).onset)
         level_steps = steps[-(recent_n + gap_n + window_n):-(recent_n + gap_n)]
+        onset = self._left_path(s, level_steps, before, self.latch(key).onset)
         where, proof = at(s, key, onset)
         return self.finding(onset, [key], f"{key} rose {ratio(recent, base):.1f}x above its "
                             f"level of {fmt(level)} ({span(level_steps)}), to a recent median "
                             f"of {fmt(recent)}, climbing since {where}", evidence=[proof])
 
+
+    def _left_path(self, s: Series, level_steps: list[int], before: list[float],
+                   fallback: int) -> int:
+        """The first step of the trailing run of points above the path the level's
+        window was on (its least-squares line, extended, plus ``sigmas`` times the noise
+        about it): where the KL left its course, not where a steady rise it already had
+        crossed some line."""
+        from trackmux.doctor.rules.signals import trend
+
+        slope, _, _ = trend(level_steps, before)
+        if not math.isfinite(slope):
+            return fallback
+        mx = sum(level_steps) / len(level_steps)
+        my = sum(before) / len(before)
+        noise = self.params["sigmas"] * robust_sigma(
+            [v - my - slope * (x - mx) for x, v in zip(level_steps, before, strict=True)])
+        onset = None
+        for st, v in zip(reversed(s.steps), reversed(s.values), strict=True):
+            if st <= level_steps[-1] or v <= my + slope * (st - mx) + noise:
+                break
+            onset = st
+        return fallback if onset is None else min(onset, fallback)
 
     def _per_token(self, key: str) -> bool:
         """A key a dialect names as the KL (a per-token KL: the first-points bound is

@@ -32,6 +32,8 @@ from trackmux.doctor.rules.series import first_past, fmt
 from trackmux.doctor.stats import Latch, Series, median, robust_sigma
 
 Columns = dict[str, Sequence[Any]]
+#: sample keys (or key and column pairs) a rule keeps state for: bounded on user data
+MAX_KEYS = 1024
 
 
 def samples_columns(event: Any) -> Columns:
@@ -93,11 +95,16 @@ def correlation(xs: Sequence[float | None], ys: Sequence[float | None]) -> float
     pairs = [(x, y) for x, y in zip(xs, ys, strict=False) if x is not None and y is not None]
     if len(pairs) < 3:
         return None
+    # scaled to at most 1 first: r does not change, and 1e200 rewards square without
+    # overflowing (``x ** 2`` of a float raises OverflowError)
+    sx = max(abs(p[0]) for p in pairs) or 1.0
+    sy = max(abs(p[1]) for p in pairs) or 1.0
+    pairs = [(p[0] / sx, p[1] / sy) for p in pairs]
     n = len(pairs)
     mx = sum(p[0] for p in pairs) / n
     my = sum(p[1] for p in pairs) / n
-    sxx = sum((p[0] - mx) ** 2 for p in pairs)
-    syy = sum((p[1] - my) ** 2 for p in pairs)
+    sxx = sum((p[0] - mx) * (p[0] - mx) for p in pairs)
+    syy = sum((p[1] - my) * (p[1] - my) for p in pairs)
     if sxx <= 1e-12 * n or syy <= 1e-12 * n:
         return None
     return sum((p[0] - mx) * (p[1] - my) for p in pairs) / math.sqrt(sxx * syy)
@@ -164,8 +171,11 @@ class FlatGroups(Detector):
         groups = self.groups(read(event))
         if not groups or len(groups) < self.params["min_groups"]:
             return ()
+        self.note_read(key)
         tol = self.params["tolerance"]
         flat = {g: v[0] for g, v in groups.items() if max(v) - min(v) <= tol}
+        if key not in self.recent and len(self.recent) >= MAX_KEYS:
+            return ()  # (bounded: a run with more sample keys is judged on its first ones)
         recent = self.recent.setdefault(key, [])
         recent.append((event.step, len(flat), len(groups)))
         del recent[:-self.params["window"]]
@@ -247,6 +257,7 @@ class ComponentDivergence(Detector):
         total = numeric(columns[total_name])
         if total is None:
             return ()
+        self.note_read(key)
         out: list[Finding] = []
         self.add(key, total_name, total, event.step)
         for name in columns:
@@ -257,7 +268,7 @@ class ComponentDivergence(Detector):
                 continue
             self.add(key, name, values, event.step)
             r = correlation(values, total)
-            if r is not None:
+            if r is not None and ((key, name) in self.corrs or len(self.corrs) < MAX_KEYS):
                 self.corrs.setdefault((key, name), Series(self.params["recent"])).add(
                     event.step, r, self.params["early"])
             found = self.check_trend(key, name, total_name) or \
@@ -269,9 +280,9 @@ class ComponentDivergence(Detector):
 
     def add(self, key: str, name: str, values: Sequence[float | None], step: int) -> None:
         kept = [v for v in values if v is not None]
-        if kept:
-            self.means.setdefault((key, name), Series(self.size)).add(
-                step, sum(kept) / len(kept))
+        if kept and ((key, name) in self.means or len(self.means) < MAX_KEYS):
+            mean = math.fsum(v / len(kept) for v in kept)  # (no overflow on 1e308 cells)
+            self.means.setdefault((key, name), Series(self.size)).add(step, mean)
 
     def move(self, s: Series) -> tuple[int, float, float]:
         """(+1 rose, -1 fell, 0 neither; the level; the recent median)."""

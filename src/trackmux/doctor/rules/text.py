@@ -179,8 +179,11 @@ class DegenerateText(Detector):
                         else why
         if not seen:
             return ()
+        self.note_read(key)
         bad = len(rows) >= self.params["min_rows"] and \
             len(rows) / len(seen) >= self.params["share"]
+        if key not in self.latches and len(self.latches) >= 1024:
+            return ()  # (bounded on user data: the run's first 1024 text keys)
         latch = self.latches.setdefault(key, Latch(self.params["persist"]))
         if not latch.check(bad, event.step):
             return ()

@@ -56,6 +56,8 @@ class Stall(Detector):
     def update(self, event: Event) -> Sequence[Finding]:
         if not isinstance(event, MetricsEvent) or event.step <= self.last_step:
             return ()
+        if not self.read:
+            self.note_read("(the steps' wall times)")
         out: list[Finding] = []
         if self.last_step >= 0:
             gap = event.time - self.last_time
