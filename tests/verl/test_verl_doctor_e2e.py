@@ -170,6 +170,6 @@ def test_verl_ppo_metrics_through_tracking_kl_runaway(
     offline = [f for f in record["findings"] if f["rule"] == "kl_blowup"]
     assert [(f["step"], f["keys"], f["evidence"]) for f in offline] == [
         (found["step"], found["keys"], found["evidence"])]
-    assert "verl" in record["explain"]["dialects"]
+    assert record["explain"]["dialects"][0] == "verl"
     fed = {k["key"]: k["dialect"] for k in record["explain"]["signals"]["kl"]}
     assert "verl" in fed["actor/kl_loss"].split("/")
