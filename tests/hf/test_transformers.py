@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+from tiny_hf import grpo_trainer
 
 import trackmux
 from conftest import (
@@ -31,22 +32,6 @@ from trackmux.samples.read import iter_samples, list_sample_keys
 
 pytest.importorskip("trl")
 BACKENDS = ["file", "tensorboard", "mlflow"]
-
-
-def grpo_trainer(output_dir: Path, max_steps: int, reward_funcs: list[Any] | None = None,
-                 **config: Any) -> Any:
-    from tiny_hf import build_dataset, build_model, build_tokenizer, reward_colour, reward_length
-    from trl import GRPOConfig, GRPOTrainer
-
-    tok = build_tokenizer()
-    args = GRPOConfig(output_dir=str(output_dir), max_steps=max_steps,
-                      per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=6, logging_steps=1, report_to="none",
-                      use_cpu=True, learning_rate=1e-3, disable_tqdm=True, seed=0,
-                      save_strategy="no", **config)
-    return GRPOTrainer(model=build_model(len(tok)), args=args, processing_class=tok,
-                       reward_funcs=reward_funcs or [reward_length, reward_colour],
-                       train_dataset=build_dataset(), eval_dataset=build_dataset(4))
 
 
 # -- pure helpers ----------------------------------------------------------------------------
@@ -142,6 +127,13 @@ def test_grpo_run_reaches_every_backend_with_samples_per_step(
         == [(3, r["sample"], r["prompt"], r["response"], r["group"]) for r in rows]
     assert [r["reward"] for r in shown] == pytest.approx([r["reward"] for r in rows])
     assert ml_run.data.params["num_generations"] == "4"
+
+    # a healthy run: the live doctor stored no warning or critical finding
+    from trackmux.doctor.read import load_stored_findings
+
+    stored = load_stored_findings(run_dir)
+    assert stored is not None, "the live doctor did not watch the run"
+    assert not [f for f in stored if f["severity"] != "info"], stored
 
     # an evaluation after train() continues the same run (one attempt more, no rewind)
     trainer.evaluate()

@@ -2,7 +2,8 @@
 
 Nothing comes from a hub: the tokenizer is a ``tokenizers`` WordLevel model over a few
 words wrapped in ``PreTrainedTokenizerFast``; the model is a randomly initialised
-``LlamaForCausalLM`` (2 layers, hidden 32), a few hundred kB.
+``LlamaForCausalLM`` (2 layers, hidden 32), a few hundred kB. :func:`grpo_trainer` puts
+them in a TRL ``GRPOTrainer`` on CPU.
 """
 
 from __future__ import annotations
@@ -48,6 +49,23 @@ def build_dataset(rows: int = 64) -> Any:
     return Dataset.from_dict({"prompt": [PROMPTS[i % len(PROMPTS)] for i in range(rows)]})
 
 
+def grpo_trainer(output_dir: Any, max_steps: int, reward_funcs: list[Any] | None = None,
+                 **config: Any) -> Any:
+    """A GRPOTrainer on CPU: 4 completions of one prompt a step, 6 tokens at most, a log
+    every step; ``config`` overrides any GRPOConfig argument."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    tok = build_tokenizer()
+    options: dict[str, Any] = dict(
+        output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=4,
+        num_generations=4, max_completion_length=6, logging_steps=1, report_to="none",
+        use_cpu=True, learning_rate=1e-3, disable_tqdm=True, seed=0, save_strategy="no")
+    args = GRPOConfig(**{**options, **config})
+    return GRPOTrainer(model=build_model(len(tok)), args=args, processing_class=tok,
+                       reward_funcs=reward_funcs or [reward_length, reward_colour],
+                       train_dataset=build_dataset(), eval_dataset=build_dataset(4))
+
+
 def reward_length(completions: list[str], **kwargs: Any) -> list[float]:
     """Shorter completions score higher (a reward from a plain Python function)."""
     return [1.0 / (1 + len(c.split())) for c in completions]
@@ -55,3 +73,9 @@ def reward_length(completions: list[str], **kwargs: Any) -> list[float]:
 
 def reward_colour(completions: list[str], **kwargs: Any) -> list[float]:
     return [float(sum(w in ("red", "blue", "green") for w in c.split())) for c in completions]
+
+
+def reward_answer_tag(completions: list[str], **kwargs: Any) -> list[float]:
+    """A format reward whose pattern the policy can never produce (``<answer>`` is no word
+    of the vocabulary): every completion scores 0, the broken-verifier fault."""
+    return [1.0 if "<answer>" in c else 0.0 for c in completions]

@@ -314,6 +314,12 @@ def test_sft_run_through_trackmux(tiny_assets: dict[str, Path], tmp_path: Path,
     check(ml, "mlflow")
     assert ml["train/loss"] == pytest.approx(spooled["train/loss"])
     assert "step:3 - " in proc.stdout and "val/loss:" in proc.stdout  # console
+    # a healthy run: the live doctor watched it and stored no warning or critical finding
+    from trackmux.doctor.read import load_stored_findings
+
+    stored = load_stored_findings(run_dir)
+    assert stored is not None, "the live doctor did not watch the run"
+    assert not [f for f in stored if f["severity"] != "info"], stored
 
 
 @pytest.mark.slow
