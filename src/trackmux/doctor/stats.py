@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 MAD_TO_SIGMA = 1.4826  # MAD of a normal sample times this estimates its sigma
@@ -180,3 +180,22 @@ class SlidingBest:
 
     def best(self) -> tuple[Any, ...]:
         return self.items[0][1]
+
+
+def trend(steps: Sequence[int], values: Sequence[float]) -> tuple[float, float, float]:
+    """(slope per step, its t statistic, its standard error) of a least-squares line;
+    values are scaled by their largest magnitude first, so 1e200 rewards square without
+    overflow."""
+    n = len(values)
+    scale = max((abs(v) for v in values), default=0.0)
+    if n < 4 or scale == 0 or steps[-1] == steps[0]:
+        return 0.0, 0.0, 0.0
+    ys = [v / scale for v in values]
+    mx = sum(steps) / n
+    my = sum(ys) / n
+    sxx = sum((x - mx) * (x - mx) for x in steps)
+    slope = sum((x - mx) * (y - my) for x, y in zip(steps, ys, strict=True)) / sxx
+    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(steps, ys, strict=True))
+    se = (resid / (n - 2) / sxx) ** 0.5
+    t = slope / se if se > 0 else (0.0 if slope == 0 else math.copysign(math.inf, slope))
+    return slope * scale, t, se * scale

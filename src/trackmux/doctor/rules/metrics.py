@@ -248,7 +248,7 @@ class KlBlowup(SeriesRule):
         window was on (its least-squares line, extended, plus ``sigmas`` times the noise
         about it): where the KL left its course, not where a steady rise it already had
         crossed some line."""
-        from trackmux.doctor.rules.signals import trend
+        from trackmux.doctor.stats import trend
 
         slope, _, _ = trend(level_steps, before)
         if not math.isfinite(slope):

@@ -6,7 +6,6 @@ or slime run is judged on the same terms.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,7 +13,7 @@ from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span
-from trackmux.doctor.stats import Series, SlidingBest, finite, median, ratio
+from trackmux.doctor.stats import Series, SlidingBest, finite, median, ratio, trend
 
 #: mismatch signal -> (parameter, direction, what it means); the defaults' sources are
 #: verl docs/algo/rollout_corr.md ("check_rollout_correction_health", "Troubleshooting")
@@ -371,25 +370,6 @@ class Staleness(SeriesRule):
 
 BUILTIN: tuple[type[Detector], ...] = (Mismatch, FrozenStart, ClipFraction, ZeroStdGroups,
                                        Staleness)
-
-
-def trend(steps: Sequence[int], values: Sequence[float]) -> tuple[float, float, float]:
-    """(slope per step, its t statistic, its standard error) of a least-squares line;
-    values are scaled by their largest magnitude first, so 1e200 rewards square without
-    overflow."""
-    n = len(values)
-    scale = max((abs(v) for v in values), default=0.0)
-    if n < 4 or scale == 0 or steps[-1] == steps[0]:
-        return 0.0, 0.0, 0.0
-    ys = [v / scale for v in values]
-    mx = sum(steps) / n
-    my = sum(ys) / n
-    sxx = sum((x - mx) * (x - mx) for x in steps)
-    slope = sum((x - mx) * (y - my) for x, y in zip(steps, ys, strict=True)) / sxx
-    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(steps, ys, strict=True))
-    se = (resid / (n - 2) / sxx) ** 0.5
-    t = slope / se if se > 0 else (0.0 if slope == 0 else math.copysign(math.inf, slope))
-    return slope * scale, t, se * scale
 
 
 class RewardHacking(SeriesRule):
