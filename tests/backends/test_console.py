@@ -99,3 +99,24 @@ def test_a_huge_table_and_text_print_a_few_rows_and_a_count(tmp_path: Path,
     table = next(e for e in reader.iter_events() if e.kind == "table")
     reader.close()
     assert len(table.rows) == 100_000  # the spool keeps every row
+
+
+def test_trajectories_print_their_summary_and_final_turns(tmp_path: Path,
+                                                          capsys: Any) -> None:
+    """Conversations on the console (issue 37): one line per chosen sample with its turns
+    and failed tool calls, and the start of its transcript, at each step."""
+    from trajectory_support import KEY, messages
+
+    run = trackmux.init(project="c", backends=["console"], dir=tmp_path,
+                        backend_options={"console": {"interval": 0, "sample_rows": 2}})
+    for step in (1, 2):
+        run.log_samples(KEY, {"messages": [messages(step, i) for i in range(2)],
+                              "reward": [0.0, 1.0]}, step=step, strict=True)
+    run.finish()
+    out = capsys.readouterr().out
+    for step in (1, 2):
+        assert f"[{KEY} @ step {step}] 2 samples, showing 2" in out
+        for i in range(2):
+            line = next(x for x in out.splitlines() if x.startswith(f"  #{i} ")
+                        and f"step {step} question {i}" in x)
+            assert "turns=2" in line and f"tool_errors={i % 2}" in line, line
