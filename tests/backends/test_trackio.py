@@ -313,8 +313,8 @@ def test_trajectories_are_trackio_traces_at_each_step(tmp_path: Path) -> None:
     """Conversations on trackio (issue 37): its own traces (``trackio.Trace``), the chosen
     samples' messages exactly as logged, the summary in each trace's metadata, read back
     with trackio's own trace reader."""
-    from trajectory_support import BEST, KEY, OPTIONS, STEPS, messages, trajectory_spool
     from trackio.sqlite_storage import SQLiteStorage
+    from trajectory_support import BEST, KEY, OPTIONS, STEPS, messages, trajectory_spool
 
     from trackmux.core.delivery.sync import deliver
 

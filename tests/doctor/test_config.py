@@ -16,7 +16,9 @@ def test_forms() -> None:
     every = resolve(True)
     assert set(every) == {"nonfinite", "reward_collapse", "kl_blowup", "entropy_collapse",
                           "grad_explosion", "length_blowup", "degenerate_text", "stall",
-                          "val_regression", "flat_groups", "component_divergence"}
+                          "val_regression", "flat_groups", "component_divergence",
+                          "tool_failures", "turn_count_shift", "turn_limit_truncation",
+                          "tool_dominance"}
     tuned = resolve({"kl_blowup": {"ratio": 5, "keys": ["my/kl"]}, "stall": False})
     assert "stall" not in tuned and tuned["kl_blowup"]["ratio"] == 5.0
     assert tuned["kl_blowup"]["keys"] == ["my/kl"]

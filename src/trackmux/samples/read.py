@@ -155,13 +155,14 @@ class Ledger:
                 arrays = [(t["name"], t["dtype"], header["lengths"][t["lengths"]], None)
                           for t in header["tokens"]]
             count = len(values[0]) if values else (len(arrays[0][2]) if arrays else 0)
+            cells: tuple[tuple[Any, ...], ...] = values
             if conversations:
-                values = tuple(tuple(trajectory.decode(v) for v in column)
+                cells = tuple(tuple(trajectory.decode(v) for v in column)
                                if name in conversations else column
                                for name, column in zip(columns, values, strict=True))
                 out.trajectories.extend(c for c in conversations
                                         if c not in out.trajectories)
-            _append(out, columns, values, arrays, count)
+            _append(out, columns, cells, arrays, count)
         return out
 
     def events(self, key: str, step: int) -> list[SamplesEvent]:
@@ -254,8 +255,8 @@ def step_payload(run_dir: str | Path, key: str, step: int, *, max_rows: int | No
 
     ``columns`` and ``rows`` (row-major, one list per sample; non-finite numbers as null),
     ``kinds`` (number/text/bool per column, ``trajectory`` for a conversation column,
-    whose cells are message lists), ``trajectories`` (those columns), ``group`` and ``reward`` (the columns that
-    play those roles, or null), ``components`` (reward component columns), ``groups``
+    whose cells are message lists), ``trajectories`` (those columns), ``group`` and
+    ``reward`` (the columns that play those roles, or null), ``components`` (reward component columns), ``groups``
     (group value -> row indices), ``tokens`` (name -> {dtype, values: per row}, floats
     rounded to ``digits`` significant digits), ``steps`` (every step of ``key``),
     ``count`` (samples at this step) and ``shown`` (rows included, at most ``max_rows``).

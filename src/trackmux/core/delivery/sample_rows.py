@@ -210,7 +210,7 @@ def conversations_text(event: SamplesEvent, rows: list[int]) -> str:
         head = (f"**sample {i}**: {s.turns} turns, {s.tool_calls} tool calls, "
                 f"{s.tool_errors} failed")
         if rewards is not None and _number(rewards[i]) is not None:
-            head += f", reward {rewards[i]:g}"  # type: ignore[str-format]
+            head += f", reward {rewards[i]:g}"
         body = trajectory.transcript(messages, MAX_TRANSCRIPT)
         parts.append(head + "\n\n" + "\n".join("    " + line for line in body.split("\n")))
     return "\n\n".join(parts)

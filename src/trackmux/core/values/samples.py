@@ -7,7 +7,8 @@ dicts). Cells are what tables take (text, numbers, bools, None; numpy/torch scal
 (``tokens={"logprob": ...}``) are ragged lists, numpy arrays or torch tensors (any dtype,
 bfloat16 too, any device), padded on the right when 2-D (``token_lengths`` says how many
 values of each row are real; default: all). A ``messages`` column holds conversations
-(lists of messages with tool calls), checked and encoded by core/values/trajectory.py. Float arrays are stored as float16
+(lists of messages with tool calls), checked and encoded by core/values/trajectory.py.
+Float arrays are stored as float16
 (``token_dtype="float32"`` keeps full precision), integer arrays as int32, strings as
 strings. numpy and torch are used only when the input already is numpy or torch, so
 ``import trackmux`` stays light.

@@ -157,9 +157,9 @@ _CONVERT: dict[str, Callable[[Any, str], Any]] = {
 
 
 def _tokens(value: Any, where: str) -> Any:
-    if value is None or type(value) is int and value >= 0:
+    if value is None or (type(value) is int and value >= 0):
         return value
-    if isinstance(value, bool) or isinstance(value, (int, float)) or (
+    if isinstance(value, (bool, int, float)) or (
             _module(value) in ("numpy", "torch") and getattr(value, "ndim", 1) == 0):
         count = _finite(value, where)
         if count != int(count) or count < 0:
