@@ -257,8 +257,8 @@ def step_payload(run_dir: str | Path, key: str, step: int, *, max_rows: int | No
     ``kinds`` (number/text/bool per column, ``trajectory`` for a conversation column,
     whose cells are message lists), ``trajectories`` (those columns), ``group`` and
     ``reward`` (the columns that play those roles, or null), ``components`` (reward
-    component columns), ``groups`` (group value -> row indices), ``tokens`` (name -> {dtype, values: per row}, floats
-    rounded to ``digits`` significant digits), ``steps`` (every step of ``key``),
+    component columns), ``groups`` (group value -> row indices), ``tokens`` (name ->
+    {dtype, values: per row}, floats rounded to ``digits`` significant digits), ``steps`` (every step of ``key``),
     ``count`` (samples at this step) and ``shown`` (rows included, at most ``max_rows``).
     Raises KeyError when the run has no such key or step."""
     with Ledger(run_dir) as ledger:
