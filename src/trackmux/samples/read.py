@@ -258,8 +258,9 @@ def step_payload(run_dir: str | Path, key: str, step: int, *, max_rows: int | No
     whose cells are message lists), ``trajectories`` (those columns), ``group`` and
     ``reward`` (the columns that play those roles, or null), ``components`` (reward
     component columns), ``groups`` (group value -> row indices), ``tokens`` (name ->
-    {dtype, values: per row}, floats rounded to ``digits`` significant digits), ``steps`` (every step of ``key``),
-    ``count`` (samples at this step) and ``shown`` (rows included, at most ``max_rows``).
+    {dtype, values: per row}, floats rounded to ``digits`` significant digits),
+    ``steps`` (every step of ``key``), ``count`` (samples at this step) and ``shown``
+    (rows included, at most ``max_rows``).
     Raises KeyError when the run has no such key or step."""
     with Ledger(run_dir) as ledger:
         steps = ledger.keys().get(key)
