@@ -92,7 +92,7 @@ def test_where_filters_on_turns_tools_and_status(agent_run: Path, where: str,
 def test_table_view_names_the_conversation_not_its_json(agent_run: Path) -> None:
     code, out = _cli(str(agent_run), "-k", "agent", "-s", "7")
     assert code == 0, out
-    assert "5 messages" in out and "12 messages" in out and "search,pyth" in out
+    assert "5 messages" in out and "15 messages" in out and "search,pyth" in out
     assert "tool_call_id" not in out and "0 messages" not in out
 
 
