@@ -28,7 +28,10 @@ doctor, ``--where``, the table fallback and every backend read.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from itertools import chain, repeat
+from operator import is_not
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,10 +226,88 @@ def encode(messages: list[Any], where: str) -> str:
         raise TrajectoryProblem(f"{where}: {exc}") from None
 
 
+_PLAIN_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name", "status",
+                         "reward", "latency_ms", "tokens", "logprobs"})
+_CALL_KEYS = frozenset({"id", "name", "arguments", "type"})
+_NONE = type(None)
+_is_value = partial(is_not, None)
+
+
+def _values(dicts: list[dict[str, Any]], key: str) -> list[Any]:
+    """``key``'s value in each dict (None where missing), at C speed."""
+    return list(map(dict.get, dicts, repeat(key)))
+
+
+def _types(values: list[Any]) -> set[type]:
+    return set(map(type, values))
+
+
+def _finite_sum(values: Iterable[Any]) -> bool:
+    try:  # numbers, all finite: one C-level sum (text raises)
+        return math.isfinite(sum(values))
+    except TypeError:
+        return False
+
+
+def plain_column(cells: Sequence[Any]) -> bool:
+    """Whether every cell is already a list of plain messages (flat tool calls, text
+    content, plain numbers): judged over the whole column with C-level passes (types,
+    sums; no Python code per message). False sends the column through
+    :func:`check_cell`, cell by cell, which converts what it can and names what it can't."""
+    lists = [c for c in cells if c is not None]
+    if _types(lists) - {list}:
+        return False
+    messages = list(chain.from_iterable(lists))
+    if _types(messages) - {dict}:
+        return False
+    keys = set().union(*messages)
+    if keys - _PLAIN_KEYS:
+        return False
+    roles = _values(messages, "role")
+    if _types(roles) - {str} or not all(roles):
+        return False
+    for key in keys & {"content", "tool_call_id", "name"}:
+        if _types(_values(messages, key)) - {str, _NONE}:
+            return False
+    if "status" in keys and set(_values(messages, "status")) - {"ok", "error", None}:
+        return False
+    for key in keys & {"reward", "latency_ms", "tokens", "logprobs"}:
+        values = _values(messages, key)
+        types = _types(values)
+        if _NONE in types:
+            values = list(filter(_is_value, values))
+            types.discard(_NONE)
+        if key == "logprobs":
+            if types - {list} or not _finite_sum(map(sum, values)):
+                return False
+        elif key == "tokens":
+            if types - {int} or min(values, default=0) < 0:
+                return False
+        elif types - {int, float} or not _finite_sum(values):
+            return False
+    if "tool_calls" not in keys:
+        return True
+    call_lists = list(filter(_is_value, _values(messages, "tool_calls")))
+    if _types(call_lists) - {list}:
+        return False
+    calls = list(chain.from_iterable(call_lists))
+    if _types(calls) - {dict} or set().union(*calls) - _CALL_KEYS:
+        return False
+    return not (_types(_values(calls, "name")) - {str}
+                or _types(list(map(dict.get, calls, repeat("arguments"), repeat("")))) - {str}
+                or _types(_values(calls, "id")) - {str, _NONE})
+
+
 def encode_column(name: str, values: Sequence[Any], n: int, keep: list[bool],
                   problems: list[str], strict: bool) -> list[str | None]:
     """Each cell of a trajectory column as canonical JSON (None stays None); a bad cell
     clears its ``keep`` entry and adds a problem (strict: raises)."""
+    cells = values[:n] if len(values) != n else values
+    if plain_column(cells):  # the common case: only JSON encoding left (in C)
+        try:
+            return [None if c is None else orjson.dumps(c).decode() for c in cells]
+        except orjson.JSONEncodeError:  # lone surrogates: found and named cell by cell
+            pass
     out: list[str | None] = []
     for i in range(n):
         cell = values[i]
