@@ -102,7 +102,7 @@ def test_browser_payload_marks_the_conversation_column(agent_run: Path) -> None:
     assert payload["kinds"]["messages"] == "trajectory"
     column = payload["columns"].index("messages")
     assert payload["rows"][1][column] == conversation(1, fail=True)
-    assert payload["rows"][2][payload["columns"].index("tools")] == "search, python, x"
+    assert payload["rows"][2][payload["columns"].index("tools")] == ["search", "python", "x"]
 
 
 def test_numpy_and_torch_per_turn_values_are_unwrapped() -> None:

@@ -7,7 +7,8 @@ not make one huge page to parse. A run with more steps than ``MAX_STEPS`` embeds
 many, spread evenly (first and last kept; ``trackmux samples`` reads any step), each with
 its first ``MAX_ROWS`` samples (whole groups as logged) and their token arrays.
 
-The browser itself is ``assets/samples.js`` + ``assets/samples.css``, the same files
+The browser itself is ``assets/samples.js`` + ``assets/samples.css`` (conversations drawn
+by ``assets/conversation.js`` + ``.css``), the same files
 ``trackmux ui`` serves; the page's content policy allows exactly this inline script (by
 its sha256) and nothing else.
 """
@@ -91,9 +92,9 @@ def samples_section(runs: Sequence[RunData]) -> tuple[str, str]:
                 f"data-steps='{orjson.dumps(steps).decode()}'></div>{''.join(data)}</div>")
     if not blocks:
         return "", ""
-    html = (f'<section id="samples"><h2>Samples</h2><style>{asset("samples.css")}</style>'
-            + "".join(blocks) + "</section>")
-    return html, asset("samples.js") + BOOT
+    html = (f'<section id="samples"><h2>Samples</h2><style>{asset("samples.css")}'
+            f'{asset("conversation.css")}</style>' + "".join(blocks) + "</section>")
+    return html, asset("conversation.js") + asset("samples.js") + BOOT
 
 
 def script_hash(script: str) -> str:

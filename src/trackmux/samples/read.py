@@ -281,11 +281,7 @@ def step_payload(run_dir: str | Path, key: str, step: int, *, max_rows: int | No
         for i in shown:
             groups.setdefault(str(values[group][i]), []).append(i)
     kinds = {c: "trajectory" if c in rows.trajectories else _kind(values[c])
-             for c in columns}
-    for c in columns:  # a list column (``tools``) is shown as text
-        if kinds[c] == "text" and any(isinstance(v, list) for v in values[c]):
-            values[c] = [", ".join(map(str, v)) if isinstance(v, list) else v
-                         for v in values[c]]
+             for c in columns}  # ``tools`` (lists of names) is text to a browser
     return {
         "key": key, "step": step, "steps": steps, "count": count, "shown": len(shown),
         "columns": columns, "trajectories": list(rows.trajectories),

@@ -165,9 +165,10 @@ def render(data: dict[str, Any], title: str) -> str:
     scripts = [asset("uplot/uPlot.iife.min.js"), asset("charts.js")]
     styles = [asset("uplot/uPlot.min.css"), (STATIC / "ui.css").read_text(encoding="utf-8")]
     if data.get("samples") is not None:  # the ledger's own browser, as the UI loads it
-        scripts.append(sources.SAMPLES_SCRIPT.read_text(encoding="utf-8")
-                       .replace("</script", "<\\/script"))
-        styles.append(sources.SAMPLES_STYLE.read_text(encoding="utf-8").replace("</", "<\\/"))
+        for script in (sources.CONVERSATION_SCRIPT, sources.SAMPLES_SCRIPT):
+            scripts.append(script.read_text(encoding="utf-8").replace("</script", "<\\/script"))
+        for style in (sources.SAMPLES_STYLE, sources.CONVERSATION_STYLE):
+            styles.append(style.read_text(encoding="utf-8").replace("</", "<\\/"))
     scripts.append(asset("export.js"))
     csp = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src "
            + " ".join(_script_hash(s) for s in scripts))
