@@ -73,10 +73,10 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run.dir
 
 
-def bare_page(run_dir: Path, folder: Path) -> Path:
+def bare_page(run_dir: Path, folder: Path, step: int = 2) -> Path:
     """The sample browser alone, no CSP: only the view stands between the data and the
     page."""
-    payload = step_payload(run_dir, "agent/rollouts", 2)
+    payload = step_payload(run_dir, "agent/rollouts", step)
     data = orjson.dumps(payload).decode().replace("<", "\\u003c")
     css = (ASSETS / "samples.css").read_text() + (ASSETS / "conversation.css").read_text()
     scripts = (ASSETS / "conversation.js").read_text() + (ASSETS / "samples.js").read_text()
@@ -92,7 +92,7 @@ def bare_page(run_dir: Path, folder: Path) -> Path:
 
 def check_inert(page: Any, requests: list[str], problems: list[str]) -> None:
     body = page.locator(".tms-body")
-    text = body.inner_text()
+    text = body.text_content() or ""  # off-screen conversations are not laid out
     for literal in ("<script>window.__pwned = 'script'</script>",
                     "<img src=x onerror=\"window.__pwned = 'img'\">",
                     "<a href=\"javascript:window.__pwned = 'link'\">click me</a>",
@@ -107,14 +107,18 @@ def check_inert(page: Any, requests: list[str], problems: list[str]) -> None:
 
 def exercise(page: Any) -> None:
     """Bubbles, folds, marks and jumps of the view, on step 2 of :func:`hostile`."""
+    from playwright.sync_api import expect
+
     cards = page.locator(".tms-card.tm-card-conv")
     assert cards.count() == 4
     card = page.locator(".tms-card[data-sample='1']")
     assert card.locator(".tm-msg.tm-user").count() == 1
     assert card.locator(".tm-msg.tm-assistant").count() == 2
-    head = card.locator(".tm-assistant .tm-mhead").first.inner_text()
+    card.scroll_into_view_if_needed()
+    expect(card.locator(".tm-assistant .tm-mhead").first).to_contain_text("turn 1")  # shown
+    head = card.locator(".tm-assistant .tm-mhead").first.text_content() or ""
     assert "turn 1" in head and "reward 0.5" in head and "250 ms" in head
-    assert "1 failed" in card.locator(".tm-sum").inner_text()
+    assert "1 failed" in (card.locator(".tm-sum").text_content() or "")
     failed = card.locator("details.tm-result.tm-error")
     assert failed.count() == 1 and failed.get_attribute("open") is not None
     assert page.locator(".tms-card[data-sample='0'] details.tm-result.tm-error").count() == 0
@@ -122,7 +126,7 @@ def exercise(page: Any) -> None:
     assert call.get_attribute("open") is None  # folded, its body not built yet
     assert call.locator(".tm-pre").count() == 0
     call.locator("summary").click()
-    assert '"q": "<script>' in call.locator(".tm-pre").inner_text()  # pretty-printed JSON
+    assert '"q": "<script>' in (call.locator(".tm-pre").text_content() or "")  # pretty JSON
     page.click(".tm-fold-all")
     assert failed.get_attribute("open") is None
     page.click(".tm-unfold")
@@ -140,7 +144,7 @@ def exercise(page: Any) -> None:
     assert "tm-flash" in (second.get_attribute("class") or "")
     page.fill(".tms-filter", "tool_errors > 0 and 'search<img src=x onerror=\"window."
               "__pwned = \\'img\\'\">' in tools")
-    assert page.locator(".tms-info").inner_text().strip() == "2 of 4 samples"
+    assert (page.locator(".tms-info").text_content() or "").strip() == "2 of 4 samples"
 
 
 def test_bare_view_keeps_hostile_text_inert(chromium: Any, run_dir: Path,
@@ -171,5 +175,31 @@ def test_report_shows_conversations_inert(chromium: Any, run_dir: Path,
         page.wait_for_selector(".tms-steplabel:text-is('step 1')", timeout=10000)
         assert page.locator(".tms-card.tm-card-conv").count() == 4
         assert problems == [] and requests == [], (problems, requests)
+    finally:
+        page.close()
+
+
+def test_far_conversations_are_built_when_reached(chromium: Any, tmp_path: Path) -> None:
+    """Past the first 24 a conversation is built near the screen or when jumped to (a
+    step of hundreds opens fast), and unfold-all reaches every one."""
+    run = trackmux.init(project="p", name="many", backends=[], dir=tmp_path / "runs")
+    run.log_samples("agent/rollouts", {"messages": [hostile(i) for i in range(40)],
+                                       "reward": [float(i) for i in range(40)]},
+                    step=1, strict=True)
+    run.finish(timeout=30)
+    page, problems, requests = open_page(chromium, bare_page(run.dir, tmp_path, step=1))
+    try:
+        page.wait_for_selector("#m[data-ready='1']", timeout=15000)
+        assert page.locator(".tm-conv").count() == 40
+        far = page.locator(".tms-card[data-sample='0'] .tm-conv")  # sorted last
+        assert far.locator(".tm-msg").count() == 0
+        assert "2 turns · 1 tool calls" in (far.text_content() or "")  # its summary
+        page.fill(".tm-goto-sample", "0")
+        page.locator(".tm-goto-sample").dispatch_event("change")
+        assert far.locator(".tm-msg.tm-assistant").count() == 2
+        page.locator(".tm-unfold").dispatch_event("click")  # the page scrolled to sample 0
+        assert page.locator("details.tm-call[open]").count() == 40
+        check_inert(page, requests, problems)
+        assert problems == [], problems
     finally:
         page.close()

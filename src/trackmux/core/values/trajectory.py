@@ -28,11 +28,11 @@ doctor, ``--where``, the table fallback and every backend read.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain, repeat
 from operator import is_not
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson

@@ -12,7 +12,7 @@
    (never innerHTML, never an attribute that runs or loads anything), so markup, scripts
    and javascript: links in it stay text. Values keyed by user data live in Maps. A body
    that is folded is built when first unfolded, so a step of hundreds of trajectories
-   opens quickly. */
+   opens quickly; so is a conversation far off screen. */
 (function () {
   "use strict";
   var PREVIEW = 90;
@@ -80,17 +80,18 @@
   }
 
   function badges(m) {
-    var out = [];
+    var out = [], rest = [];
     var r = num(m.reward), l = num(m.latency_ms);
     var t = typeof m.tokens === "number" ? num(m.tokens) : Array.isArray(m.tokens) ? String(m.tokens.length) : null;
     if (r !== null) out.push(el("span", "tm-badge tm-rew", "reward " + r));
-    if (l !== null) out.push(el("span", "tm-badge", l + " ms"));
-    if (t !== null) out.push(el("span", "tm-badge", t + " tok"));
+    if (l !== null) rest.push(l + " ms");
+    if (t !== null) rest.push(t + " tok");
     if (Array.isArray(m.logprobs) && m.logprobs.length) {
       var sum = 0, n = 0;
       m.logprobs.forEach(function (v) { if (typeof v === "number") { sum += v; n += 1; } });
-      if (n) out.push(el("span", "tm-badge", "logprob " + num(sum / n)));
+      if (n) rest.push("logprob " + num(sum / n));
     }
+    if (rest.length) out.push(el("span", "tm-badge", rest.join(" · ")));
     return out;
   }
 
@@ -144,6 +145,28 @@
     return box;
   }
 
+  /* The first EAGER conversations drawn in one go are built at once; the others when
+     they come near the screen (IntersectionObserver), so a step of hundreds opens fast.
+     Each waiting one is built before a jump or an unfold-all reaches it. */
+  var EAGER = 24, drawnNow = 0, pending = new Map(), observer = null;
+
+  function build(root) {
+    var fill = pending.get(root);
+    if (!fill) return;
+    pending.delete(root);
+    if (observer) observer.unobserve(root);
+    fill();
+  }
+
+  function later(root, fill) {
+    if (typeof IntersectionObserver === "undefined") { fill(); return; }
+    if (!observer) observer = new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) { if (e.isIntersecting) build(e.target); });
+    }, {rootMargin: "800px"});
+    pending.set(root, fill);
+    observer.observe(root);
+  }
+
   function render(messages) {
     var root = el("div", "tm-conv");
     if (!Array.isArray(messages)) {
@@ -155,13 +178,23 @@
     head.appendChild(el("span", null, s.turns + " turns · " + s.calls + " tool calls"));
     if (s.errors) head.appendChild(el("span", "tm-bad", " · " + s.errors + " failed"));
     root.appendChild(head);
-    var names = new Map(), turn = 0;
-    messages.forEach(function (m) {
-      if (!isObj(m)) { root.appendChild(el("div", "tm-msg tm-other", str(m))); return; }
-      if (m.role === "assistant") turn += 1;
-      root.appendChild(bubble(m, turn, names));
-    });
+    function fill() {
+      var names = new Map(), turn = 0, frag = document.createDocumentFragment();
+      messages.forEach(function (m) {
+        if (!isObj(m)) { frag.appendChild(el("div", "tm-msg tm-other", str(m))); return; }
+        if (m.role === "assistant") turn += 1;
+        frag.appendChild(bubble(m, turn, names));
+      });
+      root.appendChild(frag);
+    }
+    if (drawnNow === 0) setTimeout(function () { drawnNow = 0; }, 0);
+    drawnNow += 1;
+    if (drawnNow <= EAGER) fill(); else later(root, fill);
     return root;
+  }
+
+  function buildAll(body) {
+    body.querySelectorAll(".tm-conv").forEach(build);
   }
 
   /* jump to a group or a sample of the drawn step, and fold or unfold every tool part */
@@ -177,6 +210,7 @@
     openAll.type = closeAll.type = "button";
     function flash(node) {
       if (!node) return;
+      node.querySelectorAll(".tm-conv").forEach(build);
       node.scrollIntoView({block: "nearest", inline: "nearest"});
       node.classList.add("tm-flash");
       setTimeout(function () { node.classList.remove("tm-flash"); }, 1200);
@@ -202,6 +236,7 @@
       flash(found);
     });
     function setAll(open) {
+      buildAll(body);
       body.querySelectorAll("details.tm-call, details.tm-result").forEach(function (d) { d.open = open; });
     }
     openAll.addEventListener("click", function () { setAll(true); });
