@@ -187,3 +187,35 @@ def test_summary_and_transcript() -> None:
     assert "[tool search error]" in text and "[assistant] (reward 0.125, 31 ms)" in text
     assert '-> search({"q": "a\\u2028b \\"quoted\\"", "deep": {"x": [1.5]}})' in text
     assert transcript(messages, limit=40).endswith("more characters in the spool)")
+
+
+def test_any_text_comes_back_exactly_through_the_spool_encoding() -> None:
+    """Property: whatever text (any code point UTF-8 holds, U+2028, quotes, backslashes,
+    JSON inside arguments) and numbers a conversation holds, the spool's payload gives the
+    same messages back."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    from trackmux.core.spool import samplepack
+    from trackmux.core.values.trajectory import decode
+
+    text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+    number = st.one_of(st.integers(-2**53, 2**53),
+                       st.floats(allow_nan=False, allow_infinity=False))
+    message = st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "tool", "system"]),
+         "content": st.one_of(st.none(), text)},
+        optional={"reward": number, "latency_ms": number, "name": text,
+                  "tool_calls": st.lists(st.fixed_dictionaries(
+                      {"id": text, "name": text, "arguments": text}), max_size=2),
+                  "status": st.sampled_from(["ok", "error"])})
+
+    @hypothesis.settings(max_examples=150, deadline=None)
+    @hypothesis.given(st.lists(st.lists(message, max_size=5), min_size=1, max_size=4))
+    def check(cells: list[list[dict[str, Any]]]) -> None:
+        event, problems = to_event("k", {"messages": cells}, 1, 0.0, strict=True)
+        row, payload = samplepack.pack(event)
+        back = samplepack.unpack(row, payload, 1, 0.0, 1)
+        assert back.trajectories == ("messages",)
+        assert [decode(c) for c in back.values[0]] == cells
+
+    check()
