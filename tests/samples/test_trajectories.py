@@ -219,3 +219,14 @@ def test_any_text_comes_back_exactly_through_the_spool_encoding() -> None:
         assert [decode(c) for c in back.values[0]] == cells
 
     check()
+
+
+def test_attached_workers_send_conversations_whole() -> None:
+    """A Ray worker's ``log_samples`` crosses to the driver as plain data (attached/wire.py):
+    the conversation column stays one."""
+    from trackmux.attached import wire
+
+    event, _ = to_event("k", {"messages": [conversation(0)], "reward": [1.0]}, 1, 0.0,
+                        strict=True)
+    [back] = wire.decode(wire.encode([event]))
+    assert back == event and back.trajectories == ("messages",)
