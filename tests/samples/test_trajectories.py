@@ -212,7 +212,7 @@ def test_any_text_comes_back_exactly_through_the_spool_encoding() -> None:
     @hypothesis.settings(max_examples=150, deadline=None)
     @hypothesis.given(st.lists(st.lists(message, max_size=5), min_size=1, max_size=4))
     def check(cells: list[list[dict[str, Any]]]) -> None:
-        event, problems = to_event("k", {"messages": cells}, 1, 0.0, strict=True)
+        event, _ = to_event("k", {"messages": cells}, 1, 0.0, strict=True)
         row, payload = samplepack.pack(event)
         back = samplepack.unpack(row, payload, 1, 0.0, 1)
         assert back.trajectories == ("messages",)

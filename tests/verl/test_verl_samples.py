@@ -138,6 +138,7 @@ def _agent_batch(tokenizer: Any, size: int = 4) -> Any:
     the tool's reply in one response, response_mask 0 on the reply, ``__num_turns__``
     and ``raw_prompt`` beside."""
     import numpy as np
+
     from verl import DataProto
 
     pad = tokenizer.pad_token_id or 0
