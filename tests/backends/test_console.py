@@ -125,3 +125,24 @@ def test_every_prints_one_of_each_key_per_block_of_steps_and_counts_the_rest(
                               "31 table, 30 step lines")
     with pytest.raises(ValueError, match="every"):
         ConsoleBackend({"every": 0})
+
+
+def test_trajectories_print_their_summary_and_final_turns(tmp_path: Path,
+                                                          capsys: Any) -> None:
+    """Conversations on the console (issue 37): one line per chosen sample with its turns
+    and failed tool calls, and the start of its transcript, at each step."""
+    from trajectory_support import KEY, messages
+
+    run = trackmux.init(project="c", backends=["console"], dir=tmp_path,
+                        backend_options={"console": {"interval": 0, "sample_rows": 2}})
+    for step in (1, 2):
+        run.log_samples(KEY, {"messages": [messages(step, i) for i in range(2)],
+                              "reward": [0.0, 1.0]}, step=step, strict=True)
+    run.finish()
+    out = capsys.readouterr().out
+    for step in (1, 2):
+        assert f"[{KEY} @ step {step}] 2 samples, showing 2" in out
+        for i in range(2):
+            line = next(x for x in out.splitlines() if x.startswith(f"  #{i} ")
+                        and f"step {step} question {i}" in x)
+            assert "turns=2" in line and f"tool_errors={i % 2}" in line, line

@@ -146,3 +146,22 @@ def test_a_run_that_finishes_between_the_owner_check_and_the_lock_is_not_truncat
                for p in folder.glob("same*.jsonl") if p.name.count(".") == 1}
     assert outputs == {"same.jsonl": [1.0] * 3, "same-second.jsonl": [2.0] * 3}
     assert (folder / "same.run-id").read_text().strip() == "first"
+
+
+def test_trajectories_are_table_rows_of_transcripts(tmp_path: Path) -> None:
+    """Conversations on the file backend (issue 37): each step's chosen samples in the
+    tables JSONL, the conversation as its transcript beside its tool summary."""
+    from trajectory_support import COLUMNS, OPTIONS, STEPS, check_table, trajectory_spool
+
+    from trackmux.core.delivery.sync import deliver
+
+    run_dir = trajectory_spool(tmp_path)
+    result = deliver(run_dir, {"file": lambda: FileBackend(
+        {"root": str(tmp_path / "files"), **OPTIONS})}, timeout=60)
+    assert result.complete, result.problems
+    [path] = (tmp_path / "files").rglob("*.tables.jsonl")
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    assert [r["step"] for r in records] == list(STEPS)
+    for record in records:
+        assert tuple(record["columns"]) == COLUMNS
+        check_table(record["step"], record["rows"])

@@ -755,3 +755,23 @@ def test_samples_are_a_table_artifact_per_step(tmp_path: Path) -> None:
     assert [step for step, _ in tables] == list(STEPS)
     for step, rows in tables:
         check_rows(step, rows)
+
+
+def test_trajectories_are_a_json_artifact_per_step(tmp_path: Path) -> None:
+    """Conversations on mlflow (issue 37): tables/<key>/step_<N>.json per step holds the
+    chosen samples' transcripts and their tool summaries, read from mlflow's store."""
+    from trajectory_support import OPTIONS, STEPS, check_table, trajectory_spool
+
+    from trackmux.core.delivery.sync import deliver
+
+    run_dir = trajectory_spool(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    options = {"tracking_uri": uri, "artifact_location": str(tmp_path / "a"),
+               "experiment_name": "agent", **OPTIONS}
+    result = deliver(run_dir, {"mlflow": lambda: MlflowBackend(dict(options))}, timeout=120)
+    assert result.complete, result.problems
+    readback = read_mlflow(uri, "agent", tmp_path)
+    tables = readback.tables.get("agent_rollouts") or readback.tables["agent/rollouts"]
+    assert [step for step, _ in tables] == list(STEPS)
+    for step, rows in tables:
+        check_table(step, rows)

@@ -487,3 +487,23 @@ def test_samples_are_markdown_text_at_each_step(tmp_path: Path) -> None:
     assert [step for step, _ in tables["rollout/samples"]] == list(STEPS)
     for step, rows in tables["rollout/samples"]:
         check_rows(step, rows)
+
+
+def test_trajectories_are_transcripts_at_each_step(tmp_path: Path) -> None:
+    """Conversations on tensorboard (issue 37): text with one transcript per chosen sample
+    at each step (its text step slider), every turn in order, read from the event files."""
+    from trajectory_support import BEST, OPTIONS, STEPS, check_transcript, trajectory_spool
+
+    run_dir = trajectory_spool(tmp_path)
+    result = deliver(run_dir, {"tb": lambda: TensorBoardBackend(
+        {"root": str(tmp_path / "tb"), **OPTIONS})}, timeout=60)
+    assert result.complete, result.problems
+    texts = readback_dir(next((tmp_path / "tb").rglob("*tfevents*")).parent).texts
+    assert [step for step, _ in texts["agent/rollouts"]] == list(STEPS)
+    for step, text in texts["agent/rollouts"]:
+        parts = text.split("**sample ")[1:]
+        assert [int(p.split("**")[0]) for p in parts] == BEST
+        for i, part in zip(BEST, parts, strict=True):
+            lines = part.split("\n")  # not splitlines(): U+2028 is text here
+            check_transcript("\n".join(line[4:] for line in lines), step, i)
+            assert f"{i % 2} failed" in lines[0]

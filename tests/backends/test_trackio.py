@@ -307,3 +307,27 @@ def test_a_finding_of_the_doctor_is_a_trackio_alert(tmp_path: Path) -> None:
     assert [(a["title"], a["text"], a["level"], a["step"]) for a in alerts] == [
         ("trackmux doctor: reward_collapse at step 120", "critic/score/mean fell 61%",
          "error", 120)]
+
+
+def test_trajectories_are_trackio_traces_at_each_step(tmp_path: Path) -> None:
+    """Conversations on trackio (issue 37): its own traces (``trackio.Trace``), the chosen
+    samples' messages exactly as logged, the summary in each trace's metadata, read back
+    with trackio's own trace reader."""
+    from trackio.sqlite_storage import SQLiteStorage
+    from trajectory_support import BEST, KEY, OPTIONS, STEPS, messages, trajectory_spool
+
+    from trackmux.core.delivery.sync import deliver
+
+    project = project_of(tmp_path)
+    result = deliver(trajectory_spool(tmp_path), {"trackio": lambda: TrackioBackend(
+        {"dir": str(TRACKIO_DIR), "project": project, **OPTIONS})}, timeout=120)
+    assert result.complete, result.problems
+    traces = SQLiteStorage.get_traces(project, run="agent")
+    found = sorted((t["step"], t["metadata"]["sample"], t) for t in traces
+                   if t["key"] == trackio_key(KEY))
+    assert [(s, i) for s, i, _ in found] == [(s, i) for s in STEPS for i in BEST]
+    for step, i, trace in found:
+        assert trace["messages"] == messages(step, i)
+        meta = trace["metadata"]
+        assert (meta["turns"], meta["tool_errors"], meta["tools"]) == (2, i % 2, ["search"])
+        assert meta["status"] == ("error" if i % 2 else "ok") and meta["reward"] == i

@@ -591,3 +591,17 @@ def test_samples_are_a_table_with_every_step(tmp_path: Path) -> None:
     assert [step for step, _ in tables] == list(STEPS)
     for step, rows in tables:
         check_rows(step, rows)
+
+
+def test_trajectories_are_a_table_of_conversations_with_every_step(tmp_path: Path) -> None:
+    """Conversations on wandb (issue 37): each step's chosen samples in the incremental
+    table, the conversation as its transcript (unicode, U+2028, markup and JSON arguments
+    as text) beside turns, tool calls and failed tool calls, read from the run files."""
+    from trajectory_support import OPTIONS, STEPS, check_table, trajectory_events
+
+    deliver_wandb(spool(tmp_path, trajectory_events(T0)), **OPTIONS)
+    readback, _ = read_wandb(tmp_path)
+    tables = readback.tables["agent/rollouts"]
+    assert [step for step, _ in tables] == list(STEPS)
+    for step, rows in tables:
+        check_table(step, rows)

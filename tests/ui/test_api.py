@@ -186,6 +186,8 @@ def test_findings_and_samples_of_a_real_run(tmp_path: Path, server_for: Any) -> 
     assert get(server, f"/api/run/{rid}/samples/step?key=rollouts&step=4").status_code == 404
     assert get(server, "/assets/samples.js").status_code == 200
     assert get(server, "/assets/samples.css").status_code == 200
+    for name in ("conversation.js", "conversation.css"):  # the conversation view (issue 37)
+        assert get(server, f"/assets/{name}").status_code == 200
 
 
 @pytest.mark.parametrize("path", [

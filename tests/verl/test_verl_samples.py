@@ -125,3 +125,77 @@ def test_chosen_rows_keep_groups() -> None:
     assert verl_samples.chosen_rows(groups, None) == list(range(32))
     picked = verl_samples.chosen_rows(groups, 8)
     assert picked == [0, 1, 2, 3, 28, 29, 30, 31]
+
+
+TURNS = [(True, 'I will search. <tool_call>{"name": "search", "arguments": {"q": "moons"}}'
+               '</tool_call>'),
+         (False, "<tool_response>Phobos and Deimos</tool_response>"),
+         (True, "Mars has two moons.")]
+
+
+def _agent_batch(tokenizer: Any, size: int = 4) -> Any:
+    """An agent-loop batch as verl's AgentLoopManager returns it: the model's turns and
+    the tool's reply in one response, response_mask 0 on the reply, ``__num_turns__``
+    and ``raw_prompt`` beside."""
+    import numpy as np
+
+    from verl import DataProto
+
+    pad = tokenizer.pad_token_id or 0
+    ids: list[int] = []
+    mask: list[int] = []
+    for generated, text in TURNS:
+        piece = tokenizer.encode(text, add_special_tokens=False)
+        ids += piece
+        mask += [int(generated)] * len(piece)
+    width = len(ids) + 3
+    responses = torch.tensor([ids + [pad] * 3] * size)
+    response_mask = torch.tensor([mask + [0] * 3] * size)
+    prompt = tokenizer.encode("How many moons has Mars?")
+    prompts = torch.tensor([prompt] * size)
+    attention = torch.cat([torch.ones(size, len(prompt), dtype=torch.long),
+                           torch.tensor([[1] * len(ids) + [0] * 3] * size)], -1)
+    raw = np.empty(size, dtype=object)
+    for i in range(size):
+        raw[i] = [{"role": "user", "content": "How many moons has Mars?"}]
+    return DataProto.from_dict(
+        tensors={"prompts": prompts, "responses": responses, "response_mask": response_mask,
+                 "attention_mask": attention,
+                 "token_level_scores": torch.zeros(size, width),
+                 "token_level_rewards": torch.zeros(size, width),
+                 "advantages": torch.zeros(size, width), "returns": torch.zeros(size, width),
+                 "old_log_probs": -torch.rand(size, width)},
+        non_tensors={"uid": [f"u{i // 2}" for i in range(size)], "raw_prompt": raw,
+                     "__num_turns__": np.array([3] * size, dtype=np.int32)})
+
+
+def test_agent_loop_rollouts_become_conversations(tracker_env: dict[str, Path],
+                                                  tiny_assets: dict[str, Path]) -> None:
+    """A multi-turn / agent-loop batch (issue 37): ``messages`` holds each trajectory as a
+    conversation (prompt, assistant turns with their tool calls, the tool's reply), and
+    ``response`` is the whole response, not cut at the model's token count."""
+    import verl.trainer.ppo.metric_utils as metric_utils
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_assets["model"]))
+    try:
+        tracking = _Trainer(tokenizer).fit(True)
+        batch = _agent_batch(tokenizer)
+        metric_utils.compute_data_metrics(batch, use_critic=False)
+        tracking.log(data={"x": 1.0}, step=5)
+        run_dir = tracking.run.dir
+        assert tracking.finish().complete
+    finally:
+        verl_samples.disable()
+    rows = list(read.iter_samples(run_dir, key="rollout/samples", step=5))
+    assert len(rows) == 4
+    talk = rows[0]["messages"]
+    assert [m["role"] for m in talk] == ["user", "assistant", "tool", "assistant"]
+    assert talk[0]["content"] == "How many moons has Mars?"
+    assert talk[1]["tool_calls"][0]["name"] == "search"
+    assert '"moons"' in talk[1]["tool_calls"][0]["arguments"]
+    assert talk[2]["content"] == "Phobos and Deimos" and talk[2]["name"] == "search"
+    assert talk[3]["content"].strip() == "Mars has two moons."
+    assert rows[0]["num_turns"] == 3 and rows[0]["turns"] == 2 and rows[0]["tools"] == [
+        "search"]
+    assert rows[0]["response"].strip().endswith("Mars has two moons.")

@@ -230,6 +230,10 @@ def _list_keys(run: str, keys: dict[str, list[int]], as_json: bool) -> None:
 
 
 def _cell(value: Any, width: int) -> str:
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        value = f"{len(value)} messages"  # a conversation: --json gives it whole
+    elif isinstance(value, list):
+        value = ",".join(map(str, value))
     text = f"{value:.4g}" if isinstance(value, float) else "" if value is None else str(value)
     text = text.replace("\n", "⏎")
     return text if len(text) <= width else text[:width - 1] + "…"

@@ -234,7 +234,9 @@ class SamplesEvent:
     """A batch of samples (prompt, response, reward, its components, advantage, group,
     ...) logged under ``key`` at ``step``, stored as columns: ``values[j]`` is column
     ``columns[j]`` (one cell per sample), plus per-token arrays. The spool keeps every
-    sample; ``max_rows`` caps what each backend shows (see trackmux/samples/)."""
+    sample; ``max_rows`` caps what each backend shows (see trackmux/samples/).
+    ``trajectories`` names the columns whose cells are conversations, stored as canonical
+    JSON text (core/values/trajectory.py)."""
 
     key: str
     columns: tuple[str, ...]
@@ -244,6 +246,7 @@ class SamplesEvent:
     time: float
     seq: int = 0
     max_rows: int | None = None
+    trajectories: tuple[str, ...] = ()
     kind: Literal["samples"] = field(default="samples", init=False)
 
     @property

@@ -30,10 +30,11 @@ def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.signals import BUILTIN as SIGNALS
     from trackmux.doctor.rules.text import DegenerateText
     from trackmux.doctor.rules.time import Stall
+    from trackmux.doctor.rules.trajectories import BUILTIN as TRAJECTORIES
 
     specs = []
     builtin: tuple[type[Detector], ...] = (*BUILTIN, *SIGNALS, DegenerateText, *REWARDS,
-                                            Stall)
+                                            Stall, *TRAJECTORIES)
     for cls in builtin:
         params = {**COMMON, **getattr(cls, "params_spec", {})}
         specs.append(RuleSpec(cls.rule, cls, params, (cls.__doc__ or "").strip()))

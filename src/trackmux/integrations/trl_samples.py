@@ -15,10 +15,14 @@ gives a role by name: ``prompt``, ``response``, ``reward`` (weighted sum, as TRL
 its ``reward`` metric), ``reward/<function>`` (reward components), ``advantage``,
 ``group`` (GRPO group: ``num_generations`` consecutive completions of one prompt; one of
 the ledger's group columns, so backends show whole groups) and the ``extra`` columns.
+When the completions are conversations (GRPO with ``tools`` or an environment: assistant
+turns, tool calls, tool results), ``messages`` holds each sample's whole conversation
+(:func:`conversations`) for the conversation view and the doctor's trajectory rules.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -47,6 +51,63 @@ def as_text(value: Any) -> str:
             lines.append(f"{message.get('role', '?')}: {content}")
         return "\n".join(lines)
     return str(value)
+
+
+def _is_conversation(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str) and bool(value) and \
+        all(isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in value)
+
+
+def _message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """One TRL message as the ledger keeps it: content parts other than text named by
+    their type (images stay out), tool calls flat with their arguments as JSON text (TRL
+    and transformers' chat templates hold them as dicts)."""
+    out: dict[str, Any] = {"role": message["role"]}
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        out["content"] = content
+    elif isinstance(content, Sequence):
+        out["content"] = [{"type": "text", "text": str(p.get("text", ""))}
+                          if isinstance(p, Mapping) and p.get("type") == "text"
+                          else {"type": str(p.get("type") if isinstance(p, Mapping)
+                                            else type(p).__name__)} for p in content]
+    else:
+        out["content"] = str(content)
+    calls = message.get("tool_calls")
+    if isinstance(calls, Sequence) and not isinstance(calls, str):
+        flat = []
+        for k, call in enumerate(calls):
+            body = call.get("function", call) if isinstance(call, Mapping) else {}
+            args = body.get("arguments", "") if isinstance(body, Mapping) else ""
+            flat.append({"id": str(call.get("id") or f"call_{k}") if isinstance(call, Mapping)
+                         else f"call_{k}",
+                         "name": str(body.get("name", "?")) if isinstance(body, Mapping)
+                         else "?",
+                         "arguments": args if isinstance(args, str) else json.dumps(
+                             args, ensure_ascii=False, default=str)})
+        out["tool_calls"] = flat
+    for key in ("tool_call_id", "name"):
+        if isinstance(message.get(key), str):
+            out[key] = message[key]
+    return out
+
+
+def conversations(prompts: Sequence[Any], completions: Sequence[Any]
+                  ) -> list[list[dict[str, Any]] | None] | None:
+    """Each sample's whole conversation (its prompt's messages, then the completion's:
+    assistant turns, tool calls, tool results) when TRL's completions are conversational
+    (multi-turn or tool-using GRPO); None for plain text completions."""
+    if not any(_is_conversation(c) for c in completions):
+        return None
+    out: list[list[dict[str, Any]] | None] = []
+    for prompt, completion in zip(prompts, completions, strict=True):
+        if not _is_conversation(completion):
+            out.append(None)
+            continue
+        head = [_message(m) for m in prompt] if _is_conversation(prompt) else \
+            [{"role": "user", "content": as_text(prompt)}]
+        out.append(head + [_message(m) for m in completion])
+    return out
 
 
 def _number(value: Any) -> float | None:
@@ -82,6 +143,9 @@ def grpo_samples(trainer: Any) -> dict[str, list[Any]] | None:
         return None
     out: dict[str, list[Any]] = {"prompt": [as_text(p) for p in prompts],
                                  "response": [as_text(c) for c in completions]}
+    talks = conversations(prompts, completions)
+    if talks is not None:  # tool-using / multi-turn GRPO: the conversation view's column
+        out["messages"] = talks
     rewards = logs.get("rewards")
     components: dict[str, list[float | None]] = {}
     if isinstance(rewards, Mapping):

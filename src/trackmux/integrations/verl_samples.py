@@ -17,6 +17,11 @@ that step. Columns (those the batch holds):
 - token arrays: ``token`` (each response token's text), and ``old_log_probs``,
   ``ref_log_prob``, ``rollout_log_probs``, ``entropys``, ``advantages`` when present.
 
+Multi-turn and agent-loop rollouts (``__num_turns__`` in the batch) also get
+``num_turns`` and ``messages``: each trajectory as a conversation with its tool calls
+(integrations/verl_trajectories.py), shown by the conversation view and read by the
+doctor's trajectory rules.
+
 Validation generations (``trainer.log_val_generations``) are logged as samples too, under
 ``val/generations`` (prompt, response, score). Decoding runs in the trainer's thread, for
 the chosen samples only.
@@ -144,6 +149,11 @@ def batch_samples(batch: Any, tokenizer: Any, budget: int | None,
     else:
         mask = None
     lengths = mask.sum(-1).tolist() if mask is not None else [width] * len(rows)
+    multi_turn = "__num_turns__" in extra
+    if multi_turn and "attention_mask" in keys and width:
+        # agent loop / multi-turn: tool replies sit between the model's turns with a
+        # response_mask of 0, so the response is as long as its attention mask says
+        lengths = tensors["attention_mask"][index][:, -width:].sum(-1).tolist()
     cols: dict[str, Any] = {}
     if tokenizer is not None and "prompts" in keys and responses is not None:
         cols["prompt"] = tokenizer.batch_decode(tensors["prompts"][index],
@@ -165,6 +175,15 @@ def batch_samples(batch: Any, tokenizer: Any, budget: int | None,
         adv = tensors["advantages"][index].float()
         cols["advantage"] = (adv * mask).sum(-1) / mask.sum(-1).clamp(min=1)
     cols["response_length"] = lengths
+    if multi_turn:
+        cols["num_turns"] = [int(extra["__num_turns__"][i]) for i in rows]
+        if tokenizer is not None and responses is not None and mask is not None:
+            from trackmux.integrations.verl_trajectories import batch_conversations
+
+            raw = extra.get("raw_prompt")
+            cols["messages"] = batch_conversations(
+                tokenizer, responses, mask, lengths,
+                [raw[i] for i in rows] if raw is not None else None, cols.get("prompt"))
     if "uid" in extra:
         cols["uid"] = [str(uids[i]) for i in rows]
     if "data_source" in extra:

@@ -225,11 +225,13 @@ class ConsoleBackend(Backend):
         rows = chosen(event, self)
         lines = [f"[{event.key} @ step {event.step}] {event.count} samples, showing "
                  f"{len(rows)} ({self.sample_policy})"]
+        hide = {"step", "sample", "prompt", "response", *event.trajectories}
         for record in records(event, rows):
-            text = str(record.get("response", ""))
+            text = str(record.get("response", "") if "response" in record or not
+                       event.trajectories else record[event.trajectories[0]] or "")
             text = text if len(text) <= SAMPLE_TEXT else text[:SAMPLE_TEXT - 1] + "…"
             fields = [f"{name}={_short(record[name])}" for name in record
-                      if name not in ("step", "sample", "prompt", "response")][:6]
+                      if name not in hide][:6]
             lines.append(f"  #{record['sample']} " + " ".join(fields)
                          + f" | {text!r}".replace("\n", " "))
         return "\n".join(lines)

@@ -28,6 +28,11 @@ imported in this process with another directory, ``open`` raises a ValueError na
 both rather than writing somewhere else. Without ``dir`` the backend writes where
 trackio itself would (``TRACKIO_DIR``, else ``$HF_HOME/trackio``).
 
+Samples (``log_samples``) arrive as core's table, except conversations (a ``messages``
+column): those become a list of ``trackio.Trace`` under the key at their step (trackio's
+trace view; the summary and the other columns in each trace's metadata), or the table
+where the installed trackio has no traces.
+
 Options (``backend_options={"trackio": {...}}``): ``dir``, ``project`` (default: the
 trackmux project), ``name`` (default: the run name), ``id`` (trackio run id for a new
 delivery; default: a new one), ``group``.
@@ -46,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo, check_option_types
+from trackmux.core.delivery.fallbacks import samples_table
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
     ConfigEvent,
@@ -53,6 +59,7 @@ from trackmux.core.events import (
     FindingEvent,
     ImageEvent,
     MetricsEvent,
+    SamplesEvent,
     TableEvent,
     TextEvent,
 )
@@ -107,7 +114,8 @@ def _check_options(options: Mapping[str, Any]) -> None:
 
 class TrackioBackend(Backend):
     name = "trackio"
-    capabilities = frozenset({"metrics", "config", "table", "image", "text", "finding"})
+    capabilities = frozenset({"metrics", "config", "table", "image", "text", "finding",
+                              "samples"})
     destination_options = ("dir", "project")
     max_sample_rows = 64  # samples shown per log_samples batch (docs/samples.md)
 
@@ -220,6 +228,11 @@ class TrackioBackend(Backend):
     def _row(self, event: Event) -> dict[str, Any]:
         if isinstance(event, MetricsEvent):
             return {trackio_key(k): v for k, v in event.data.items()}
+        if isinstance(event, SamplesEvent):
+            traces = self._traces(event)
+            if traces is not None:
+                return {trackio_key(event.key): traces}
+            event = samples_table(event, self)
         if isinstance(event, TableEvent):
             from trackio.table import Table
 
@@ -244,6 +257,38 @@ class TrackioBackend(Backend):
 
             return {trackio_key(event.key): Markdown(event.line())._to_dict()}
         raise TypeError(f"unknown event kind {event.kind!r}")
+
+    def _traces(self, event: SamplesEvent) -> list[dict[str, Any]] | None:
+        """The chosen conversations as trackio traces (its trace view: messages, tool calls
+        paired by ``tool_call_id``), or None without conversations or ``trackio.Trace``."""
+        if not event.trajectories:
+            return None
+        try:
+            from trackio.trace import Trace
+        except ImportError:  # trackio before traces: the table fallback
+            return None
+        from trackmux.core.values import trajectory
+        from trackmux.samples.projection import chosen
+
+        column = event.values[event.columns.index(event.trajectories[0])]
+        others = [(name, values) for name, values in zip(event.columns, event.values,
+                                                          strict=True)
+                  if name not in event.trajectories]
+        traces = []
+        for i in chosen(event, self):
+            messages = trajectory.decode(column[i])
+            if messages is None:
+                continue
+            s = trajectory.summary(messages)
+            latency = sum(m["latency_ms"] for m in messages
+                          if isinstance(m.get("latency_ms"), (int, float)))
+            metadata = {"sample": i, "turns": s.turns, "tool_calls": s.tool_calls,
+                        "tool_errors": s.tool_errors, "tools": s.tools,
+                        "status": "error" if s.tool_errors else "ok", "latency_ms": latency,
+                        **{name: values[i] for name, values in others}}
+            traces.append(Trace(messages, metadata=metadata)._to_dict(
+                project=self._project, run=self._run_name, step=event.step))
+        return traces
 
     def close(self, status: str) -> None:
         """Nothing to end: every row is committed by ``write``."""

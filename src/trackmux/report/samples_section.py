@@ -7,7 +7,8 @@ not make one huge page to parse. A run with more steps than ``MAX_STEPS`` embeds
 many, spread evenly (first and last kept; ``trackmux samples`` reads any step), each with
 its first ``MAX_ROWS`` samples (whole groups as logged) and their token arrays.
 
-The browser itself is ``assets/samples.js`` + ``assets/samples.css``, the same files
+The browser itself is ``assets/samples.js`` + ``assets/samples.css`` (conversations drawn
+by ``assets/conversation.js`` + ``.css``), the same files
 ``trackmux ui`` serves; the page's content policy allows exactly this inline script (by
 its sha256) and nothing else.
 """
@@ -28,6 +29,9 @@ from trackmux.samples.read import list_sample_keys, step_payload
 
 MAX_STEPS = 40
 MAX_ROWS = 64
+#: samples of each embedded step of a key whose samples are conversations (a step of
+#: 64 agentic trajectories embeds ~1 MB of JSON; 16 keep a 40-step report near 5 MB)
+MAX_CONVERSATION_ROWS = 16
 
 BOOT = """
 (function () {
@@ -75,8 +79,12 @@ def samples_section(runs: Sequence[RunData]) -> tuple[str, str]:
             steps = spread(all_steps, MAX_STEPS)
             prefix = f"tms-{r}-{k}-"
             data = []
+            cap = MAX_ROWS
             for step in steps:
-                payload = step_payload(run.run_dir, key, step, max_rows=MAX_ROWS)
+                payload = step_payload(run.run_dir, key, step, max_rows=cap)
+                if payload.get("trajectories") and cap > MAX_CONVERSATION_ROWS:
+                    cap = MAX_CONVERSATION_ROWS
+                    payload = step_payload(run.run_dir, key, step, max_rows=cap)
                 payload["steps"] = steps
                 packed = base64.b64encode(gzip.compress(orjson.dumps(payload), 6, mtime=0))
                 data.append(f'<script type="application/json" id="{prefix}{step}">'
@@ -85,15 +93,15 @@ def samples_section(runs: Sequence[RunData]) -> tuple[str, str]:
                     if len(steps) < len(all_steps) else "")
             blocks.append(
                 f'<div class="panel"><h3>{escape(key)} <span class="hint">{escape(run.label)}'
-                f"{note} · first {MAX_ROWS} samples a step · every sample: "
+                f"{note} · first {cap} samples a step · every sample: "
                 f"<code>trackmux samples {escape(run.run_id)} --key {escape(key)} --step N"
                 f'</code></span></h3><div class="tms-mount" data-prefix="{prefix}" '
                 f"data-steps='{orjson.dumps(steps).decode()}'></div>{''.join(data)}</div>")
     if not blocks:
         return "", ""
-    html = (f'<section id="samples"><h2>Samples</h2><style>{asset("samples.css")}</style>'
-            + "".join(blocks) + "</section>")
-    return html, asset("samples.js") + BOOT
+    html = (f'<section id="samples"><h2>Samples</h2><style>{asset("samples.css")}'
+            f'{asset("conversation.css")}</style>' + "".join(blocks) + "</section>")
+    return html, asset("conversation.js") + asset("samples.js") + BOOT
 
 
 def script_hash(script: str) -> str:

@@ -23,9 +23,10 @@ from typing import Any
 
 import orjson
 
-from trackmux.core.events import Cell, SamplesEvent
+from trackmux.core.events import SamplesEvent
 from trackmux.core.spool import codec, samplepack
 from trackmux.core.spool.writer import SPOOL_FILE, connect
+from trackmux.core.values import trajectory
 
 GROUP_COLUMNS = ("group", "uid", "group_id")
 REWARD_COLUMNS = ("reward", "score")
@@ -40,9 +41,10 @@ class StepRows:
     key: str
     step: int
     columns: list[str]
-    values: dict[str, list[Cell]]
+    values: dict[str, list[Any]]  # cells; a trajectory column's are decoded message lists
     tokens: dict[str, tuple[str, list[int], list[list[Any]] | None]] = field(
         default_factory=dict)  # name -> (dtype, lengths, values or None when not decoded)
+    trajectories: list[str] = field(default_factory=list)  # conversation columns
 
     @property
     def count(self) -> int:
@@ -143,15 +145,24 @@ class Ledger:
             if tokens:
                 event = samplepack.unpack(ref.header, payload, ref.step, ref.time, ref.seq)
                 columns, values = event.columns, event.values
+                conversations = event.trajectories
                 arrays = [(t.name, t.dtype, list(t.lengths), _token_values(t, limit))
                           for t in event.tokens]
             else:
                 header, _ = samplepack.read_header(payload)
                 columns, values = samplepack.columns_of(header)
+                conversations = tuple(header.get("trajectories", ()))
                 arrays = [(t["name"], t["dtype"], header["lengths"][t["lengths"]], None)
                           for t in header["tokens"]]
             count = len(values[0]) if values else (len(arrays[0][2]) if arrays else 0)
-            _append(out, columns, values, arrays, count)
+            cells: tuple[tuple[Any, ...], ...] = values
+            if conversations:
+                cells = tuple(tuple(trajectory.decode(v) for v in column)
+                               if name in conversations else column
+                               for name, column in zip(columns, values, strict=True))
+                out.trajectories.extend(c for c in conversations
+                                        if c not in out.trajectories)
+            _append(out, columns, cells, arrays, count)
         return out
 
     def events(self, key: str, step: int) -> list[SamplesEvent]:
@@ -172,7 +183,7 @@ def _token_values(array: Any, limit: int | None) -> list[list[Any]]:
             for i in range(len(array.lengths))]
 
 
-def _append(out: StepRows, columns: tuple[str, ...], values: tuple[tuple[Cell, ...], ...],
+def _append(out: StepRows, columns: tuple[str, ...], values: tuple[tuple[Any, ...], ...],
             arrays: list[tuple[str, str, list[int], list[list[Any]] | None]],
             count: int) -> None:
     before = out.count
@@ -212,17 +223,30 @@ def _json_number(value: Any, digits: int | None = None) -> Any:
     return value
 
 
-def derived_columns(rows: StepRows) -> dict[str, list[Cell]]:
+def derived_columns(rows: StepRows) -> dict[str, list[Any]]:
     """Columns every view offers besides the logged ones: ``length`` (tokens of the first
-    token array, else characters of ``response``) unless a column of that name exists."""
+    token array, else characters of ``response``) unless a column of that name exists;
+    for each conversation column ``turns``, ``tool_calls``, ``tool_errors`` and ``tools``
+    (core/values/trajectory.py's summary; prefixed ``<column>/`` after the first)."""
+    out: dict[str, list[Any]] = {}
     if "length" in rows.values:
-        return {}
-    if rows.tokens:
-        return {"length": list(next(iter(rows.tokens.values()))[1])}
-    response = rows.values.get("response")
-    if response is not None:
-        return {"length": [len(v) if isinstance(v, str) else None for v in response]}
-    return {}
+        pass
+    elif rows.tokens:
+        out["length"] = list(next(iter(rows.tokens.values()))[1])
+    elif isinstance(rows.values.get("response"), list):
+        out["length"] = [len(v) if isinstance(v, str) else None
+                         for v in rows.values["response"]]
+    for n, name in enumerate(rows.trajectories):
+        summaries = [trajectory.summary_columns(v) for v in rows.values.get(name, [])]
+        for field_name in TRAJECTORY_COLUMNS:
+            column = field_name if n == 0 else f"{name}/{field_name}"
+            if column not in rows.values and column not in out:
+                out[column] = [s[field_name] for s in summaries]
+    return out
+
+
+#: what ``derived_columns`` adds per conversation column (``--where`` filters on them)
+TRAJECTORY_COLUMNS = ("turns", "tool_calls", "tool_errors", "tools")
 
 
 def step_payload(run_dir: str | Path, key: str, step: int, *, max_rows: int | None = None,
@@ -230,11 +254,13 @@ def step_payload(run_dir: str | Path, key: str, step: int, *, max_rows: int | No
     """One step of ``key`` as JSON-able data for a browser (docs/samples.md, "Reading").
 
     ``columns`` and ``rows`` (row-major, one list per sample; non-finite numbers as null),
-    ``kinds`` (number/text/bool per column), ``group`` and ``reward`` (the columns that
-    play those roles, or null), ``components`` (reward component columns), ``groups``
-    (group value -> row indices), ``tokens`` (name -> {dtype, values: per row}, floats
-    rounded to ``digits`` significant digits), ``steps`` (every step of ``key``),
-    ``count`` (samples at this step) and ``shown`` (rows included, at most ``max_rows``).
+    ``kinds`` (number/text/bool per column, ``trajectory`` for a conversation column,
+    whose cells are message lists), ``trajectories`` (those columns), ``group`` and
+    ``reward`` (the columns that play those roles, or null), ``components`` (reward
+    component columns), ``groups`` (group value -> row indices), ``tokens`` (name ->
+    {dtype, values: per row}, floats rounded to ``digits`` significant digits),
+    ``steps`` (every step of ``key``), ``count`` (samples at this step) and ``shown``
+    (rows included, at most ``max_rows``).
     Raises KeyError when the run has no such key or step."""
     with Ledger(run_dir) as ledger:
         steps = ledger.keys().get(key)
@@ -254,10 +280,12 @@ def step_payload(run_dir: str | Path, key: str, step: int, *, max_rows: int | No
     if group is not None:
         for i in shown:
             groups.setdefault(str(values[group][i]), []).append(i)
+    kinds = {c: "trajectory" if c in rows.trajectories else _kind(values[c])
+             for c in columns}  # ``tools`` (lists of names) is text to a browser
     return {
         "key": key, "step": step, "steps": steps, "count": count, "shown": len(shown),
-        "columns": columns,
-        "kinds": {c: _kind(values[c]) for c in columns},
+        "columns": columns, "trajectories": list(rows.trajectories),
+        "kinds": kinds,
         "rows": [[_json_number(values[c][i]) for c in columns] for i in shown],
         "group": group, "reward": reward,
         "components": [c for c in columns if c != reward and c.startswith(COMPONENT_PREFIXES)],
@@ -269,7 +297,7 @@ def step_payload(run_dir: str | Path, key: str, step: int, *, max_rows: int | No
     }
 
 
-def _kind(values: list[Cell]) -> str:
+def _kind(values: list[Any]) -> str:
     kinds = {type(v) for v in values if v is not None}
     if kinds <= {int, float}:
         return "number"

@@ -3,12 +3,15 @@
     reward < 0.2 and length > 100
     not (response contains "sorry") or reward/format >= 1
     uid == "g3" and advantage != 0
+    turns > 5 and 'search' in tools and tool_errors > 0
 
 Grammar: ``or`` of ``and`` of ``not``-able comparisons; a comparison is ``value OP value``
-with OP one of ``< <= > >= == != contains``, or a lone value (true when truthy). A value
+with OP one of ``< <= > >= == != contains in``, or a lone value (true when truthy). A value
 is a number, a quoted string ('...' or "..."), ``true``/``false``/``null``, or a column
 name (letters, digits, ``_ . / @``; a name with other characters goes in backticks).
 Comparing text with a number, or anything with null (other than ``==``/``!=``), is false.
+``x in y`` is true when the list ``y`` (a conversation's ``tools``) holds ``x``, or the
+text ``y`` contains the text ``x``.
 A syntax error or an unknown column raises :class:`WhereError` naming the problem and its
 position. So does an expression past the limits below (nesting, literal size, length):
 the parser is recursive, and Python's ``int()`` refuses long digit strings, so both are
@@ -38,8 +41,8 @@ MAX_DEPTH = 100
 MAX_NUMBER_CHARS = 100
 MAX_TEXT_CHARS = 10_000
 MAX_EXPRESSION_CHARS = 100_000
-_KEYWORDS = {"and", "or", "not", "contains", "true", "false", "null"}
-_COMPARE = {"<", "<=", ">", ">=", "==", "!=", "contains"}
+_KEYWORDS = {"and", "or", "not", "contains", "in", "true", "false", "null"}
+_COMPARE = {"<", "<=", ">", ">=", "==", "!=", "contains", "in"}
 
 
 class WhereError(ValueError):
@@ -183,6 +186,10 @@ def _compare(op: str, left: Any, right: Any) -> bool:
         return bool(left != right)
     if op == "contains":
         return isinstance(left, str) and isinstance(right, str) and right in left
+    if op == "in":
+        if isinstance(right, list):
+            return left in right
+        return isinstance(left, str) and isinstance(right, str) and left in right
     if left is None or right is None:
         return False
     if (_number(left) and _number(right)) or (isinstance(left, str) and isinstance(right, str)):

@@ -37,6 +37,7 @@ TABLES_PER_KEY = 24  # logged tables of a key in the page, spread evenly (always
 IMAGES_PER_KEY = 24
 SAMPLE_STEPS = 40  # steps of each sample key in the report (the live UI has them all)
 SAMPLE_ROWS = 64  # samples of each embedded step (whole groups as logged; as the report)
+CONVERSATION_ROWS = 16  # the same for a key of conversations (~15 KB each; issue 37)
 
 
 def spread(items: list[Any], most: int) -> list[Any]:
@@ -109,15 +110,20 @@ def payload(run_dirs: Sequence[Path]) -> dict[str, Any]:
 
 def _samples(run_dir: Path) -> dict[str, dict[str, Any]]:
     """The ledger's payloads of at most ``SAMPLE_STEPS`` steps per key, evenly spread
-    (first and last kept), each with its first ``SAMPLE_ROWS`` samples; gzip'd and
-    base64'd, decompressed by the page only when its step slider reaches one."""
+    (first and last kept), each with its first ``SAMPLE_ROWS`` samples
+    (``CONVERSATION_ROWS`` for conversations); gzip'd and base64'd, decompressed by the
+    page only when its step slider reaches one."""
     out: dict[str, dict[str, Any]] = {}
     for key, steps in sources.list_sample_keys(run_dir).items():
         picked = spread(steps, SAMPLE_STEPS)
         packed = {}
+        cap = SAMPLE_ROWS
         for step in picked:
-            body = orjson.dumps(sources.step_payload(run_dir, key, step, max_rows=SAMPLE_ROWS),
-                                option=orjson.OPT_SERIALIZE_NUMPY)
+            payload = sources.step_payload(run_dir, key, step, max_rows=cap)
+            if payload.get("trajectories") and cap > CONVERSATION_ROWS:
+                cap = CONVERSATION_ROWS
+                payload = sources.step_payload(run_dir, key, step, max_rows=cap)
+            body = orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
             packed[str(step)] = base64.b64encode(gzip.compress(body, 6, mtime=0)).decode()
         out[key] = {"total": len(steps), "steps": packed}
     return out
@@ -159,9 +165,10 @@ def render(data: dict[str, Any], title: str) -> str:
     scripts = [asset("uplot/uPlot.iife.min.js"), asset("charts.js")]
     styles = [asset("uplot/uPlot.min.css"), (STATIC / "ui.css").read_text(encoding="utf-8")]
     if data.get("samples") is not None:  # the ledger's own browser, as the UI loads it
-        scripts.append(sources.SAMPLES_SCRIPT.read_text(encoding="utf-8")
-                       .replace("</script", "<\\/script"))
-        styles.append(sources.SAMPLES_STYLE.read_text(encoding="utf-8").replace("</", "<\\/"))
+        for script in (sources.CONVERSATION_SCRIPT, sources.SAMPLES_SCRIPT):
+            scripts.append(script.read_text(encoding="utf-8").replace("</script", "<\\/script"))
+        for style in (sources.SAMPLES_STYLE, sources.CONVERSATION_STYLE):
+            styles.append(style.read_text(encoding="utf-8").replace("</", "<\\/"))
     scripts.append(asset("export.js"))
     csp = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src "
            + " ".join(_script_hash(s) for s in scripts))

@@ -23,6 +23,8 @@ from typing import Any
 NOT_AVAILABLE = "not available in this install"
 SAMPLES_SCRIPT = Path(__file__).resolve().parent.parent / "report" / "assets" / "samples.js"
 SAMPLES_STYLE = SAMPLES_SCRIPT.with_name("samples.css")
+CONVERSATION_SCRIPT = SAMPLES_SCRIPT.with_name("conversation.js")  # drawn by samples.js
+CONVERSATION_STYLE = SAMPLES_SCRIPT.with_name("conversation.css")
 
 
 class Unavailable(RuntimeError):

@@ -16,6 +16,8 @@
   shown, else a metric ``doctor/<rule>`` (1 warning, 2 critical) at its onset step;
 - a batch of samples (``log_samples``) becomes a table of the samples the backend's cap
   and policy choose (core/delivery/sample_rows.py), for a backend without "samples";
+  conversations (a ``messages`` column) as transcripts, and as markdown text with one
+  transcript per sample for a backend with text but no tables;
 - anything else the backend cannot show is skipped and reported once, never silently.
 
 Before any of that, a table longer than its cap (the event's ``max_rows``, the backend's
@@ -161,16 +163,30 @@ def cap_rows(event: TableEvent, backend_cap: int | None) -> TableEvent:
                       event.max_rows)
 
 
-def samples_table(event: SamplesEvent, backend: Backend) -> TableEvent:
-    """The samples ``backend`` shows of ``event``, as a table (issue 23)."""
+def _chosen_rows(event: SamplesEvent, backend: Backend) -> list[int]:
     from trackmux.core.delivery import sample_rows
 
     caps = [c for c in (event.max_rows, getattr(backend, "sample_cap", 64)) if c is not None]
     policy, seed = sample_rows.check_policy(
         {"sample_policy": getattr(backend, "sample_policy", "spread"),
          "sample_seed": getattr(backend, "sample_seed", 0)}, backend.name)
-    rows = sample_rows.select(event, min(caps) if caps else None, policy, seed)
-    return sample_rows.to_table(event, rows)
+    return sample_rows.select(event, min(caps) if caps else None, policy, seed)
+
+
+def samples_table(event: SamplesEvent, backend: Backend) -> TableEvent:
+    """The samples ``backend`` shows of ``event``, as a table (issue 23)."""
+    from trackmux.core.delivery import sample_rows
+
+    return sample_rows.to_table(event, _chosen_rows(event, backend))
+
+
+def conversations_text(event: SamplesEvent, backend: Backend) -> TextEvent:
+    """The conversations ``backend`` shows of ``event``, as markdown text (a backend with
+    text but no tables: tensorboard), one transcript per chosen sample."""
+    from trackmux.core.delivery import sample_rows
+
+    text = sample_rows.conversations_text(event, _chosen_rows(event, backend))
+    return TextEvent(event.key, text, event.step, event.time, event.seq)
 
 
 def adapt(events: Sequence[Event], backend: Backend,
@@ -180,6 +196,10 @@ def adapt(events: Sequence[Event], backend: Backend,
     caps = backend.capabilities
     out: list[Event] = []
     for event in events:
+        if (isinstance(event, SamplesEvent) and event.trajectories
+                and not caps & {"samples", "table"} and "text" in caps):
+            out.append(conversations_text(event, backend))
+            continue
         if isinstance(event, SamplesEvent) and "samples" not in caps:
             event = samples_table(event, backend)
         kind = event.kind

@@ -18,7 +18,9 @@ back to ``spread``.
 A backend that does not show samples natively gets them as a table (:func:`to_table`):
 ``step`` and ``sample`` (the row in the spool's batch) first, then every column, then per
 token array its length and mean (``<name>/mean``): the token values stay in the spool, the
-report and ``trackmux samples``.
+report and ``trackmux samples``. A conversation column (``messages``,
+core/values/trajectory.py) is shown as its transcript (plain text, a block per message),
+followed by ``turns``, ``tool_calls``, ``tool_errors`` and ``tools`` (comma-separated).
 """
 
 from __future__ import annotations
@@ -140,9 +142,31 @@ def token_mean(array: TokenArray, index: int) -> float | None:
     return round(sum(values) / len(values), 6) if values else None
 
 
+def _conversation_cells(event: SamplesEvent, i: int) -> tuple[list[Cell], list[Cell]]:
+    """Sample ``i``'s cells with each conversation as its transcript, and the summary
+    cells of its first conversation column."""
+    from trackmux.core.values import trajectory
+
+    cells: list[Cell] = []
+    summary: list[Cell] = []
+    for name, col in zip(event.columns, event.values, strict=True):
+        if name not in event.trajectories:
+            cells.append(col[i])
+            continue
+        messages = trajectory.decode(col[i])
+        cells.append(None if messages is None else trajectory.transcript(messages))
+        if name == event.trajectories[0]:
+            found = trajectory.summary_columns(messages)
+            summary = [found["turns"], found["tool_calls"], found["tool_errors"],
+                       ", ".join(found["tools"])]
+    return cells, summary
+
+
 def to_table(event: SamplesEvent, rows: list[int]) -> TableEvent:
     """The chosen samples as a table (see the module docstring for the columns)."""
     columns = ["step", "sample", *event.columns]
+    if event.trajectories:
+        columns.extend(("turns", "tool_calls", "tool_errors", "tools"))
     numeric = [t for t in event.tokens if t.dtype in ("f2", "f4")]
     if event.tokens:
         columns.append("tokens")
@@ -151,10 +175,42 @@ def to_table(event: SamplesEvent, rows: list[int]) -> TableEvent:
     keep = [i for i, c in enumerate(columns) if not (c in seen or seen.add(c))]  # type: ignore[func-returns-value]
     out = []
     for i in rows:
-        cells: list[Cell] = [event.step, i, *(col[i] for col in event.values)]
+        if event.trajectories:
+            shown, summary = _conversation_cells(event, i)
+            cells: list[Cell] = [event.step, i, *shown, *summary]
+        else:
+            cells = [event.step, i, *(col[i] for col in event.values)]
         if event.tokens:
             cells.append(event.tokens[0].lengths[i])
         cells.extend(token_mean(t, i) for t in numeric)
         out.append(tuple(cells[j] for j in keep))
     return TableEvent(event.key, tuple(columns[j] for j in keep), tuple(out), event.step,
                       event.time, event.seq)
+
+
+#: the characters of one transcript shown as text (the spool keeps it whole)
+MAX_TRANSCRIPT = 20_000
+
+
+def conversations_text(event: SamplesEvent, rows: list[int]) -> str:
+    """The chosen samples' conversations as markdown for a backend that shows text but
+    not tables (tensorboard): a heading per sample with its summary, then the transcript
+    indented as a code block (model output can never turn into markup there)."""
+    from trackmux.core.values import trajectory
+
+    name = event.trajectories[0]
+    col = event.values[event.columns.index(name)]
+    rewards = column(event, REWARD_COLUMNS)
+    parts = []
+    for i in rows:
+        messages = trajectory.decode(col[i])
+        if messages is None:
+            continue
+        s = trajectory.summary(messages)
+        head = (f"**sample {i}**: {s.turns} turns, {s.tool_calls} tool calls, "
+                f"{s.tool_errors} failed")
+        if rewards is not None and _number(rewards[i]) is not None:
+            head += f", reward {rewards[i]:g}"
+        body = trajectory.transcript(messages, MAX_TRANSCRIPT)
+        parts.append(head + "\n\n" + "\n".join("    " + line for line in body.split("\n")))
+    return "\n\n".join(parts)

@@ -16,7 +16,9 @@ after the other, with the per-sample lengths in the header (stored once for all 
 the same lengths); a section is zlib-compressed (level 1) only when a probe of its first
 64 KB saves a quarter (float16 logprobs save ~11-18% for ~100 ms of CPU per 4 MB here, so
 they are stored as they are; masks, small-vocabulary ids and constant arrays compress).
-The header (text included) is zlib'd at level 1. Runs in the spool writer's thread,
+The header (text included) is zlib'd at level 1. Trajectory columns (conversations,
+core/values/trajectory.py) are text columns of canonical JSON, named in the header's and
+the row's ``trajectories``. Runs in the spool writer's thread,
 never in the trainer's.
 """
 
@@ -122,12 +124,16 @@ def pack(event: SamplesEvent) -> tuple[dict[str, Any], bytes]:
                           for name, values in zip(event.columns, event.values, strict=True)},
               "order": list(event.columns), "count": event.count, "tokens": tokens,
               "lengths": lengths}
+    if event.trajectories:
+        header["trajectories"] = list(event.trajectories)
     head = zlib.compress(orjson.dumps(header), 1)
     payload = b"".join([MAGIC, _U32.pack(len(head)), head, *sections])
     row = {"key": event.key, "count": event.count, "columns": list(event.columns),
            "tokens": [t.name for t in event.tokens]}
     if event.max_rows is not None:
         row["max_rows"] = event.max_rows
+    if event.trajectories:
+        row["trajectories"] = list(event.trajectories)
     return row, payload
 
 
@@ -158,7 +164,7 @@ def unpack(row: dict[str, Any], payload: bytes, step: int, time: float,
         arrays.append(TokenArray(spec["name"], spec["dtype"],
                                  tuple(header["lengths"][spec["lengths"]]), data))
     return SamplesEvent(row["key"], columns, values, tuple(arrays), step, time, seq,
-                        row.get("max_rows"))
+                        row.get("max_rows"), tuple(header.get("trajectories", ())))
 
 
 def token_values(array: TokenArray) -> list[list[Any]]:

@@ -6,7 +6,9 @@ dicts). Cells are what tables take (text, numbers, bools, None; numpy/torch scal
 1-D arrays unwrapped). A column mixing text and numbers becomes text. Per-token arrays
 (``tokens={"logprob": ...}``) are ragged lists, numpy arrays or torch tensors (any dtype,
 bfloat16 too, any device), padded on the right when 2-D (``token_lengths`` says how many
-values of each row are real; default: all). Float arrays are stored as float16
+values of each row are real; default: all). A ``messages`` column holds conversations
+(lists of messages with tool calls), checked and encoded by core/values/trajectory.py.
+Float arrays are stored as float16
 (``token_dtype="float32"`` keeps full precision), integer arrays as int32, strings as
 strings. numpy and torch are used only when the input already is numpy or torch, so
 ``import trackmux`` stays light.
@@ -28,7 +30,7 @@ from typing import Any
 import orjson
 
 from trackmux.core.events import Cell, SamplesEvent, TokenArray
-from trackmux.core.values import normalize
+from trackmux.core.values import normalize, trajectory
 
 #: the most samples one call may hold, and the most values of one token array
 MAX_SAMPLES = 1_000_000
@@ -155,7 +157,16 @@ def to_event(key: str, samples: object, step: int, time: float, *, tokens: objec
         raise ValueError(f"log_samples takes at most {MAX_SAMPLES} samples, got {n}")
     keep = [True] * n
     cols: dict[str, list[Cell]] = {}
+    conversations: list[str] = []
     for name, values in raw.items():
+        if trajectory.is_trajectory_column(name, values):  # messages (with tool calls)
+            try:
+                cols[name] = list(trajectory.encode_column(name, values, n, keep, problems,
+                                                           strict))
+            except trajectory.TrajectoryProblem as exc:
+                raise SampleProblem(str(exc)) from None
+            conversations.append(name)
+            continue
         out = _fast_column(values, n)
         if out is None:  # something else than plain text / numbers: cell by cell
             out = []
@@ -188,7 +199,8 @@ def to_event(key: str, samples: object, step: int, time: float, *, tokens: objec
         cols = {name: [v for v, k in zip(values, keep, strict=True) if k]
                 for name, values in cols.items()}
     event = SamplesEvent(key, tuple(cols), tuple(tuple(v) for v in cols.values()),
-                         tuple(packed), step, time, max_rows=max_rows)
+                         tuple(packed), step, time, max_rows=max_rows,
+                         trajectories=tuple(conversations))
     return event, problems
 
 
@@ -526,7 +538,7 @@ def _pack_array(name: str, value: Any, lengths: list[int] | None, kept: list[int
                       width=width, store=store)
 
 
-_ROW = re.compile(r"\brow \d+|, got [\w.]+| has \d+ (values|rows)|past row \d+")
+_ROW = re.compile(r"\brow \d+|\bturn \d+|\[\d+\]|, got [\w.]+| has \d+ (values|rows)|past row \d+")
 
 
 def report_once(problems: list[str], key: str, seen: dict[str, int], log: Any) -> None:

@@ -50,7 +50,8 @@ def samples_texts(event: Any, columns: Callable[[str], bool], fallback: Callable
     names = list(event.columns)
     chosen = [j for j, c in enumerate(names) if columns(c)] or [
         j for j, c in enumerate(names)
-        if not fallback(c) and any(isinstance(v, str) for v in event.values[j][:8])]
+        if not fallback(c) and c not in event.trajectories  # conversations are JSON
+        and any(isinstance(v, str) for v in event.values[j][:8])]
     for j in chosen:
         for r, value in enumerate(event.values[j]):
             if isinstance(value, str):

@@ -38,7 +38,7 @@
   function compileWhere(text, columns) {
     var re = /\s*(?:(-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(<=|>=|==|!=|<|>|\(|\))|`([^`]+)`|([A-Za-z_][A-Za-z0-9_.\/@-]*))/y;
     var toks = [], pos = 0, src = text.replace(/\s+$/, "");
-    var KW = new Set(["and", "or", "not", "contains", "true", "false", "null"]);
+    var KW = new Set(["and", "or", "not", "contains", "in", "true", "false", "null"]);
     while (pos < src.length) {
       re.lastIndex = pos;
       var m = re.exec(src);
@@ -76,7 +76,7 @@
     }
     function cmp() {
       var left = value(), t = peek();
-      var ops = ["<", "<=", ">", ">=", "==", "!=", "contains"];
+      var ops = ["<", "<=", ">", ">=", "==", "!=", "contains", "in"];
       if (t && (t[0] === "op" || t[0] === "kw") && ops.indexOf(t[1]) >= 0) {
         var op = take()[1], right = value();
         return function (row) { return compare(op, left(row), right(row)); };
@@ -106,6 +106,7 @@
     if (op === "==") return a === b;
     if (op === "!=") return a !== b;
     if (op === "contains") return typeof a === "string" && typeof b === "string" && a.indexOf(b) >= 0;
+    if (op === "in") return Array.isArray(b) ? b.indexOf(a) >= 0 : typeof a === "string" && typeof b === "string" && b.indexOf(a) >= 0;
     if (a === null || b === null || typeof a !== typeof b || (typeof a !== "number" && typeof a !== "string")) return false;
     return op === "<" ? a < b : op === "<=" ? a <= b : op === ">" ? a > b : a >= b;
   }
@@ -152,6 +153,9 @@
     bar.appendChild(el("label", {text: " tokens "}, [arraySel]));
     bar.appendChild(info);
     var body = el("div", {cls: "tms-body"});
+    var conv = window.trackmuxConversation;  /* conversations: assets/conversation.js */
+    var nav = conv ? conv.navigator(body) : null;
+    if (nav) bar.appendChild(nav);
     root.appendChild(bar);
     root.appendChild(body);
 
@@ -167,6 +171,7 @@
     function setup() {
       var p = state.payload;
       stepLabel.textContent = "step " + p.step;
+      if (nav) nav.hidden = !(p.trajectories || []).length;
       sortSel.innerHTML = "";
       ["sample"].concat(p.columns.filter(function (c) { return own(p.kinds, c) && p.kinds[c] === "number"; }))
         .forEach(function (c) { sortSel.appendChild(el("option", {value: c, text: c})); });
@@ -197,6 +202,7 @@
       });
       var rest = p.columns.filter(function (c) {
         return c !== p.reward && c !== p.group && c !== "prompt" && c !== "response" &&
+          (p.trajectories || []).indexOf(c) < 0 &&
           p.components.indexOf(c) < 0 && c !== "advantage" && c !== "length";
       });
       var extra = el("div", {cls: "tms-extra"});
@@ -221,7 +227,9 @@
           response = el("div", {}, [response, strip]);
         }
       }
-      var node = el("div", {cls: "tms-card", "data-sample": String(i)}, [head]);
+      var talk = conv && (p.trajectories || []).length ? p.trajectories[0] : null;
+      if (talk) response = conv.render(row[talk]);
+      var node = el("div", {cls: talk ? "tms-card tm-card-conv" : "tms-card", "data-sample": String(i)}, [head]);
       if (p.components.length) node.appendChild(comps);
       if (rest.length) node.appendChild(extra);
       node.appendChild(response);

@@ -404,10 +404,17 @@
   }
   function loadSamplesScript(then) {
     if (window.trackmuxSamples) return then();
-    var css = document.createElement("link"); css.rel = "stylesheet"; css.href = "/assets/samples.css";
-    document.head.appendChild(css);
-    var s = document.createElement("script"); s.src = "/assets/samples.js"; s.onload = then;
-    document.head.appendChild(s);
+    ["/assets/samples.css", "/assets/conversation.css"].forEach(function (href) {
+      var css = document.createElement("link"); css.rel = "stylesheet"; css.href = href;
+      document.head.appendChild(css);
+    });
+    // conversations (assets/conversation.js) first: samples.js draws them when present
+    var c = document.createElement("script"); c.src = "/assets/conversation.js";
+    c.onload = c.onerror = function () {
+      var s = document.createElement("script"); s.src = "/assets/samples.js"; s.onload = then;
+      document.head.appendChild(s);
+    };
+    document.head.appendChild(c);
   }
   function samplesView() {
     var node = view();
