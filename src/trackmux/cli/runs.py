@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from trackmux.core import settings
-from trackmux.core.spool.runs import describe_attempt, find_runs, summarize
+from trackmux.core.spool.runs import describe_attempt, find_runs, pruned_words, summarize
 
 
 @click.command()
@@ -34,6 +34,8 @@ def runs(directory: Path | None) -> None:
         extra += f", {bad} bad values dropped at the door (trackmux show)" if bad else ""
         click.echo(f"{meta.get('project', run_dir.parent.name)}/{run_dir.name}  "
                    f"{summary.state}  {summary.events} events{extra}  name={meta.get('name')}")
+        if pruned_words(meta):
+            click.echo(f"    {pruned_words(meta)}")
         for name in summary.backends:
             acked = summary.delivered.get(name, 0)
             pending = max(0, summary.last_seq - acked)
