@@ -320,6 +320,10 @@ class Agent:
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         study = self.sweep.study
+        if self.spec.method == "grid":  # the grid sampler's after_trial calls study.stop(),
+            import optuna  # which only works inside study.optimize; it keeps no state
+
+            study.sampler = optuna.samplers.RandomSampler()
         if out.state == "complete":
             study.tell(trial, out.value)
         elif out.state == "pruned":

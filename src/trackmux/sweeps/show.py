@@ -75,6 +75,9 @@ def text(data: dict[str, Any]) -> list[str]:
                      f"run {t['run_id'] or '-'}  {_params(t['params'])}")
         if t["reason"]:
             lines.append(f"             {t['reason']}")
+        if t["found_at_step"] is not None and t["steps"]:
+            lines.append(f"             the finding reached the spool at step "
+                         f"{t['found_at_step']}; the last step logged was {t['steps'] - 1}")
     top = data["best"]
     if top is None:
         lines.append("best: none yet (no complete trial)")
