@@ -4,6 +4,8 @@ Needs the extra ``sweeps`` (Optuna, PyYAML): ``pip install 'trackmux[sweeps]'``.
 
 from __future__ import annotations
 
+import signal
+
 import click
 
 from trackmux.cli.sweep import STORAGE_HELP, _fail
@@ -33,6 +35,10 @@ def agent(sweep_id: str, count: int | None, storage: str | None, root: str | Non
         loaded = study.load(sweep_id, resolve_url(storage, root))
     except (KeyError, ValueError, RuntimeError) as exc:
         raise _fail(exc) from None
+    def stopped(signum: int, frame: object) -> None:  # the trial is stopped, not orphaned
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stopped)
     done = Agent(loaded, root=root, max_failures=max_failures,
                  echo=lambda line: click.echo(line, err=True)).run(count)
     states: dict[str, int] = {}

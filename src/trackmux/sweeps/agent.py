@@ -157,9 +157,13 @@ class Agent:
                                  work / "params.json")
             self.echo(f"sweep {self.sweep.id} trial {trial.number}: {' '.join(argv)}")
             outcome = self._run(trial, params, argv, work)
-        except KeyboardInterrupt:
-            self._tell(trial, Outcome(trial.number, "failed", params,
-                                      reason="the agent was interrupted"))
+        except BaseException as exc:  # Ctrl-C, SIGTERM (cli/agent.py), a storage error
+            with contextlib.suppress(Exception):
+                run = trial.user_attrs
+                self._tell(trial, Outcome(trial.number, "failed", params,
+                                          run_id=run.get("run_id"), run_dir=run.get("run_dir"),
+                                          reason=f"the agent was stopped "
+                                                 f"({type(exc).__name__}: {exc})"))
             raise
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -197,7 +201,11 @@ class Agent:
         try:
             while True:
                 exited = running.reap()
-                running.find_run()
+                if running.follower is None:
+                    running.find_run()
+                    if running.follower is not None:  # `sweep show` links a running trial
+                        trial.set_user_attr("run_id", running.run.get("run_id"))
+                        trial.set_user_attr("run_dir", running.run.get("run_dir"))
                 if running.follower is not None:
                     points, found = running.follower.poll()
                     if running.stop_reason is None:
