@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("optuna")
 pytest.importorskip("yaml")
 
-from sweep_support import PROGRAM  # noqa: E402
+from sweep_support import PROGRAM
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ small KL coefficient collapses (the policy finds the flaw, the verifiable reward
 a moderate one learns the task. ``--step_seconds`` makes each step last at least that
 long, standing in for a real trainer's step (the demo's own step takes about a
 millisecond, faster than anyone could stop it). It also logs ``reward/mean_last10``,
-the mean of ``reward/mean`` over the last 10 steps, a steadier metric to sweep on. Logs to the spool only unless
-``TRACKMUX_BACKENDS`` names backends; the doctor is on.
+the mean of ``reward/mean`` over the last 10 steps, a steadier metric to sweep on. Logs
+to the spool only unless ``TRACKMUX_BACKENDS`` names backends; the doctor is on.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import os
 import time
 from collections.abc import Sequence
 from typing import Any
-
 
 SMOOTH = 10
 #: the mean of ``reward/mean`` over the last ``SMOOTH`` steps: the sweep's metric

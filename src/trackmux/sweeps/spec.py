@@ -57,7 +57,7 @@ PARAM_KEYS = {"distribution", "value", "values", "min", "max", "q", "mu", "sigma
 TOP_KEYS = {"program", "command", "method", "metric", "parameters", "early_terminate",
             "prune", "name", "description", "project", "entity", "run_cap", "sampler",
             "controller", "imports", "job"}
-DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
+DEFAULT_COMMAND: tuple[str, ...] = ("${env}", "${interpreter}", "${program}", "${args}")
 
 
 class SweepSpecError(ValueError):

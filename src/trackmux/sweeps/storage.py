@@ -31,7 +31,7 @@ def resolve_url(url: str | None, root: str | os.PathLike[str] | None = None) -> 
     """``url``, then ``TRACKMUX_SWEEP_STORAGE``, then the SQLite file under the root."""
     url = url or os.environ.get(ENV) or default_url(root)
     if url.startswith(("postgresql://", "postgres://")):
-        scheme, rest = url.split("://", 1)
+        _, rest = url.split("://", 1)
         try:
             import psycopg  # noqa: F401
         except ImportError:
