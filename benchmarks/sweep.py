@@ -125,8 +125,9 @@ def table(results: list[dict[str, Any]]) -> str:
     for r in results:
         if r["stopped_steps_after_finding"]:
             found, onset = r["stopped_steps_after_finding"], r["stopped_steps_after_onset"]
-            lines.append(f"\n{r['way']}: the doctor's pruned trials stopped {min(found)}-{max(found)} "
-                         f"steps (median {statistics.median(found)}) after the finding "
+            lines.append(f"\n{r['way']}: the doctor's pruned trials stopped "
+                         f"{min(found)}-{max(found)} steps (median "
+                         f"{statistics.median(found)}) after the finding "
                          f"reached the spool, {min(onset)}-{max(onset)} after its onset")
     return "\n".join(lines)
 
