@@ -98,3 +98,23 @@ def test_mark_pruned_keeps_the_reason_and_runs_show_it(tmp_path: Path) -> None:
                              capture_output=True, text=True, check=True, timeout=60).stdout
         assert "pruned" in out
         assert "pruned by sweep s trial 1: kl_blowup (critical) at step 9" in out
+
+
+def test_an_init_hook_that_raises_is_named_and_the_run_starts(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from trackmux.core.lifecycle import run as run_mod
+
+    def broken(tags: list[str], config: dict[str, object] | None) -> None:
+        tags.append("half-done")
+        raise RuntimeError("boom")
+
+    run_mod.on_run_init(broken)
+    try:
+        run = trackmux.init(project="p", backends=[], dir=tmp_path, tags=["t"],
+                            delivery="thread", doctor=False)
+    finally:
+        run_mod._init_hooks.remove(broken)
+    assert isinstance(run, trackmux.Run)
+    run.finish()
+    assert "run init hook" in caplog.text and "RuntimeError: boom" in caplog.text
+    assert _read(run)[0]["tags"] == ["t"]  # what the broken hook half-did is not kept

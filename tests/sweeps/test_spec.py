@@ -197,3 +197,20 @@ def test_the_json_file_macro_writes_the_params(tmp_path: Path) -> None:
     assert argv == ["cat", f"--config={tmp_path / 'p.json'}"]
     out = subprocess.run(["cat", str(tmp_path / "p.json")], capture_output=True, text=True)
     assert json.loads(out.stdout) == {"a": [1, 2]}
+
+
+def test_early_terminate_becomes_optunas_pruner(tmp_path: Path) -> None:
+    from trackmux.sweeps import study
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    for text, kind in ((ARTICLE, optuna.pruners.HyperbandPruner),
+                       (ARTICLE.replace("{type: hyperband, min_iter: 10}",
+                                        "{type: median, n_warmup_steps: 5}"),
+                        optuna.pruners.MedianPruner),
+                       (ARTICLE.replace("early_terminate: {type: hyperband, min_iter: 10}",
+                                        ""), optuna.pruners.NopPruner)):
+        created = study.create(load(text), url)
+        loaded = study.load(created.id, url)
+        assert isinstance(loaded.study.pruner, kind)
+        assert loaded.spec == created.spec  # the file kept in the study reads back the same
+        assert isinstance(loaded.sampler(0), optuna.samplers.TPESampler)
