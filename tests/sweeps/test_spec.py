@@ -214,3 +214,20 @@ def test_early_terminate_becomes_optunas_pruner(tmp_path: Path) -> None:
         assert isinstance(loaded.study.pruner, kind)
         assert loaded.spec == created.spec  # the file kept in the study reads back the same
         assert isinstance(loaded.sampler(0), optuna.samplers.TPESampler)
+
+
+def test_a_seeded_sweep_draws_the_same_trials_again_whoever_asks(tmp_path: Path) -> None:
+    from trackmux.sweeps import study
+    from trackmux.sweeps.agent import Agent
+
+    text = ARTICLE + "sampler: {seed: 11}\n"
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    draws = []
+    for _ in range(2):
+        sweep = study.create(load(text), url)
+        agent = Agent(sweep, root=tmp_path)
+        trials = [agent._ask() for _ in range(4)]
+        draws.append([t.params for t in trials])
+        assert [t.number for t in trials] == [0, 1, 2, 3]
+    assert draws[0] == draws[1]
+    assert len({json.dumps(p, sort_keys=True) for p in draws[0]}) == 4

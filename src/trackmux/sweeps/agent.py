@@ -142,9 +142,7 @@ class Agent:
 
     # -- one trial ---------------------------------------------------------------
     def run_trial(self) -> Outcome:
-        study = self.sweep.study
-        study.sampler = self.sweep.sampler(number=len(self.sweep.trials()))
-        trial = study.ask(space.distributions(self.spec.params))
+        trial = self._ask()
         params = {p.name: space.program_value(p, trial.params[p.name])
                   for p in self.spec.params}
         trial.set_user_attr("params", params)
@@ -174,6 +172,21 @@ class Agent:
                   f"{value}, {outcome.steps} steps"
                   + (f": {outcome.reason}" if outcome.reason else ""))
         return outcome
+
+    def _ask(self) -> Any:
+        """A new trial with its parameters. Random and TPE draws use the sampler seeded for
+        the trial's own number (known once the storage gave it), so two agents that ask at
+        the same moment never draw alike; the grid sampler picks its point in ``ask``."""
+        study = self.sweep.study
+        wanted = space.distributions(self.spec.params)
+        study.sampler = self.sweep.sampler(number=len(self.sweep.trials()))
+        if self.spec.method == "grid":
+            return study.ask(wanted)
+        trial = study.ask()
+        study.sampler = self.sweep.sampler(number=trial.number)
+        for name, dist in wanted.items():
+            space.suggest(trial, name, dist)
+        return trial
 
     def _env(self, number: int, params: dict[str, Any], claim: Path) -> dict[str, str]:
         env = dict(os.environ)

@@ -82,6 +82,18 @@ def program_value(param: Param, sampled: Any) -> Any:
     return sampled
 
 
+def suggest(trial: Any, name: str, dist: Any) -> Any:
+    """Draw ``name`` from ``dist`` with the study's current sampler (Optuna's public
+    ``suggest_*``, the same draw ``ask(distributions)`` makes)."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if isinstance(dist, CategoricalDistribution):
+        return trial.suggest_categorical(name, dist.choices)
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(name, dist.low, dist.high, step=dist.step, log=dist.log)
+    return trial.suggest_float(name, dist.low, dist.high, step=dist.step, log=dist.log)
+
+
 def distributions(params: tuple[Param, ...]) -> dict[str, Any]:
     return {p.name: distribution(p) for p in params}
 
