@@ -231,3 +231,16 @@ def test_a_seeded_sweep_draws_the_same_trials_again_whoever_asks(tmp_path: Path)
         assert [t.number for t in trials] == [0, 1, 2, 3]
     assert draws[0] == draws[1]
     assert len({json.dumps(p, sort_keys=True) for p in draws[0]}) == 4
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("mysql:nope", "--storage 'mysql:nope': use sqlite:///"),
+    ("postgresql://me:hunter2@127.0.0.1:1/db", "cannot open the sweep storage "
+     "postgresql+psycopg://me:***@127.0.0.1:1/db: OperationalError"),
+])
+def test_a_bad_storage_is_named_without_its_password(root: Path, url: str,
+                                                     expected: str) -> None:
+    pytest.importorskip("psycopg")
+    done = cli(root, "sweep", "show", "anyid", "--storage", url, check=False)
+    assert done.returncode == 1 and expected in done.stderr
+    assert "hunter2" not in done.stderr and "Traceback" not in done.stderr

@@ -41,7 +41,7 @@ def create(sweep_file: Path, storage: str | None, root: str | None) -> None:
     except spec_mod.SweepSpecError as exc:
         raise click.ClickException(f"{sweep_file}: {exc}") from None
     from trackmux.sweeps import study
-    from trackmux.sweeps.storage import resolve_url
+    from trackmux.sweeps.storage import resolve_url, safe_url
 
     try:
         url = resolve_url(storage, root)
@@ -49,8 +49,8 @@ def create(sweep_file: Path, storage: str | None, root: str | None) -> None:
     except (ValueError, RuntimeError) as exc:
         raise _fail(exc) from None
     click.echo(f"created sweep ({spec.method}, {len(spec.params)} parameters) in "
-               f"{study._safe(url)}")
-    storage_arg = f" --storage {study._safe(url)}" if storage else ""
+               f"{safe_url(url)}")
+    storage_arg = " --storage URL (the same)" if storage else ""
     click.echo(f"run it with: trackmux agent {created.id}{storage_arg}")
     click.echo(created.id)
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def resolve_url(url: str | None, root: str | os.PathLike[str] | None = None) -> 
         except ImportError:
             return f"postgresql://{rest}"  # SQLAlchemy's default driver, psycopg2
         return f"postgresql+psycopg://{rest}"
-    if not url.startswith(("sqlite:", "postgresql+", "mysql")):
+    if not re.match(r"^(sqlite:///.+|(postgresql|mysql)(\+\w+)?://.+)$", url):
         raise ValueError(f"--storage {url!r}: use sqlite:///path/to/file.db or "
                          "postgresql://user:password@host:port/database")
     return url
@@ -58,13 +59,26 @@ def open_storage(url: str) -> Any:
                            "and pyyaml)") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = sqlite_path(url)
-    if path is None:
-        return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    storage = optuna.storages.RDBStorage(
-        url, engine_kwargs={"connect_args": {"timeout": LOCK_WAIT_SECONDS}})
+    try:
+        if path is None:
+            return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        storage = optuna.storages.RDBStorage(
+            url, engine_kwargs={"connect_args": {"timeout": LOCK_WAIT_SECONDS}})
+    except Exception as exc:  # a server that is down, a bad password, a missing driver
+        raise RuntimeError(f"cannot open the sweep storage {safe_url(url)}: "
+                           f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
     _lock_immediately(storage.engine)
     return storage
+
+
+def safe_url(url: str) -> str:
+    """A storage URL without its password (for messages)."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        userinfo, host = rest.rsplit("@", 1)
+        return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
+    return url
 
 
 def _lock_immediately(engine: Any) -> None:

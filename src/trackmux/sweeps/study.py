@@ -18,7 +18,7 @@ from typing import Any
 
 from trackmux.sweeps import space
 from trackmux.sweeps.spec import SweepSpec, parse
-from trackmux.sweeps.storage import open_storage
+from trackmux.sweeps.storage import open_storage, safe_url
 
 ID_ALPHABET = string.ascii_lowercase + string.digits
 
@@ -105,18 +105,9 @@ def load(sweep_id: str, storage_url: str) -> Sweep:
         study = optuna.load_study(study_name=sweep_id, storage=storage)
     except KeyError:
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        raise KeyError(f"no sweep {sweep_id!r} in {_safe(storage_url)}; sweeps there: "
+        raise KeyError(f"no sweep {sweep_id!r} in {safe_url(storage_url)}; sweeps there: "
                        f"{', '.join(names[-10:]) or 'none'}") from None
     spec = parse(study.user_attrs.get("sweep") or {})
     sweep = Sweep(sweep_id, spec, study, storage_url)
     study.pruner = sweep.pruner()
     return sweep
-
-
-def _safe(url: str) -> str:
-    """A storage URL without its password (for messages)."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        userinfo, host = rest.rsplit("@", 1)
-        return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
-    return url
