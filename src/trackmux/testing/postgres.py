@@ -5,6 +5,7 @@
         pg.sql("CREATE ROLE ...")            # run SQL through psql as the superuser
         pg.create_role("reader", "secret")   # a login role; pg.dsn_for("reader", "secret")
         pg.kill()           # SIGKILL the postmaster and every backend (a crash)
+        pg.pause(); pg.resume()              # SIGSTOP / SIGCONT: a stuck server
         pg.start()          # same port, same data: crash recovery, then up again
         pg.stop()           # a clean shutdown
 
@@ -14,8 +15,9 @@ fresh machine) ``initdb`` and ``pg_ctl`` run as the ``postgres`` system user thr
 directory every user can reach (``/tmp`` when root: pytest's own temp dirs are private to
 root). The server listens on loopback only, on a free port, with its socket in the data
 folder; password authentication over TCP (scram), trust on the private socket for psql.
-Durability settings are off (fsync, synchronous_commit): a killed *server* still loses
-nothing committed, only a killed machine would.
+``fsync`` is off: a killed *server* still loses nothing committed (its WAL is in the OS
+page cache), only a killed machine would. ``synchronous_commit`` stays on: with it off a
+SIGKILL loses commits the client was told had succeeded, which no delivery could detect.
 
 The binaries are found through ``TRACKMUX_PG_BIN``, then ``pg_config --bindir`` on PATH,
 then the newest ``/usr/lib/postgresql/*/bin`` (Debian's layout). Only the standard library
@@ -171,7 +173,7 @@ class PrivatePostgres:
         pwfile.unlink()
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.write("\n# trackmux private test cluster\nfsync = off\n"
-                       "synchronous_commit = off\nfull_page_writes = off\n"
+                       "full_page_writes = off\n"
                        "max_connections = 100\nshared_buffers = 32MB\n")
         self._created = True
         self.start()
@@ -213,6 +215,22 @@ class PrivatePostgres:
         for lock in (self.data / "postmaster.pid", *self.data.glob(".s.PGSQL.*.lock")):
             with contextlib.suppress(OSError):
                 lock.unlink()
+
+    def pause(self) -> None:
+        """SIGSTOP the server and its backends: connections hang, as with a stuck server."""
+        self._signal_all(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        self._signal_all(signal.SIGCONT)
+
+    def _signal_all(self, sig: signal.Signals) -> None:
+        pid = self._postmaster_pid()
+        if pid is None:
+            return
+        for target in (pid, *self._children(pid)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(target, sig)
 
     def restart(self) -> None:
         self.stop()
