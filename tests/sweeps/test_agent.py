@@ -8,8 +8,10 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from sweep_support import agent, cli, create, show
 
 from trackmux.core.spool.reader import SpoolReader
@@ -203,3 +205,37 @@ def test_import_trackmux_stays_without_optuna_and_yaml() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, timeout=60)
     assert json.loads(done.stdout.replace("'", '"')) == []
+
+
+def test_a_killed_agent_takes_its_trial_down_and_the_next_agent_fails_it(
+        root: Path, program: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACKMUX_SWEEP_HEARTBEAT", "1")  # stale after 4 s without one
+    sweep_id = create(root, f"""
+        program: {program}
+        command: ["${{interpreter}}", "${{program}}", "--steps=3000", "--pause=0.01",
+                  "${{args}}"]
+        method: random
+        metric: {{name: score, goal: maximize}}
+        parameters: {{lr: {{values: [0.5]}}}}
+    """)
+    first = agent(root, sweep_id)
+    try:
+        for _ in range(600):
+            trials = show(root, sweep_id)["trials"]
+            if trials and trials[0]["run_id"]:
+                break
+    finally:
+        first.kill()  # SIGKILL: no handler runs in the agent
+        first.communicate(timeout=60)
+    run_dir = trials[0]["run_dir"]
+    for _ in range(600):  # the kernel sends the trial SIGTERM (PR_SET_PDEATHSIG)
+        if _meta(run_dir)["state"] != "running":
+            break
+        time.sleep(0.1)
+    assert _meta(run_dir)["state"] == "failed"
+    assert show(root, sweep_id)["trials"][0]["state"] == "running"  # nobody told Optuna
+    time.sleep(5)  # past the grace period of 4 heartbeats
+    cli(root, "agent", sweep_id, "--count", "1")
+    first_trial, second_trial = show(root, sweep_id)["trials"]
+    assert first_trial["state"] == "failed" and "stopped answering" in first_trial["reason"]
+    assert second_trial["state"] == "complete"

@@ -29,7 +29,9 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,7 +40,7 @@ from typing import Any
 from trackmux.core import settings
 from trackmux.sweeps import command, join, space
 from trackmux.sweeps.follow import Follower
-from trackmux.sweeps.storage import SWEEPS_DIR
+from trackmux.sweeps.storage import SWEEPS_DIR, heartbeat_seconds
 from trackmux.sweeps.study import Sweep
 
 POLL_SECONDS = 0.5
@@ -111,6 +113,16 @@ class _Trial:
             os.killpg(self.pid, signum)
 
 
+def _stop_with_agent() -> None:
+    """In the trial's process before exec: SIGTERM it when the agent dies, even by
+    SIGKILL (Linux ``PR_SET_PDEATHSIG``), so no trial outlives its agent unseen."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(Exception):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class Agent:
     def __init__(self, sweep: Sweep, *, root: str | os.PathLike[str] | None = None,
                  poll: float = POLL_SECONDS, max_failures: int = 5,
@@ -122,6 +134,8 @@ class Agent:
         self.max_failures = max_failures
         self.echo = echo
         self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.heartbeat = heartbeat_seconds()
+        self._last_beat = 0.0
 
     def run(self, count: int | None = None) -> list[Outcome]:
         """Run trials until ``count`` are done or the sweep has no budget left."""
@@ -177,16 +191,30 @@ class Agent:
         """A new trial with its parameters. Random and TPE draws use the sampler seeded for
         the trial's own number (known once the storage gave it), so two agents that ask at
         the same moment never draw alike; the grid sampler picks its point in ``ask``."""
+        import optuna
+
         study = self.sweep.study
         wanted = space.distributions(self.spec.params)
-        study.sampler = self.sweep.sampler(number=len(self.sweep.trials()))
-        if self.spec.method == "grid":
-            return study.ask(wanted)
-        trial = study.ask()
-        study.sampler = self.sweep.sampler(number=trial.number)
-        for name, dist in wanted.items():
-            space.suggest(trial, name, dist)
+        with warnings.catch_warnings():  # Optuna: heartbeats are experimental, and meant
+            warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+            warnings.filterwarnings("ignore", message="Heartbeat of storage")  # for optimize()
+            optuna.storages.fail_stale_trials(study)  # trials whose agent died
+            study.sampler = self.sweep.sampler(number=len(self.sweep.trials()))
+            if self.spec.method == "grid":
+                trial = study.ask(wanted)
+            else:
+                trial = study.ask()
+                study.sampler = self.sweep.sampler(number=trial.number)
+                for name, dist in wanted.items():
+                    space.suggest(trial, name, dist)
+        self._beat(trial)
         return trial
+
+    def _beat(self, trial: Any) -> None:
+        """Tell the storage this trial's agent is alive (Optuna has no public call for an
+        ask-and-tell trial: ``_trial_id`` is the storage's id of it)."""
+        self._last_beat = time.monotonic()
+        self.sweep.study._storage.record_heartbeat(trial._trial_id)
 
     def _env(self, number: int, params: dict[str, Any], claim: Path) -> dict[str, str]:
         env = dict(os.environ)
@@ -205,7 +233,7 @@ class Agent:
         claim = work / "run.json"
         try:
             proc = subprocess.Popen(argv, env=self._env(trial.number, params, claim),
-                                    start_new_session=True)
+                                    start_new_session=True, preexec_fn=_stop_with_agent)
         except OSError as exc:
             return Outcome(trial.number, "failed", params,
                            reason=f"cannot start {argv[0]!r}: {exc}")
@@ -225,6 +253,8 @@ class Agent:
                         self._check(trial, running, points, found, reported)
                 if exited:
                     break
+                if time.monotonic() - self._last_beat >= self.heartbeat:
+                    self._beat(trial)
                 if running.kill_at is not None and time.monotonic() >= running.kill_at:
                     running.signal(signal.SIGKILL)
                     running.kill_at = float("inf")

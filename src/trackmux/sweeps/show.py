@@ -7,6 +7,7 @@ from typing import Any
 
 from trackmux.sweeps.study import Sweep
 
+STALE = "its agent stopped answering (no heartbeat); another agent failed the trial"
 STATES = {"RUNNING": "running", "COMPLETE": "complete", "PRUNED": "pruned",
           "FAIL": "failed", "WAITING": "waiting"}
 
@@ -28,7 +29,8 @@ def rows(sweep: Sweep) -> list[dict[str, Any]]:
             "run_id": attrs.get("run_id"),
             "run_dir": attrs.get("run_dir"),
             "steps": attrs.get("steps"),
-            "reason": attrs.get("reason", ""),
+            "reason": attrs.get("reason") or (
+                STALE if trial.state.name == "FAIL" else ""),
             "pruned_by": attrs.get("pruned_by"),
             "finding": attrs.get("finding"),
             "found_at_step": attrs.get("found_at_step"),

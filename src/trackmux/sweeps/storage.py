@@ -5,6 +5,8 @@
   starts with ``BEGIN IMMEDIATE`` (it takes SQLite's write lock at once, so two agents
   never both read and then both try to write, which SQLite answers with "database is
   locked" at once instead of waiting) and waits up to a minute for the lock.
+- Agents record a heartbeat for their running trial (``TRACKMUX_SWEEP_HEARTBEAT``, every
+  30 s): a trial whose agent died is failed by the next agent that asks for a trial.
 - ``--storage postgresql://user:pass@host/db`` (or ``TRACKMUX_SWEEP_STORAGE``): agents on
   many machines, the same server as the team store. Driven by psycopg 3 when installed.
 """
@@ -13,12 +15,15 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 from trackmux.core import settings
 
 ENV = "TRACKMUX_SWEEP_STORAGE"
+HEARTBEAT_ENV = "TRACKMUX_SWEEP_HEARTBEAT"
+DEFAULT_HEARTBEAT = 30
 LOCK_WAIT_SECONDS = 60
 SWEEPS_DIR = ".sweeps"
 
@@ -44,6 +49,17 @@ def resolve_url(url: str | None, root: str | os.PathLike[str] | None = None) -> 
     return url
 
 
+def heartbeat_seconds() -> int:
+    """How often an agent says its trial is alive (``TRACKMUX_SWEEP_HEARTBEAT``, 30 s); a
+    running trial silent for four times that is failed by the next agent that asks."""
+    raw = os.environ.get(HEARTBEAT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_HEARTBEAT
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{HEARTBEAT_ENV}={raw!r}: give whole seconds >= 1")
+    return int(raw)
+
+
 def sqlite_path(url: str) -> Path | None:
     if url.startswith("sqlite:///"):
         return Path(url[len("sqlite:///"):])
@@ -59,16 +75,22 @@ def open_storage(url: str) -> Any:
                            "and pyyaml)") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = sqlite_path(url)
-    try:
-        if path is None:
-            return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+    beat = heartbeat_seconds()
+    engine: dict[str, Any] = {"pool_pre_ping": True}
+    if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        storage = optuna.storages.RDBStorage(
-            url, engine_kwargs={"connect_args": {"timeout": LOCK_WAIT_SECONDS}})
+        engine = {"connect_args": {"timeout": LOCK_WAIT_SECONDS}}
+    try:
+        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna 4-5
+            warnings.simplefilter("ignore")
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine,
+                                                 heartbeat_interval=beat,
+                                                 grace_period=4 * beat)
     except Exception as exc:  # a server that is down, a bad password, a missing driver
         raise RuntimeError(f"cannot open the sweep storage {safe_url(url)}: "
                            f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
-    _lock_immediately(storage.engine)
+    if path is not None:
+        _lock_immediately(storage.engine)
     return storage
 
 
