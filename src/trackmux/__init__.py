@@ -36,6 +36,7 @@ from trackmux.core.lifecycle.run import DisabledRun, FinishSummary, Run, init
 from trackmux.doctor import setup as _doctor_setup  # noqa: F401 - init(doctor=...)
 from trackmux.hookspecs import hookimpl
 from trackmux.provenance import record as _provenance  # noqa: F401 - joins every run
+from trackmux.sweeps import join as _sweep_join  # noqa: F401 - a trial's run joins its sweep
 from trackmux.watch import watch as _watch  # noqa: F401 - provides Run.watch
 
 __version__ = "0.1.0"

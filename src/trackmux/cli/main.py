@@ -20,6 +20,8 @@ COMMANDS = {
     "diff": "trackmux.cli.diff:diff",
     "doctor": "trackmux.cli.doctor:doctor",
     "samples": "trackmux.cli.samples:samples",
+    "sweep": "trackmux.cli.sweep:sweep",
+    "agent": "trackmux.cli.agent:agent",
 }
 
 

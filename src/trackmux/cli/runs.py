@@ -8,7 +8,7 @@ import click
 
 from trackmux.cli.output import echo
 from trackmux.core import settings
-from trackmux.core.spool.runs import describe_attempt, find_runs, summarize
+from trackmux.core.spool.runs import describe_attempt, find_runs, pruned_words, summarize
 
 
 @click.command()
@@ -31,7 +31,7 @@ def runs(directory: Path | None) -> None:
         meta = summary.meta
         if not meta.get("run_id") and summary.events == 0:  # as every reading command says
             why = summary.damage[0] if summary.damage else "no run recorded in it"
-            click.echo(f"{run_dir.parent.name}/{run_dir.name}  unreadable  the spool cannot "
+            echo(f"{run_dir.parent.name}/{run_dir.name}  unreadable  the spool cannot "
                        f"be read ({why})\n    damage: {len(summary.damage)} problem(s)\n"
                        f"    {run_dir}")
             continue
@@ -41,6 +41,8 @@ def runs(directory: Path | None) -> None:
         extra += f", {bad} bad values dropped at the door (trackmux show)" if bad else ""
         echo(f"{meta.get('project', run_dir.parent.name)}/{run_dir.name}  "
              f"{summary.state}  {summary.events} events{extra}  name={meta.get('name')}")
+        if pruned_words(meta):
+            echo(f"    {pruned_words(meta)}")
         for name in summary.backends:
             acked = summary.delivered.get(name, 0)
             pending = max(0, summary.last_seq - acked)

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 import orjson
 
+from trackmux.cli.output import echo
 from trackmux.core.events import MetricsEvent
 from trackmux.core.spool.reader import SpoolReader
 
@@ -53,17 +54,17 @@ def print_series(run_dir: Path, key: str, as_json: bool) -> None:
     if not points:
         raise click.UsageError(_not_a_metric(key, metric_keys, other, run_dir))
     if as_json:
-        click.echo(orjson.dumps({
+        echo(orjson.dumps({
             "run": run_dir.name, "key": key,
             "points": [{"step": s, "value": v if math.isfinite(v) else repr(v), "time": t}
                        for s, v, t in points]}).decode())
         return
-    click.echo(f"{key} in run {run_dir.name}: {len(points)} points, steps "
+    echo(f"{key} in run {run_dir.name}: {len(points)} points, steps "
                f"{min(p[0] for p in points)}..{max(p[0] for p in points)}")
-    click.echo(f"{'step':>10}  {'value':>14}  time")
+    echo(f"{'step':>10}  {'value':>14}  time")
     for step, value, when in points:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
-        click.echo(f"{step:>10}  {value:>14.7g}  {stamp}.{int(when * 1000) % 1000:03d}")
+        echo(f"{step:>10}  {value:>14.7g}  {stamp}.{int(when * 1000) % 1000:03d}")
 
 
 def _not_a_metric(key: str, metric_keys: set[str], other: dict[str, str],

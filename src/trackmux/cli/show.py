@@ -23,7 +23,7 @@ from trackmux.core.events import (
     TextEvent,
 )
 from trackmux.core.spool.reader import SpoolReader
-from trackmux.core.spool.runs import describe_attempt, resolve_run, summarize
+from trackmux.core.spool.runs import describe_attempt, pruned_words, resolve_run, summarize
 from trackmux.core.values.intake import input_dropped
 
 
@@ -58,6 +58,8 @@ def show(run_arg: str, root: str | None, key: str | None, as_json: bool) -> None
     meta = summary.meta
     echo(f"run {meta.get('project')}/{run_dir.name} ({meta.get('name')}): "
          f"{summary.state}, {summary.events} events")
+    if pruned_words(meta):
+        echo(f"  {pruned_words(meta)}")
     metrics: dict[str, KeyStats] = {}
     tables: dict[str, list[int]] = {}
     images: dict[str, list[int]] = {}

@@ -71,6 +71,35 @@ def _announce_start(run: Run) -> None:
             log.warning("trackmux: run start hook %s failed (%s: %s)",
                         getattr(hook, "__qualname__", hook), type(exc).__name__, exc)
 
+# -- init hooks: a wing adds tags or config to every run a process starts ----------------
+_init_hooks: list[Callable[[list[str], dict[str, Any] | None], dict[str, Any] | None]] = []
+
+
+def on_run_init(hook: Callable[[list[str], dict[str, Any] | None],
+                               dict[str, Any] | None]) -> None:
+    """Call ``hook(tags, config)`` in ``init()`` before anything is written, in the caller's
+    thread: it may append to ``tags`` and returns the config to use (``config`` itself, a
+    copy with more keys, or None). What it adds is checked like the caller's own (a sweep
+    trial joins its sweep this way, trackmux/sweeps/join.py). A hook that raises is logged
+    and skipped: it never stops a run from starting."""
+    if hook not in _init_hooks:
+        _init_hooks.append(hook)
+
+
+def _apply_init_hooks(tags: list[str], config: dict[str, Any] | None
+                      ) -> tuple[list[str], dict[str, Any] | None]:
+    for hook in list(_init_hooks):
+        extra = list(tags)
+        try:
+            config = hook(extra, config)
+        except Exception as exc:  # a wing must never stop the run from starting
+            log.warning("trackmux: run init hook %s failed (%s: %s)",
+                        getattr(hook, "__qualname__", hook), type(exc).__name__, exc)
+            continue
+        tags = extra
+    return tags, config
+
+
 _finish_hooks: list[Callable[[Run, float], None]] = []
 _wing_methods: dict[str, Callable[..., Any]] = {}
 
@@ -1025,6 +1054,10 @@ def init(project: str | None = None, name: str | None = None,
     tags = [normalize.check_name(t, f"tags[{i}]", MAX_NAME_LENGTH) for i, t in enumerate(tags)]
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping, got {type(config).__name__}")
+    if _init_hooks:
+        added, config = _apply_init_hooks(list(tags), None if config is None else dict(config))
+        tags += [normalize.check_name(t, f"tags[{i}]", MAX_NAME_LENGTH)
+                 for i, t in enumerate(added[len(tags):], start=len(tags)) if t not in tags]
     if config is not None:  # a config the spool cannot store fails here, not in the writer
         config = normalize.to_json_value(config)
     run_id = attempts.check_args(run_id, resume, rewind_to)

@@ -136,6 +136,24 @@ class SpoolReader:
                                    "('crashed_at', ?)", (now,))
         return changed
 
+    def mark_pruned(self, reason: str, by: str) -> str | None:
+        """Record that ``by`` (a sweep agent) stopped this run on purpose, for ``reason``
+        (the doctor's finding, a pruner's verdict): state "pruned", whatever the stopped
+        trainer wrote last ("failed" from its SIGTERM handler, "running" when it was
+        killed, "crashed" once its delivery process noticed). Called after the trainer
+        exited; the delivery process only ever changes "running". Returns the state the
+        run had before."""
+        now = orjson.dumps(time.time())
+        with self._conn:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = 'state'").fetchone()
+            before = orjson.loads(row[0]) if row else None
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                [("state", orjson.dumps("pruned")), ("pruned_at", now),
+                 ("pruned_reason", orjson.dumps(reason)), ("pruned_by", orjson.dumps(by)),
+                 ("state_before_pruned", orjson.dumps(before))])
+        return before if isinstance(before, str) else None
+
     def last_seq(self) -> int:
         try:
             return int(self._conn.execute("SELECT coalesce(max(seq), 0) FROM events"

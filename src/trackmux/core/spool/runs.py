@@ -1,7 +1,9 @@
 """Finding runs on disk and telling their state, for the CLI and reports.
 
 A run is "running" while its process holds ``run.lock``; a run whose meta still says
-running but whose lock is free was killed: "crashed".
+running but whose lock is free was killed: "crashed". The other states: "finished",
+"failed" (a non-zero exit, SIGTERM) and "pruned" (a sweep agent stopped it on purpose;
+``pruned_reason`` says why, see docs/sweeps.md).
 """
 
 from __future__ import annotations
@@ -110,6 +112,13 @@ def check_readable(run_dir: Path) -> Path:
     if reason:
         raise SpoolUnreadableError(reason)
     return run_dir
+
+
+def pruned_words(meta: dict[str, Any]) -> str:
+    """Why a pruned run was stopped and by whom (``trackmux runs`` and ``show``), or ""."""
+    if meta.get("state") != "pruned":
+        return ""
+    return f"pruned by {meta.get('pruned_by') or 'a sweep agent'}: {meta.get('pruned_reason')}"
 
 
 def find_runs(root: Path) -> list[Path]:

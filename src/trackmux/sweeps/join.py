@@ -1,0 +1,82 @@
+"""A trial's run joins its sweep by itself: ``trackmux agent`` sets these variables for the
+program it starts, and every ``trackmux.init`` in that program reads them.
+
+``TRACKMUX_SWEEP_ID``       the sweep (tag ``sweep:<id>``)
+``TRACKMUX_SWEEP_TRIAL``    the trial number (tag ``trial:<n>``)
+``TRACKMUX_SWEEP_PARAMS``   the trial's parameters as JSON
+``TRACKMUX_SWEEP_CLAIM``    a file the first run of the trial creates with its id and folder,
+                            so the agent follows that run's spool (read-only)
+
+The config gets ``sweep: {id, trial, params}`` (``trackmux_sweep`` if the program's own
+config already has a ``sweep`` key), so every backend shows the sweep and the trial
+beside the run's own hyperparameters. Imported by ``import trackmux``: standard library
+only, no Optuna.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+from trackmux.core.lifecycle.run import Run, on_run_init, on_run_start
+
+log = logging.getLogger("trackmux")
+
+SWEEP_ID = "TRACKMUX_SWEEP_ID"
+TRIAL = "TRACKMUX_SWEEP_TRIAL"
+PARAMS = "TRACKMUX_SWEEP_PARAMS"
+CLAIM = "TRACKMUX_SWEEP_CLAIM"
+
+
+def _trial() -> dict[str, Any] | None:
+    sweep = os.environ.get(SWEEP_ID)
+    if not sweep:
+        return None
+    out: dict[str, Any] = {"id": sweep}
+    trial = os.environ.get(TRIAL, "")
+    if trial.isdigit():
+        out["trial"] = int(trial)
+    try:
+        params = json.loads(os.environ.get(PARAMS) or "{}")
+    except ValueError:
+        log.warning("trackmux: %s is not JSON; the run records no sweep parameters", PARAMS)
+        params = {}
+    out["params"] = params if isinstance(params, dict) else {}
+    return out
+
+
+def add_sweep(tags: list[str], config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``init()`` hook: the sweep's tags and config entry, when run by an agent."""
+    trial = _trial()
+    if trial is None:
+        return config
+    for tag in (f"sweep:{trial['id']}",
+                *((f"trial:{trial['trial']}",) if "trial" in trial else ())):
+        if tag not in tags:
+            tags.append(tag)
+    out = dict(config or {})
+    key = "sweep" if "sweep" not in out or out.get("sweep") == trial else "trackmux_sweep"
+    out[key] = trial
+    return out
+
+
+def claim(run: Run) -> None:
+    """The start hook: the first run of the trial tells the agent where its spool is."""
+    path = os.environ.get(CLAIM)
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # an earlier run of this trial claimed it
+        return
+    except OSError as exc:
+        log.warning("trackmux: cannot tell the sweep agent about run %s (%s)", run.id, exc)
+        return
+    with os.fdopen(fd, "w") as file:
+        json.dump({"run_id": run.id, "run_dir": str(run.dir), "pid": os.getpid()}, file)
+
+
+on_run_init(add_sweep)
+on_run_start(claim)

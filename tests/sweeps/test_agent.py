@@ -1,0 +1,241 @@
+"""`trackmux agent` for real: trial programs in subprocesses, their runs joined to the sweep,
+the metric read from the run's spool, crashes as failed trials, two agents on one sweep,
+and trials stopped by the doctor and by the median pruner."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sweep_support import agent, cli, create, show
+
+from trackmux.core.spool.reader import SpoolReader
+from trackmux.sweeps import study
+from trackmux.sweeps.storage import default_url
+
+
+def _meta(run_dir: str) -> dict[str, object]:
+    reader = SpoolReader(Path(run_dir))
+    try:
+        return reader.meta()
+    finally:
+        reader.close()
+
+
+def _config(run_dir: str) -> dict[str, object]:
+    reader = SpoolReader(Path(run_dir))
+    try:
+        events = reader.events_of_kind("config")
+    finally:
+        reader.close()
+    merged: dict[str, object] = {}
+    for event in events:
+        merged.update(event.config)  # type: ignore[attr-defined]
+    return merged
+
+
+def test_trials_run_the_program_with_wandb_args_and_report_the_metric_from_the_run(
+        root: Path, program: Path) -> None:
+    sweep_id = create(root, f"""
+        program: {program}
+        method: random
+        metric: {{name: score, goal: maximize}}
+        parameters:
+          lr: {{distribution: log_uniform_values, min: 0.01, max: 1.0}}
+          mode: {{value: ok}}
+        sampler: {{seed: 7}}
+    """)
+    done = cli(root, "agent", sweep_id, "--count", "3")
+    assert "agent done: 3 trial(s) 3 complete" in done.stderr
+    data = show(root, sweep_id)
+    trials = data["trials"]
+    assert [t["number"] for t in trials] == [0, 1, 2]
+    for t in trials:
+        assert t["state"] == "complete" and t["steps"] == 8
+        assert f"--lr={t['params']['lr']}" in done.stderr  # wandb's `--name=value`
+        # the metric is the run's last `score`: lr * 7, as the program logged it
+        assert math.isclose(t["value"], t["params"]["lr"] * 7, rel_tol=1e-9)
+        config = _config(t["run_dir"])
+        assert config["sweep"] == {"id": sweep_id, "trial": t["number"],
+                                   "params": t["params"]}
+        assert config["lr"] == t["params"]["lr"]
+        meta = _meta(t["run_dir"])
+        assert meta["tags"] == [f"sweep:{sweep_id}", f"trial:{t['number']}"]
+        assert meta["state"] == "finished" and meta["run_id"] == t["run_id"]
+    best = max(trials, key=lambda t: t["value"])
+    assert data["best"]["number"] == best["number"]
+    text = cli(root, "sweep", "show", sweep_id).stdout
+    assert f"best: trial {best['number']}" in text
+    assert not list((root / ".sweeps" / "agents").iterdir())  # the agent cleans up
+
+
+def test_a_crashing_program_is_a_failed_trial_and_the_agent_goes_on(
+        root: Path, program: Path) -> None:
+    sweep_id = create(root, f"""
+        program: {program}
+        method: grid
+        metric: {{name: score, goal: maximize}}
+        parameters:
+          mode: {{values: [crash, ok, none, nan]}}
+        prune: false
+    """)
+    done = cli(root, "agent", sweep_id)
+    assert "agent done: 4 trial(s)" in done.stderr
+    by_mode = {t["params"]["mode"]: t for t in show(root, sweep_id)["trials"]}
+    crash = by_mode["crash"]
+    assert crash["state"] == "failed"
+    assert crash["reason"] == "the program exited with code 1"
+    assert crash["steps"] == 3 and crash["run_id"]
+    assert _meta(crash["run_dir"])["state"] == "failed"
+    assert by_mode["none"]["state"] == "failed"
+    assert "started no trackmux run" in by_mode["none"]["reason"]
+    assert by_mode["ok"]["state"] == "complete"
+    # NaN is no result: the last finite value counts (pruning is off in this sweep)
+    assert by_mode["nan"]["state"] == "complete"
+    assert math.isclose(by_mode["nan"]["value"], 0.1 * 4)
+
+
+def test_two_agents_share_one_sweep_in_sqlite(root: Path, program: Path) -> None:
+    sweep_id = create(root, f"""
+        program: {program}
+        command: ["${{interpreter}}", "${{program}}", "--pause=0.05", "${{args}}"]
+        method: bayes
+        metric: {{name: score, goal: maximize}}
+        parameters:
+          lr: {{min: 0.0, max: 1.0}}
+        sampler: {{n_startup_trials: 2}}
+    """)
+    agents = [agent(root, sweep_id, "--count", "3") for _ in range(2)]
+    outputs = [a.communicate(timeout=300) for a in agents]
+    assert [a.returncode for a in agents] == [0, 0], outputs
+    trials = show(root, sweep_id)["trials"]
+    assert [t["number"] for t in trials] == list(range(6))
+    assert all(t["state"] == "complete" for t in trials)
+    assert len({t["agent"] for t in trials}) == 2
+    assert len({t["run_id"] for t in trials}) == 6  # every trial its own run
+
+
+def test_a_critical_finding_prunes_the_trial_and_marks_its_run_pruned(
+        root: Path, program: Path) -> None:
+    sweep_id = create(root, f"""
+        program: {program}
+        command: ["${{interpreter}}", "${{program}}", "--steps=400", "--pause=0.02",
+                  "${{args}}"]
+        method: grid
+        metric: {{name: score, goal: maximize}}
+        parameters:
+          mode: {{values: [nan]}}
+        prune: {{grace_seconds: 20}}
+    """)
+    cli(root, "agent", sweep_id)
+    (trial,) = show(root, sweep_id)["trials"]
+    assert trial["state"] == "pruned" and trial["pruned_by"] == "doctor"
+    assert trial["reason"].startswith("nonfinite (critical) at step 5")
+    assert trial["finding"]["rule"] == "nonfinite"
+    assert 5 < trial["steps"] < 400  # stopped, not run to the end
+    meta = _meta(trial["run_dir"])
+    assert meta["state"] == "pruned" and meta["pruned_reason"] == trial["reason"]
+    assert str(meta["pruned_by"]).startswith(f"sweep {sweep_id} trial 0")
+    listing = cli(root, "runs").stdout
+    assert "  pruned  " in listing and "pruned by sweep" in listing
+    sweeps = study.load(sweep_id, default_url(root))
+    (frozen,) = sweeps.trials()
+    assert frozen.state.name == "PRUNED"  # TPE ranks it below every complete trial
+
+
+def test_the_median_pruner_stops_a_trial_behind_the_others(
+        root: Path, program: Path) -> None:
+    sweep_id = create(root, f"""
+        program: {program}
+        command: ["${{interpreter}}", "${{program}}", "--steps=60", "--pause=0.03",
+                  "${{args}}"]
+        method: random
+        metric: {{name: score, goal: maximize}}
+        parameters:
+          lr: {{values: [1.0, 0.9, 0.001]}}
+        early_terminate: {{type: median, n_startup_trials: 2, n_warmup_steps: 3}}
+    """)
+    sweeps = study.load(sweep_id, default_url(root))
+    for lr in (1.0, 0.9, 0.001):  # this order: two trials set the median, the third is behind
+        sweeps.study.enqueue_trial({"lr": lr})
+    cli(root, "agent", sweep_id, "--count", "3")
+    trials = show(root, sweep_id)["trials"]
+    assert [t["state"] for t in trials] == ["complete", "complete", "pruned"]
+    slow = trials[2]
+    assert slow["pruned_by"] == "median" and "the median pruner" in slow["reason"]
+    assert slow["steps"] < 60
+    assert _meta(slow["run_dir"])["state"] == "pruned"
+
+
+def test_show_json_lists_a_running_trial(root: Path, program: Path) -> None:
+    sweep_id = create(root, f"""
+        program: {program}
+        command: ["${{interpreter}}", "${{program}}", "--steps=2000", "--pause=0.01",
+                  "${{args}}"]
+        method: grid
+        metric: {{name: score, goal: maximize}}
+        parameters: {{lr: {{values: [0.5]}}}}
+    """)
+    proc = agent(root, sweep_id)
+    try:
+        for _ in range(600):  # until the agent found the trial's run
+            trials = show(root, sweep_id)["trials"]
+            if trials and trials[0]["run_id"]:
+                break
+        assert trials[0]["state"] == "running" and trials[0]["params"] == {"lr": 0.5}
+        assert _meta(trials[0]["run_dir"])["state"] == "running"
+    finally:
+        proc.terminate()  # SIGTERM to the agent: the trial is stopped and failed
+        proc.communicate(timeout=120)
+    assert proc.returncode == 128 + 15
+    (trial,) = show(root, sweep_id)["trials"]
+    assert trial["state"] == "failed"
+    assert trial["reason"].startswith("the agent was stopped (SystemExit")
+    assert _meta(trial["run_dir"])["state"] == "failed"  # the program got SIGTERM too
+
+
+def test_import_trackmux_stays_without_optuna_and_yaml() -> None:
+    code = ("import trackmux, sys; print(sorted(m for m in sys.modules if m.split('.')[0] "
+            "in {'optuna', 'yaml', 'sqlalchemy', 'psycopg'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert json.loads(done.stdout.replace("'", '"')) == []
+
+
+def test_a_killed_agent_takes_its_trial_down_and_the_next_agent_fails_it(
+        root: Path, program: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACKMUX_SWEEP_HEARTBEAT", "1")  # stale after 4 s without one
+    sweep_id = create(root, f"""
+        program: {program}
+        command: ["${{interpreter}}", "${{program}}", "--steps=3000", "--pause=0.01",
+                  "${{args}}"]
+        method: random
+        metric: {{name: score, goal: maximize}}
+        parameters: {{lr: {{values: [0.5]}}}}
+    """)
+    first = agent(root, sweep_id)
+    try:
+        for _ in range(600):
+            trials = show(root, sweep_id)["trials"]
+            if trials and trials[0]["run_id"]:
+                break
+    finally:
+        first.kill()  # SIGKILL: no handler runs in the agent
+        first.communicate(timeout=60)
+    run_dir = trials[0]["run_dir"]
+    for _ in range(600):  # the kernel sends the trial SIGTERM (PR_SET_PDEATHSIG)
+        if _meta(run_dir)["state"] != "running":
+            break
+        time.sleep(0.1)
+    assert _meta(run_dir)["state"] == "failed"
+    assert show(root, sweep_id)["trials"][0]["state"] == "running"  # nobody told Optuna
+    time.sleep(5)  # past the grace period of 4 heartbeats
+    cli(root, "agent", sweep_id, "--count", "1")
+    first_trial, second_trial = show(root, sweep_id)["trials"]
+    assert first_trial["state"] == "failed" and "stopped answering" in first_trial["reason"]
+    assert second_trial["state"] == "complete"
