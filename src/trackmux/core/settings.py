@@ -205,3 +205,19 @@ def doctor(value: object) -> object:
     if lowered in ("on", "1", "true", "yes"):
         return True
     return raw
+
+
+def postgres_dsn(value: str | None = None) -> str:
+    """The ``dsn`` option of the postgres backend, then ``TRACKMUX_POSTGRES_DSN``, then ""
+    (libpq then reads its own ``PG*`` variables: PGHOST, PGUSER, PGDATABASE, ...)."""
+    if value is not None:
+        return value
+    return os.environ.get("TRACKMUX_POSTGRES_DSN", "")
+
+
+def store_uri(value: str | None = None) -> str | None:
+    """``--store`` argument, then ``TRACKMUX_STORE``: where readers read runs from (a spool
+    folder or a ``postgresql://`` DSN); None: the spool folder (``TRACKMUX_DIR``)."""
+    if value:
+        return value
+    return os.environ.get("TRACKMUX_STORE") or None

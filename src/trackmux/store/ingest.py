@@ -1,0 +1,187 @@
+"""Events into the store: one transaction per batch, each (run, seq) stored once.
+
+Metric values go to ``points`` (one row per key, binary COPY: the bulk of any run); every
+event also gets a row in ``events`` (kind, step, time and, except for metrics, the
+spool's JSON body), and images and sample payloads go to ``blobs`` under their hash.
+
+Exactly once: the writer knows the highest seq the store has for the run (its watermark)
+and sends only what is above it; a batch is one transaction, so the watermark is exact
+after a crash, a reconnect or a lost acknowledgement. Should another writer have stored
+some of the same seqs meanwhile (two syncs of one run), the batch is written again through
+a staging table with ``ON CONFLICT DO NOTHING``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from trackmux.core.events import Event, MetricsEvent
+from trackmux.core.spool import codec
+from trackmux.store.connect import psycopg
+
+EVENT_COLUMNS = "run, seq, kind, step, time, body, blob"
+POINT_COLUMNS = "run, key, seq, step, time, value"
+POINT_TYPES = ["int8", "text", "int8", "int8", "float8", "float8"]
+
+
+def current_user() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):
+        return ""
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def rows_of(run: int, events: Sequence[Event]
+            ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[str, bytes]]:
+    """(event rows, point rows, blobs by hash) of one batch."""
+    event_rows: list[tuple[Any, ...]] = []
+    point_rows: list[tuple[Any, ...]] = []
+    blobs: dict[str, bytes] = {}
+    for event in events:
+        if isinstance(event, MetricsEvent):
+            event_rows.append((run, event.seq, "metrics", event.step, event.time, None, None))
+            for key, value in event.data.items():
+                number = _number(value)
+                if number is not None:
+                    point_rows.append((run, str(key), event.seq, event.step, event.time,
+                                       number))
+            continue
+        (kind, step, ts, body), blob = codec.encode(event)
+        ref = None
+        if blob is not None:
+            ref, data = blob
+            blobs[ref] = data
+        event_rows.append((run, event.seq, kind, step, ts, body.decode(), ref))
+    return event_rows, point_rows, blobs
+
+
+class StoreWriter:
+    """Writes one run's events; the connection is the caller's (one per backend)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    # -- the run -------------------------------------------------------------------
+    def register(self, meta: Mapping[str, Any], *, host: str, user: str) -> int:
+        """The store's id of the run (run id, host): created on first sight."""
+        run_id = str(meta.get("run_id") or "")
+        if not run_id:
+            raise ValueError("the run has no run_id in its spool meta")
+        tags = [str(t) for t in meta.get("tags") or []]
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO trackmux.runs (run_id, host, user_name, project, name, "
+                "started_at, tags) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (run_id, host) DO NOTHING RETURNING id",
+                (run_id, host, user, str(meta.get("project") or "default"),
+                 str(meta.get("name") or run_id), meta.get("started_at"), tags))
+            row = cur.fetchone()
+            if row is None:
+                cur.execute("SELECT id FROM trackmux.runs WHERE run_id = %s AND host = %s",
+                            (run_id, host))
+                row = cur.fetchone()
+        return int(row[0])
+
+    def watermark(self, run: int) -> int:
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT coalesce(max(seq), 0) FROM trackmux.events WHERE run = %s",
+                        (run,))
+            row = cur.fetchone()
+        self.conn.commit()
+        return int(row[0]) if row else 0
+
+    def status(self, run: int, state: str, at: float, meta: Mapping[str, Any]) -> None:
+        """Appends the run's state and meta (the latest row wins)."""
+        body = orjson.dumps(meta, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.execute("INSERT INTO trackmux.run_status (run, at, state, meta) "
+                        "VALUES (%s, %s, %s, %s)", (run, at, state, body))
+
+    def attempts(self, run: int, attempts: Iterable[Any]) -> None:
+        rows = [(run, a.number, a.started_at, a.pid, a.host, a.first_seq, a.rewind_to)
+                for a in attempts]
+        if not rows:
+            return
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO trackmux.attempts (run, number, started_at, pid, "
+                            "host, first_seq, rewind_to) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                            "ON CONFLICT DO NOTHING", rows)
+
+    def supersede(self, run: int, seqs: Iterable[tuple[int, int]]) -> int:
+        """Marks (seq, attempt) pairs superseded, as the spool marks them."""
+        rows = [(run, seq, attempt) for seq, attempt in seqs]
+        if not rows:
+            return 0
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO trackmux.superseded (run, seq, attempt) "
+                            "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", rows)
+        return len(rows)
+
+    # -- events --------------------------------------------------------------------
+    def write(self, run: int, events: Sequence[Event]) -> None:
+        """One transaction for the whole batch."""
+        if not events:
+            return
+        event_rows, point_rows, blobs = rows_of(run, events)
+        pg = psycopg()
+        try:
+            with self.conn.transaction():
+                self._copy(event_rows, point_rows, blobs)
+        except pg.errors.UniqueViolation:  # another writer stored some of these seqs
+            with self.conn.transaction():
+                self._merge(event_rows, point_rows, blobs)
+
+    def _blobs(self, cur: Any, blobs: dict[str, bytes]) -> None:
+        if blobs:
+            cur.executemany("INSERT INTO trackmux.blobs (hash, data) VALUES (%s, %s) "
+                            "ON CONFLICT DO NOTHING", list(blobs.items()))
+
+    def _copy(self, event_rows: list[tuple[Any, ...]], point_rows: list[tuple[Any, ...]],
+              blobs: dict[str, bytes]) -> None:
+        with self.conn.cursor() as cur:
+            self._blobs(cur, blobs)
+            with cur.copy(f"COPY trackmux.events ({EVENT_COLUMNS}) FROM STDIN") as copy:
+                for row in event_rows:
+                    copy.write_row(row)
+            if point_rows:
+                with cur.copy(f"COPY trackmux.points ({POINT_COLUMNS}) FROM STDIN "
+                              "(FORMAT BINARY)") as copy:
+                    copy.set_types(POINT_TYPES)
+                    for row in point_rows:
+                        copy.write_row(row)
+
+    def _merge(self, event_rows: list[tuple[Any, ...]], point_rows: list[tuple[Any, ...]],
+               blobs: dict[str, bytes]) -> None:
+        with self.conn.cursor() as cur:
+            self._blobs(cur, blobs)
+            cur.execute("CREATE TEMP TABLE IF NOT EXISTS staged_events (LIKE trackmux.events) "
+                        "ON COMMIT DELETE ROWS")
+            cur.execute("CREATE TEMP TABLE IF NOT EXISTS staged_points (LIKE trackmux.points) "
+                        "ON COMMIT DELETE ROWS")
+            with cur.copy(f"COPY staged_events ({EVENT_COLUMNS}) FROM STDIN") as copy:
+                for row in event_rows:
+                    copy.write_row(row)
+            with cur.copy(f"COPY staged_points ({POINT_COLUMNS}) FROM STDIN") as copy:
+                for row in point_rows:
+                    copy.write_row(row)
+            cur.execute(f"INSERT INTO trackmux.events ({EVENT_COLUMNS}) SELECT "
+                        f"{EVENT_COLUMNS} FROM staged_events ON CONFLICT DO NOTHING")
+            cur.execute(f"INSERT INTO trackmux.points ({POINT_COLUMNS}) SELECT "
+                        f"{POINT_COLUMNS} FROM staged_points ON CONFLICT DO NOTHING")
+
+
+def finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
