@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import click
 
@@ -10,7 +10,7 @@ from trackmux.core import settings
 
 
 @click.command()
-@click.argument("directories", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("directories", nargs=-1)
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; any other than loopback requires a token, "
                    "printed in the URL.")
@@ -19,16 +19,22 @@ from trackmux.core import settings
 @click.option("--cache-mb", default=768, show_default=True, type=click.IntRange(16, 1 << 20),
               help="Memory for cached run data; least recently viewed runs are dropped "
                    "beyond it.")
-def ui(directories: tuple[Path, ...], host: str, port: int, cache_mb: int) -> None:
+def ui(directories: tuple[str, ...], host: str, port: int, cache_mb: int) -> None:
     """Open a live dashboard of the runs under DIRECTORIES (default: $TRACKMUX_DIR or
-    ./trackmux). Read-only: it never writes to or slows a run."""
+    ./trackmux), or of a team store (postgresql://...: serve it with a read-only role).
+    Read-only: it never writes to or slows a run."""
     try:
         from trackmux.ui.app import Server
     except ImportError as exc:
         raise click.ClickException(
             "trackmux ui needs the extra 'ui' (in the trackmux checkout: "
             f"pip install -e '.[ui]'): {exc}") from None
-    roots = [settings.spool_root(d) for d in directories] or [settings.spool_root(None)]
+    from trackmux.readers import is_store_uri
+
+    mirrors = [_mirror(d) for d in directories if is_store_uri(d)]
+    roots = [settings.spool_root(d) for d in directories if not is_store_uri(d)]
+    roots += [m.root for m in mirrors]
+    roots = roots or [settings.spool_root(None)]
     for root in roots:
         if not root.is_dir():
             raise click.BadParameter(f"no directory {root}", param_hint="DIR")
@@ -46,3 +52,21 @@ def ui(directories: tuple[Path, ...], host: str, port: int, cache_mb: int) -> No
         pass
     finally:
         server.stop()
+        for mirror in mirrors:
+            mirror.stop()
+
+
+def _mirror(dsn: str) -> Any:
+    """A started mirror of the store (trackmux/ui/mirror.py); a bad DSN is a usage error."""
+    from trackmux.store.connect import StoreConfigError, StoreUnavailable, hide_password
+    from trackmux.ui.mirror import StoreMirror
+
+    try:
+        mirror = StoreMirror(dsn).start()
+    except (StoreConfigError, StoreUnavailable) as exc:
+        raise click.BadParameter(str(exc), param_hint="DIR") from None
+    except Exception as exc:
+        raise click.BadParameter(f"cannot read the store {hide_password(dsn)}: "
+                                 f"{type(exc).__name__}: {exc}", param_hint="DIR") from None
+    click.echo(f"trackmux ui: team store {hide_password(dsn)} (replicas in {mirror.root})")
+    return mirror

@@ -81,7 +81,16 @@ class RunData:
 def resolve_run(arg: str | os.PathLike[str], root: str | os.PathLike[str] | None = None
                 ) -> Path:
     """A run directory from ``arg``: a run directory, its spool.db, ``project/run_id``
-    or a run id under the spool root (``root``, else ``TRACKMUX_DIR``, else ./trackmux)."""
+    or a run id under the spool root (``root``, else ``TRACKMUX_DIR``, else ./trackmux);
+    with a store selected (``--store``) the run in that store (trackmux/readers/)."""
+    from trackmux.readers import resolve_in_selected_store
+
+    try:
+        found = resolve_in_selected_store(arg)
+    except FileNotFoundError as exc:
+        raise RunNotFound(str(exc)) from None
+    if found is not None:
+        return found
     path = Path(arg).expanduser()
     if path.is_file() and path.name == SPOOL_FILE:
         return path.parent.absolute()

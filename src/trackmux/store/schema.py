@@ -119,3 +119,27 @@ def _pg() -> Any:
     from trackmux.store.connect import psycopg
 
     return psycopg()
+
+
+def grant(conn: Any, *, writers: Any = (), readers: Any = (), goal_setters: Any = ()) -> None:
+    """Rights per role: writers add rows (INSERT and SELECT; no UPDATE, DELETE or
+    TRUNCATE), readers only SELECT, goal setters also change goals."""
+    sql = _pg().sql
+    with conn.transaction(), conn.cursor() as cur:
+        for role in (*writers, *readers, *goal_setters):
+            ident = sql.Identifier(role)
+            cur.execute(sql.SQL("GRANT USAGE ON SCHEMA trackmux TO {}").format(ident))
+            cur.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA trackmux TO {}"
+                                ).format(ident))
+        for role in writers:
+            ident = sql.Identifier(role)
+            cur.execute(sql.SQL("GRANT INSERT ON ALL TABLES IN SCHEMA trackmux TO {}"
+                                ).format(ident))
+            cur.execute(sql.SQL("GRANT USAGE ON ALL SEQUENCES IN SCHEMA trackmux TO {}"
+                                ).format(ident))
+        for role in goal_setters:
+            ident = sql.Identifier(role)
+            cur.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON trackmux.goals TO {}"
+                                ).format(ident))
+            cur.execute(sql.SQL("GRANT USAGE ON SEQUENCE trackmux.goals_id_seq TO {}"
+                                ).format(ident))

@@ -61,6 +61,8 @@ def lock_is_held(run_dir: Path) -> bool:
 
 def run_state(run_dir: Path, meta: dict[str, Any]) -> str:
     state = str(meta.get("state") or "crashed")
+    if meta.get("store"):  # a replica of a team store run: its trainer is on another machine
+        return state
     if state == "running" and not lock_is_held(run_dir):
         return "crashed"
     return state
@@ -105,7 +107,17 @@ def describe_attempt(attempt: Attempt) -> str:
 
 
 def resolve_run(arg: str, root: str | os.PathLike[str] | None = None) -> Path:
-    """A run given as a directory, or as a run id (or unique id prefix) under the root."""
+    """A run given as a directory, or as a run id (or unique id prefix) under the root;
+    with a store selected (``--store``, trackmux/readers/) the run in that store."""
+    from trackmux.readers import resolve_in_selected_store
+
+    found = resolve_in_selected_store(arg)
+    if found is not None:
+        return found
+    return _resolve_on_disk(arg, root)
+
+
+def _resolve_on_disk(arg: str, root: str | os.PathLike[str] | None = None) -> Path:
     path = Path(arg).expanduser()
     if (path / SPOOL_FILE).exists():
         return path.absolute()
