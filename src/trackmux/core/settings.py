@@ -221,3 +221,12 @@ def store_uri(value: str | None = None) -> str | None:
     if value:
         return value
     return os.environ.get("TRACKMUX_STORE") or None
+
+
+def host_name() -> str:
+    """``TRACKMUX_HOST``, else the machine's host name: the host a run is recorded under
+    (in the team store a run is its run id on its host). Set it where host names are
+    random (containers) to keep a node's name stable."""
+    import socket
+
+    return os.environ.get("TRACKMUX_HOST") or socket.gethostname()

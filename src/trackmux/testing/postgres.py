@@ -14,8 +14,9 @@ fresh machine) ``initdb`` and ``pg_ctl`` run as the ``postgres`` system user thr
 directory every user can reach (``/tmp`` when root: pytest's own temp dirs are private to
 root). The server listens on loopback only, on a free port, with its socket in the data
 folder; password authentication over TCP (scram), trust on the private socket for psql.
-Durability settings are off (fsync, synchronous_commit): a killed *server* still loses
-nothing committed, only a killed machine would.
+``fsync`` is off: a killed *server* still loses nothing committed (its WAL is in the OS
+page cache), only a killed machine would. ``synchronous_commit`` stays on: with it off a
+SIGKILL loses commits the client was told had succeeded, which no delivery could detect.
 
 The binaries are found through ``TRACKMUX_PG_BIN``, then ``pg_config --bindir`` on PATH,
 then the newest ``/usr/lib/postgresql/*/bin`` (Debian's layout). Only the standard library
@@ -171,7 +172,7 @@ class PrivatePostgres:
         pwfile.unlink()
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.write("\n# trackmux private test cluster\nfsync = off\n"
-                       "synchronous_commit = off\nfull_page_writes = off\n"
+                       "full_page_writes = off\n"
                        "max_connections = 100\nshared_buffers = 32MB\n")
         self._created = True
         self.start()

@@ -12,7 +12,6 @@ import functools
 import logging
 import os
 import queue
-import socket
 import sys
 import threading
 import time
@@ -250,7 +249,7 @@ class Run:
                              tuple(tags))
         self._spool.set_meta(
             run_id=self.id, project=project, name=self.name, state="running",
-            started_at=self.started_at, pid=self._pid, host=socket.gethostname(), user=_user(),
+            started_at=self.started_at, pid=self._pid, host=settings.host_name(), user=_user(),
             backends=self.backends, durability=durability, tags=list(tags),
             backend_options=redact.redact(normalize.to_json_value(options)),
             trackmux_version=_version(), attempt=self.attempt.number,
