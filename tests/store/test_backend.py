@@ -46,7 +46,8 @@ def test_every_event_kind_is_stored_and_read_back(dsn: str, tmp_path: Path,
                   step=2)
     run.log_image("heat", np.zeros((4, 4, 3), dtype=np.uint8), step=2)
     run.log_samples("gen", {"prompt": ["p1", "p2"], "response": ["r1", "r2"],
-                            "reward": [1.0, 0.0]}, step=2, tokens={"logprob": [[-0.5, -1.0], [-2.0]]})
+                            "reward": [1.0, 0.0]}, step=2,
+                    tokens={"logprob": [[-0.5, -1.0], [-2.0]]})
     artifact = tmp_path / "ckpt.txt"
     artifact.write_text("weights")
     run.log_artifact(artifact, name="ckpt", step=2)
