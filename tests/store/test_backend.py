@@ -204,3 +204,33 @@ def test_secrets_are_redacted_before_the_store(pg: Any, dsn: str, tmp_path: Path
                    for r in rows(dsn, f"SELECT * FROM trackmux.{table}"))
     assert secret not in dump and pg.password not in dump
     assert ("***REDACTED***" in dump and "1e-3" in dump) or "0.001" in dump
+
+
+def test_a_writer_role_that_only_adds_rows_delivers(pg: Any, dsn: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+    from click.testing import CliRunner
+
+    from trackmux.cli.main import cli
+
+    database = dsn.rsplit("/", 1)[1]
+    writer = f"writer_{database}"
+    pg.sql(f"CREATE ROLE {writer} LOGIN PASSWORD 'w'")
+    result = CliRunner().invoke(cli, ["store", "init", dsn, "--writer", writer])
+    assert result.exit_code == 0 and "version 0 -> 2" in result.output, result.output
+    writer_dsn = pg.dsn_for(writer, "w", database)
+    first = train(tmp_path, "node-a", writer_dsn, run_id="w1", steps=10, monkeypatch=monkeypatch)
+    assert first.finish(timeout=60).pending == {}
+    again = trackmux.init("team", "grpo", backends=["postgres"], dir=tmp_path, run_id="w1",
+                          resume="must", rewind_to=3, delivery="thread",
+                          backend_options={"postgres": {"dsn": writer_dsn}})
+    again.log({"loss": 0.0}, step=4)
+    summary = again.finish(timeout=60)
+    assert summary.pending == {} and not summary.failed, summary
+    assert rows(dsn, "SELECT count(*) FROM trackmux.superseded")[0][0] == 6
+    with psycopg.connect(writer_dsn) as conn:
+        for statement in ("UPDATE trackmux.points SET value = 0",
+                          "DELETE FROM trackmux.events", "TRUNCATE trackmux.runs CASCADE"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(statement)
+            conn.rollback()

@@ -60,7 +60,7 @@ def _change(store: str, action: str, project: str, text: str) -> None:
     from trackmux.store.connect import StoreConfigError, StoreUnavailable, connect
 
     try:
-        conn = connect(store)
+        conn = connect(store, autocommit=True)
     except (StoreConfigError, StoreUnavailable) as exc:
         raise click.BadParameter(str(exc), param_hint="--store") from None
     try:

@@ -65,7 +65,7 @@ def init(dsn: str, writers: tuple[str, ...], readers: tuple[str, ...],
     from trackmux.store.connect import StoreConfigError, StoreUnavailable, connect
 
     try:
-        conn = connect(dsn)
+        conn = connect(dsn, autocommit=True)
     except (StoreConfigError, StoreUnavailable) as exc:
         raise click.BadParameter(str(exc), param_hint="DSN") from None
     try:

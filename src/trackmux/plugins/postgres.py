@@ -57,7 +57,7 @@ class PostgresBackend(Backend):
 
         self._info = run
         try:
-            self._conn = connect(self.dsn, application="trackmux-delivery")
+            self._conn = connect(self.dsn, autocommit=True, application="trackmux-delivery")
             schema.ensure(self._conn, schema.WRITER_NEEDS)
         except (StoreConfigError, StoreUnavailable) as exc:
             self._drop()

@@ -14,7 +14,6 @@ a staging table with ``ON CONFLICT DO NOTHING``.
 from __future__ import annotations
 
 import getpass
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -69,7 +68,8 @@ def rows_of(run: int, events: Sequence[Event]
 
 
 class StoreWriter:
-    """Writes one run's events; the connection is the caller's (one per backend)."""
+    """Writes one run's events; the connection is the caller's (one per backend), in
+    autocommit mode so each ``transaction()`` block is a real transaction."""
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
@@ -100,7 +100,6 @@ class StoreWriter:
             cur.execute("SELECT coalesce(max(seq), 0) FROM trackmux.events WHERE run = %s",
                         (run,))
             row = cur.fetchone()
-        self.conn.commit()
         return int(row[0]) if row else 0
 
     def status(self, run: int, state: str, at: float, meta: Mapping[str, Any]) -> None:
@@ -182,6 +181,3 @@ class StoreWriter:
             cur.execute(f"INSERT INTO trackmux.points ({POINT_COLUMNS}) SELECT "
                         f"{POINT_COLUMNS} FROM staged_points ON CONFLICT DO NOTHING")
 
-
-def finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None

@@ -37,8 +37,9 @@ SELECT r.id, r.run_id, r.host, r.user_name, r.project, r.name, r.started_at,
        s.state, s.meta::text,
        (SELECT max(e.seq) FROM trackmux.events e WHERE e.run = r.id),
        (SELECT count(*) FROM trackmux.events e WHERE e.run = r.id),
-       (SELECT e.step FROM trackmux.events e WHERE e.run = r.id AND e.kind <> 'config'
-         ORDER BY e.seq DESC LIMIT 1)
+       (SELECT max(e.step) FROM trackmux.events e WHERE e.run = r.id AND e.kind <> 'config'
+         AND NOT EXISTS (SELECT 1 FROM trackmux.superseded x WHERE x.run = e.run
+                         AND x.seq = e.seq))
 FROM trackmux.runs r
 LEFT JOIN LATERAL (SELECT state, meta FROM trackmux.run_status st WHERE st.run = r.id
                    ORDER BY st.id DESC LIMIT 1) s ON true

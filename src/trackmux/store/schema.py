@@ -100,11 +100,9 @@ def migrate(conn: Any, upto: int = LATEST) -> tuple[int, int]:
 
 
 def ensure(conn: Any, need: int = LATEST) -> int:
-    """Migrate when the schema is older than ``need`` (and the role may); returns the
-    version now. A role that may not migrate is fine while the schema has ``need``."""
+    """Upgrade an older schema when this role may; returns the version now. A role that
+    may not (the writer and reader roles) is fine while the schema has ``need``."""
     current = version(conn)
-    if current >= need:
-        return current
     if current < LATEST:
         try:
             return migrate(conn)[1]
