@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from store_support import rows, train
 
 import trackmux
-from conftest import rows, train
 from trackmux.core.spool.reader import SpoolReader
 
 

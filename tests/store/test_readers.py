@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import rows, train
+from store_support import rows, train
 
 from trackmux.cli.main import cli
 
