@@ -14,6 +14,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -207,9 +208,12 @@ class StoreSource:
                                     "run = %s", (pk,))
             attempts = self._rows("SELECT number, started_at, pid, host, first_seq, "
                                   "rewind_to FROM trackmux.attempts WHERE run = %s", (pk,))
+            # what the run's own spool says about its other backends is not known here:
+            # the replica shows one delivery, to the store, of everything it holds
             meta = {**run.meta, "run_id": run.run_id, "project": run.project,
                     "name": run.name, "host": run.host, "user": run.user,
-                    "state": run.state, REPLICA_MARK: self.uri}
+                    "state": run.state, "backends": ["postgres"], REPLICA_MARK: self.uri}
+            upto = max([have, *(r[0] for r in rows)])
             conn.execute("BEGIN")
             conn.executemany("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)",
                              list(blobs.items()))
@@ -221,6 +225,9 @@ class StoreSource:
                              "first_seq, rewind_to) VALUES (?, ?, ?, ?, ?, ?)", attempts)
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                              [(k, orjson.dumps(v, default=str)) for k, v in meta.items()])
+            conn.execute("INSERT OR REPLACE INTO cursors(backend, acked_seq, remote_id, state, "
+                         "updated) VALUES ('postgres', ?, ?, '{}', ?)", (upto, run.ref,
+                                                                        time.time()))
             conn.execute("COMMIT")
         finally:
             conn.close()
