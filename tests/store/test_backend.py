@@ -229,7 +229,7 @@ def test_a_writer_role_that_only_adds_rows_delivers(pg: Any, dsn: str, tmp_path:
     assert summary.pending == {} and not summary.failed, summary
     assert rows(dsn, "SELECT count(*) FROM trackmux.superseded")[0][0] == 6
     with psycopg.connect(writer_dsn) as conn:
-        for statement in ("UPDATE trackmux.points SET value = 0",
+        for statement in ("UPDATE trackmux.metrics SET step = 0",
                           "DELETE FROM trackmux.events", "TRUNCATE trackmux.runs CASCADE"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)

@@ -1,6 +1,6 @@
 """PostgreSQL backend: the team store (issue 35; tables in trackmux/store/schema.py).
 
-Every event kind is stored: metric values as points, the other kinds as rows with the
+Every event kind is stored: metric values one row per log() call, the other kinds as rows with the
 spool's JSON body (config, provenance, findings, tables, text, histograms, artifact
 references), images and sample payloads as blobs under their hash. Readers
 (``trackmux ui postgresql://...``, ``--store DSN``) rebuild the events from them.

@@ -1,14 +1,15 @@
 """Events into the store: one transaction per batch, each (run, seq) stored once.
 
-Metric values go to ``points`` (one row per key, binary COPY: the bulk of any run); every
-event also gets a row in ``events`` (kind, step, time and, except for metrics, the
-spool's JSON body), and images and sample payloads go to ``blobs`` under their hash.
+Metric values go to ``metrics`` (one row per ``log()`` call, keys and values as arrays,
+binary COPY: the bulk of any run); every event also gets a row in ``events`` (kind, step,
+time and, except for metrics, the spool's JSON body), and images and sample payloads go
+to ``blobs`` under their hash.
 
 Exactly once: the writer knows the highest seq the store has for the run (its watermark)
 and sends only what is above it; a batch is one transaction, so the watermark is exact
 after a crash, a reconnect or a lost acknowledgement. Should another writer have stored
-some of the same seqs meanwhile (two syncs of one run), the batch is written again through
-a staging table with ``ON CONFLICT DO NOTHING``.
+some of the same seqs meanwhile (two syncs of one run), the batch is written again row
+by row with ``ON CONFLICT DO NOTHING``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from trackmux.core.spool import codec
 from trackmux.store.connect import psycopg
 
 EVENT_COLUMNS = "run, seq, kind, step, time, body, blob"
-POINT_COLUMNS = "run, key, seq, step, time, value"
-POINT_TYPES = ["int8", "text", "int8", "int8", "float8", "float8"]
+METRIC_COLUMNS = "run, seq, step, time, keys, vals"
+METRIC_TYPES = ["int8", "int8", "int8", "float8", "text[]", "float8[]"]
 
 
 def current_user() -> str:
@@ -35,28 +36,33 @@ def current_user() -> str:
         return ""
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    return None
+def _numbers(data: Mapping[str, Any]) -> tuple[list[str], list[float]]:
+    """A metrics event's keys and values as floats (ints and bools too; anything else,
+    which the door never lets through, is left out)."""
+    values = list(data.values())
+    if all(type(v) is float for v in values):  # the common case, without a loop per key
+        return list(data), values
+    keys, out = [], []
+    for key, value in data.items():
+        if isinstance(value, (int, float)):
+            keys.append(str(key))
+            out.append(float(value))
+    return keys, out
 
 
-def rows_of(run: int, events: Sequence[Event]
-            ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[str, bytes]]:
-    """(event rows, point rows, blobs by hash) of one batch."""
+def rows_of(run: int, events: Sequence[Event]) -> tuple[
+        list[tuple[Any, ...]], list[tuple[Any, ...]], dict[str, bytes], set[str]]:
+    """(event rows, metric rows, blobs by hash, metric keys) of one batch."""
     event_rows: list[tuple[Any, ...]] = []
-    point_rows: list[tuple[Any, ...]] = []
+    metric_rows: list[tuple[Any, ...]] = []
     blobs: dict[str, bytes] = {}
+    keys: set[str] = set()
     for event in events:
         if isinstance(event, MetricsEvent):
             event_rows.append((run, event.seq, "metrics", event.step, event.time, None, None))
-            for key, value in event.data.items():
-                number = _number(value)
-                if number is not None:
-                    point_rows.append((run, str(key), event.seq, event.step, event.time,
-                                       number))
+            names, values = _numbers(event.data)
+            metric_rows.append((run, event.seq, event.step, event.time, names, values))
+            keys.update(names)
             continue
         (kind, step, ts, body), blob = codec.encode(event)
         ref = None
@@ -64,7 +70,7 @@ def rows_of(run: int, events: Sequence[Event]
             ref, data = blob
             blobs[ref] = data
         event_rows.append((run, event.seq, kind, step, ts, body.decode(), ref))
-    return event_rows, point_rows, blobs
+    return event_rows, metric_rows, blobs, keys
 
 
 class StoreWriter:
@@ -73,6 +79,7 @@ class StoreWriter:
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
+        self._keys: set[str] = set()  # metric keys already in run_keys
 
     # -- the run -------------------------------------------------------------------
     def register(self, meta: Mapping[str, Any], *, host: str, user: str) -> int:
@@ -134,50 +141,45 @@ class StoreWriter:
         """One transaction for the whole batch."""
         if not events:
             return
-        event_rows, point_rows, blobs = rows_of(run, events)
+        event_rows, metric_rows, blobs, keys = rows_of(run, events)
+        new_keys = [(run, k) for k in keys - self._keys]
         pg = psycopg()
         try:
             with self.conn.transaction():
-                self._copy(event_rows, point_rows, blobs)
+                self._copy(event_rows, metric_rows, blobs, new_keys)
         except pg.errors.UniqueViolation:  # another writer stored some of these seqs
             with self.conn.transaction():
-                self._merge(event_rows, point_rows, blobs)
+                self._merge(event_rows, metric_rows, blobs, new_keys)
+        self._keys |= keys
 
-    def _blobs(self, cur: Any, blobs: dict[str, bytes]) -> None:
+    def _side_rows(self, cur: Any, blobs: dict[str, bytes],
+                   new_keys: list[tuple[int, str]]) -> None:
         if blobs:
             cur.executemany("INSERT INTO trackmux.blobs (hash, data) VALUES (%s, %s) "
                             "ON CONFLICT DO NOTHING", list(blobs.items()))
+        if new_keys:
+            cur.executemany("INSERT INTO trackmux.run_keys (run, key) VALUES (%s, %s) "
+                            "ON CONFLICT DO NOTHING", new_keys)
 
-    def _copy(self, event_rows: list[tuple[Any, ...]], point_rows: list[tuple[Any, ...]],
-              blobs: dict[str, bytes]) -> None:
+    def _copy(self, event_rows: list[tuple[Any, ...]], metric_rows: list[tuple[Any, ...]],
+              blobs: dict[str, bytes], new_keys: list[tuple[int, str]]) -> None:
         with self.conn.cursor() as cur:
-            self._blobs(cur, blobs)
+            self._side_rows(cur, blobs, new_keys)
             with cur.copy(f"COPY trackmux.events ({EVENT_COLUMNS}) FROM STDIN") as copy:
                 for row in event_rows:
                     copy.write_row(row)
-            if point_rows:
-                with cur.copy(f"COPY trackmux.points ({POINT_COLUMNS}) FROM STDIN "
+            if metric_rows:
+                with cur.copy(f"COPY trackmux.metrics ({METRIC_COLUMNS}) FROM STDIN "
                               "(FORMAT BINARY)") as copy:
-                    copy.set_types(POINT_TYPES)
-                    for row in point_rows:
+                    copy.set_types(METRIC_TYPES)
+                    for row in metric_rows:
                         copy.write_row(row)
 
-    def _merge(self, event_rows: list[tuple[Any, ...]], point_rows: list[tuple[Any, ...]],
-               blobs: dict[str, bytes]) -> None:
+    def _merge(self, event_rows: list[tuple[Any, ...]], metric_rows: list[tuple[Any, ...]],
+               blobs: dict[str, bytes], new_keys: list[tuple[int, str]]) -> None:
         with self.conn.cursor() as cur:
-            self._blobs(cur, blobs)
-            cur.execute("CREATE TEMP TABLE IF NOT EXISTS staged_events (LIKE trackmux.events) "
-                        "ON COMMIT DELETE ROWS")
-            cur.execute("CREATE TEMP TABLE IF NOT EXISTS staged_points (LIKE trackmux.points) "
-                        "ON COMMIT DELETE ROWS")
-            with cur.copy(f"COPY staged_events ({EVENT_COLUMNS}) FROM STDIN") as copy:
-                for row in event_rows:
-                    copy.write_row(row)
-            with cur.copy(f"COPY staged_points ({POINT_COLUMNS}) FROM STDIN") as copy:
-                for row in point_rows:
-                    copy.write_row(row)
-            cur.execute(f"INSERT INTO trackmux.events ({EVENT_COLUMNS}) SELECT "
-                        f"{EVENT_COLUMNS} FROM staged_events ON CONFLICT DO NOTHING")
-            cur.execute(f"INSERT INTO trackmux.points ({POINT_COLUMNS}) SELECT "
-                        f"{POINT_COLUMNS} FROM staged_points ON CONFLICT DO NOTHING")
-
+            self._side_rows(cur, blobs, new_keys)
+            cur.executemany(f"INSERT INTO trackmux.events ({EVENT_COLUMNS}) VALUES "
+                            "(%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", event_rows)
+            cur.executemany(f"INSERT INTO trackmux.metrics ({METRIC_COLUMNS}) VALUES "
+                            "(%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", metric_rows)

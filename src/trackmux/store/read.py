@@ -110,14 +110,15 @@ class StoreSource:
     # -- a run's data --------------------------------------------------------------
     def keys(self, run: RunEntry) -> list[str]:
         return [r[0] for r in self._rows(
-            "SELECT DISTINCT key FROM trackmux.points WHERE run = %s ORDER BY key",
+            "SELECT key FROM trackmux.run_keys WHERE run = %s ORDER BY key",
             (int(run.ref),))]
 
     def series(self, run: RunEntry, key: str, after: int = 0) -> Series:
         rows = self._rows(
-            "SELECT p.seq, p.step, p.time, p.value FROM trackmux.points p WHERE p.run = %s "
-            f"AND p.key = %s AND p.seq > %s AND {_LIVE.format(t='p')} ORDER BY p.seq",
-            (int(run.ref), key, after))
+            "SELECT m.seq, m.step, m.time, m.vals[array_position(m.keys, %s)] "
+            "FROM trackmux.metrics m WHERE m.run = %s AND m.seq > %s "
+            f"AND %s = ANY(m.keys) AND {_LIVE.format(t='m')} ORDER BY m.seq",
+            (key, int(run.ref), after, key))
         return Series.of(rows, after)
 
     def events(self, run: RunEntry, kind: str, after: int = 0) -> list[Event]:
@@ -176,10 +177,10 @@ class StoreSource:
 
     def _points(self, run: int, first: int, last: int) -> dict[int, dict[str, float]]:
         out: dict[int, dict[str, float]] = {}
-        for seq, key, value in self._rows(
-                "SELECT seq, key, value FROM trackmux.points WHERE run = %s AND seq BETWEEN "
+        for seq, keys, values in self._rows(
+                "SELECT seq, keys, vals FROM trackmux.metrics WHERE run = %s AND seq BETWEEN "
                 "%s AND %s ORDER BY seq", (run, first, last)):
-            out.setdefault(seq, {})[key] = value
+            out[seq] = dict(zip(keys, values, strict=True))
         return out
 
     # -- a local spool copy --------------------------------------------------------
@@ -248,11 +249,13 @@ class StoreSource:
             return None
         order = "DESC" if maximize else "ASC"
         rows = self._rows(
-            "SELECT r.id, r.run_id, r.name, r.host, r.user_name, p.value, p.step "
-            "FROM trackmux.points p JOIN trackmux.runs r ON r.id = p.run "
-            "WHERE r.project = %s AND p.key = %s AND p.value NOT IN ('NaN', 'Infinity', "
-            f"'-Infinity') AND {_LIVE.format(t='p')} ORDER BY p.value {order}, p.seq LIMIT 1",
-            (project, key))
+            "SELECT r.id, r.run_id, r.name, r.host, r.user_name, b.value, b.step FROM "
+            "(SELECT m.run, m.seq, m.step, m.vals[array_position(m.keys, %s)] AS value "
+            " FROM trackmux.metrics m JOIN trackmux.runs r ON r.id = m.run "
+            f" WHERE r.project = %s AND %s = ANY(m.keys) AND {_LIVE.format(t='m')}) b "
+            "JOIN trackmux.runs r ON r.id = b.run "
+            "WHERE b.value NOT IN ('NaN', 'Infinity', '-Infinity') "
+            f"ORDER BY b.value {order}, b.seq LIMIT 1", (key, project, key))
         if not rows:
             return None
         pk, run_id, name, host, user, value, step = rows[0]

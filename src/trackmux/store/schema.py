@@ -1,5 +1,11 @@
 """The store's tables, in versioned migrations.
 
+Metric values are stored one row per ``log()`` call (``metrics``: its keys and values as
+two arrays): a 100-float step is one row, not a hundred, which is what makes a bulk sync
+fast (COPY of rows, one index entry per step). The view ``points`` gives one row per
+value (run, key, seq, step, time, value) for SQL and dashboards; ``run_keys`` lists each
+run's metric keys.
+
 Every table lives in the PostgreSQL schema ``trackmux``; ``trackmux.schema_version`` has
 one row per applied migration. Migrations only add (tables, columns, indexes), so a newer
 trackmux reads an older schema: readers ask :func:`version` and leave out what an older
@@ -38,10 +44,15 @@ CREATE TABLE trackmux.events (
     run bigint NOT NULL, seq bigint NOT NULL, kind text NOT NULL, step bigint NOT NULL,
     time double precision NOT NULL, body json, blob text, PRIMARY KEY (run, seq));
 CREATE INDEX events_kind ON trackmux.events (run, kind, seq);
-CREATE TABLE trackmux.points (
-    run bigint NOT NULL, key text NOT NULL, seq bigint NOT NULL, step bigint NOT NULL,
-    time double precision NOT NULL, value double precision NOT NULL,
-    PRIMARY KEY (run, key, seq));
+CREATE TABLE trackmux.metrics (
+    run bigint NOT NULL, seq bigint NOT NULL, step bigint NOT NULL,
+    time double precision NOT NULL, keys text[] NOT NULL, vals double precision[] NOT NULL,
+    PRIMARY KEY (run, seq));
+CREATE TABLE trackmux.run_keys (run bigint NOT NULL, key text NOT NULL,
+    PRIMARY KEY (run, key));
+CREATE VIEW trackmux.points AS
+    SELECT m.run, p.key, m.seq, m.step, m.time, p.value FROM trackmux.metrics m
+    CROSS JOIN LATERAL unnest(m.keys, m.vals) AS p(key, value);
 CREATE TABLE trackmux.blobs (hash text PRIMARY KEY, data bytea NOT NULL);
 CREATE TABLE trackmux.attempts (
     run bigint NOT NULL, number integer NOT NULL, started_at double precision NOT NULL,

@@ -1,0 +1,255 @@
+"""B12, the team store (issue 35), against a private PostgreSQL cluster on this machine.
+
+    python -m benchmarks.store                    # all three, default sizes
+    python -m benchmarks.store --points 1000000 --crossings 20 --trainers 10
+
+- sync: ``trackmux sync`` of a run of ``--points`` points (10,000 ``log()`` calls of 100
+  floats at 1M) into the store, through core's delivery worker and the postgres backend
+  (one COPY transaction per batch of 1,000 events); points/s, best of ``--repeats`` fresh
+  databases, and the same run into mlflow's ``log_batch`` ceiling with ``--mlflow``.
+- crossing: two "machines" (two spool roots, delivery processes) log into the store; a
+  reader on a third (the store reader, and the UI's replica mirror) waits for each step;
+  seconds from ``log()`` returning to the step being readable, p50/p95/max.
+- trainers: ``--trainers`` trainers log at once into one store (delivery processes);
+  each loop's ``log()`` cost against the same loops with no backend, and how long the
+  store takes to hold everything after the loops end.
+
+Prints one JSON document (and ``--out FILE`` writes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmarks.common import N_METRICS, payload
+
+
+def _count(dsn: str, sql: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(sql).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def _fresh_db(pg: Any, name: str) -> str:
+    pg.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", database="postgres")
+    pg.sql(f"CREATE DATABASE {name}", database="postgres")
+    return str(pg.dsn_for(pg.user, pg.password, name))
+
+
+def make_run(root: Path, points: int) -> Path:
+    import trackmux
+
+    run = trackmux.init(project="bench", name="b12-source", backends=[], dir=root,
+                        delivery="thread")
+    for step in range(points // N_METRICS):
+        run.log(payload(step), step=step)
+    run.finish(timeout=600)
+    assert run.dir is not None
+    return Path(run.dir)
+
+
+def bench_sync(pg: Any, work: Path, points: int, repeats: int) -> dict[str, Any]:
+    from trackmux.core.delivery.sync import deliver
+    from trackmux.plugins.postgres import PostgresBackend
+
+    t0 = time.perf_counter()
+    source = make_run(work / "sync-source", points)
+    spooled = time.perf_counter() - t0
+    passes = []
+    for i in range(repeats):
+        dsn = _fresh_db(pg, f"b12_sync_{i}")
+        copy = work / f"sync-{i}"
+        shutil.copytree(source, copy)
+        for lock in copy.glob("*.lock"):
+            lock.unlink()
+        start = time.perf_counter()
+        result = deliver(copy, {"postgres": lambda dsn=dsn: PostgresBackend({"dsn": dsn})},
+                         timeout=1800)
+        seconds = time.perf_counter() - start
+        assert result.complete, result.problems
+        stored = _count(dsn, "SELECT count(*) FROM trackmux.points")
+        assert stored == points, (stored, points)
+        passes.append({"seconds": round(seconds, 2), "points_per_s": round(points / seconds)})
+    best = max(p["points_per_s"] for p in passes)
+    return {"points": points, "spooled_in_s": round(spooled, 1), "passes": passes,
+            "best_points_per_s": best, "goal_50k": best >= 50_000, "aim_200k": best >= 200_000}
+
+
+def bench_mlflow_ceiling(work: Path, points: int) -> dict[str, Any]:
+    """mlflow's ``log_batch`` (its fastest bulk API) into a sqlite store, same points."""
+    import mlflow
+    from mlflow.entities import Metric
+
+    mlflow.set_tracking_uri(f"sqlite:///{work / 'mlflow.db'}")
+    client = mlflow.MlflowClient()
+    exp = client.create_experiment("b12")
+    run = client.create_run(exp)
+    t0 = time.perf_counter()
+    ts = int(time.time() * 1000)
+    batch: list[Any] = []
+    for step in range(points // N_METRICS):
+        batch += [Metric(k, v, ts, step) for k, v in payload(step).items()]
+        if len(batch) >= 1000:
+            client.log_batch(run.info.run_id, metrics=batch)
+            batch = []
+    if batch:
+        client.log_batch(run.info.run_id, metrics=batch)
+    seconds = time.perf_counter() - t0
+    return {"points": points, "seconds": round(seconds, 2),
+            "points_per_s": round(points / seconds)}
+
+
+def bench_crossing(pg: Any, work: Path, crossings: int) -> dict[str, Any]:
+    import trackmux
+    from trackmux.store.read import StoreSource
+    from trackmux.ui.mirror import StoreMirror
+
+    dsn = _fresh_db(pg, "b12_cross")
+    runs = []
+    for host in ("machine-a", "machine-b"):
+        os.environ["TRACKMUX_HOST"] = host
+        runs.append(trackmux.init("bench", f"cross-{host}", backends=["postgres"],
+                                  dir=work / host, backend_options={"postgres": {"dsn": dsn}}))
+    os.environ.pop("TRACKMUX_HOST", None)
+    for run in runs:
+        run.log({"loss": 0.0}, step=0)
+    source = StoreSource(dsn)
+    deadline = time.monotonic() + 120
+    while len(source.runs()) < 2 or min(e.last_seq for e in source.runs()) < 1:
+        assert time.monotonic() < deadline, "runs never reached the store"
+        time.sleep(0.05)
+    mirror = StoreMirror(dsn, work / "replicas")
+    mirror.start()
+    entries = {e.host: e for e in source.runs()}
+    reader_s, mirror_s = [], []
+    from trackmux.core.spool.reader import SpoolReader
+
+    for step in range(1, crossings + 1):
+        host = ("machine-a", "machine-b")[step % 2]
+        run = runs[step % 2]
+        entry = entries[host]
+        cursor = source.series(entry, "loss").cursor
+        run.log({"loss": float(step)}, step=step)
+        logged = time.perf_counter()
+        seen_reader = seen_mirror = None
+        while seen_reader is None or seen_mirror is None:
+            now = time.perf_counter()
+            assert now - logged < 60, f"step {step} never crossed"
+            if seen_reader is None and step in source.series(entry, "loss", cursor).steps:
+                seen_reader = now - logged
+            if seen_mirror is None:
+                folder = mirror.root / "bench" / f"{host}--{entry.run_id}"
+                if (folder / "spool.db").exists():
+                    reader = SpoolReader(folder)
+                    try:
+                        if reader.last_seq() >= cursor + 1:
+                            seen_mirror = now - logged
+                    finally:
+                        reader.close()
+            time.sleep(0.01)
+        reader_s.append(seen_reader)
+        mirror_s.append(seen_mirror)
+        time.sleep(0.1)
+    mirror.stop()
+    source.close()
+    for run in runs:
+        run.finish(timeout=120)
+
+    def summary(xs: list[float]) -> dict[str, float]:
+        ordered = sorted(xs)
+        return {"p50": round(statistics.median(ordered), 3),
+                "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 3),
+                "max": round(ordered[-1], 3)}
+
+    return {"crossings": crossings, "store_reader_s": summary(reader_s),
+            "ui_replica_s": summary(mirror_s), "goal_2s": max(mirror_s) <= 2.0}
+
+
+def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, Any]:
+    import trackmux
+
+    dsn = _fresh_db(pg, "b12_trainers")
+
+    def loops(backends: list[str], tag: str) -> tuple[list[float], float]:
+        runs = [trackmux.init("bench", f"{tag}-{i}", backends=backends, dir=work / tag,
+                              backend_options={"postgres": {"dsn": dsn}})
+                for i in range(trainers)]
+        costs: list[list[float]] = [[] for _ in runs]
+
+        def loop(i: int) -> None:
+            for step in range(steps):
+                data = payload(step)
+                t = time.perf_counter_ns()
+                runs[i].log(data, step=step)
+                costs[i].append((time.perf_counter_ns() - t) / 1000.0)
+
+        threads = [threading.Thread(target=loop, args=(i,)) for i in range(trainers)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        ended = time.perf_counter()
+        for run in runs:
+            run.finish(timeout=600)
+        drained = time.perf_counter() - ended
+        return [statistics.median(c) for c in costs], drained
+
+    spool_only, _ = loops([], "spool-only")
+    with_store, drained = loops(["postgres"], "store")
+    stored = _count(dsn, "SELECT count(*) FROM trackmux.points")
+    return {"trainers": trainers, "steps": steps, "points": trainers * steps * N_METRICS,
+            "stored": stored,
+            "log_us_median_spool_only": round(statistics.median(spool_only), 1),
+            "log_us_median_with_store": round(statistics.median(with_store), 1),
+            "drained_after_loops_s": round(drained, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--points", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--crossings", type=int, default=20)
+    parser.add_argument("--trainers", type=int, default=10)
+    parser.add_argument("--trainer-steps", type=int, default=500)
+    parser.add_argument("--only", choices=["sync", "crossing", "trainers"])
+    parser.add_argument("--mlflow", action="store_true", help="add mlflow's log_batch ceiling")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    os.environ.setdefault("TRACKMUX_PROVENANCE", "0")
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    from trackmux.testing.postgres import private_postgres
+
+    out: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count()}
+    work = Path(tempfile.mkdtemp(prefix="b12-"))
+    try:
+        with private_postgres() as pg:
+            if args.only in (None, "sync"):
+                out["sync"] = bench_sync(pg, work, args.points, args.repeats)
+                if args.mlflow:
+                    out["mlflow_log_batch"] = bench_mlflow_ceiling(work, args.points // 5)
+            if args.only in (None, "crossing"):
+                out["crossing"] = bench_crossing(pg, work, args.crossings)
+            if args.only in (None, "trainers"):
+                out["trainers"] = bench_trainers(pg, work, args.trainers, args.trainer_steps)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
