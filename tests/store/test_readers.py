@@ -143,3 +143,15 @@ def test_an_older_schema_is_read_and_upgraded(dsn: str, tmp_path: Path,
     assert source.version == 1 and len(source.runs()) == 1
     assert source.goals("team") == []
     source.close()
+
+
+def test_a_reader_opened_before_the_store_has_tables_sees_runs_later(
+        dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trackmux.store.read import StoreSource
+
+    source = StoreSource(dsn)
+    assert source.runs() == [] and source.version == 0
+    run = train(tmp_path, "node-a", dsn, steps=3, monkeypatch=monkeypatch)
+    assert run.finish(timeout=60).pending == {}
+    assert [e.run_id for e in source.runs()] == [run.id]
+    source.close()

@@ -70,6 +70,9 @@ class StoreSource:
 
     # -- runs ----------------------------------------------------------------------
     def runs(self, project: str | None = None) -> list[RunEntry]:
+        if self.version < schema.LATEST:  # a store created or upgraded since we looked
+            with self._lock:
+                self.version = schema.version(self._conn)
         if self.version == 0:
             return []
         sql: str = _RUNS_SQL
