@@ -10,9 +10,9 @@
 - crossing: two "machines" (two spool roots, delivery processes) log into the store; a
   reader on a third (the store reader, and the UI's replica mirror) waits for each step;
   seconds from ``log()`` returning to the step being readable, p50/p95/max.
-- trainers: ``--trainers`` trainers log at once into one store (delivery processes);
-  each loop's ``log()`` cost against the same loops with no backend, and how long the
-  store takes to hold everything after the loops end.
+- trainers: ``--trainers`` trainer processes log at once into one store (each with its
+  delivery process); each loop's ``log()`` cost against the same loops with no backend,
+  and how long after the last loop ended every trainer had finished (everything stored).
 
 Prints one JSON document (and ``--out FILE`` writes it).
 """
@@ -24,7 +24,6 @@ import os
 import shutil
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -177,43 +176,58 @@ def bench_crossing(pg: Any, work: Path, crossings: int) -> dict[str, Any]:
             "ui_replica_s": summary(mirror_s), "goal_2s": max(mirror_s) <= 2.0}
 
 
-def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, Any]:
+def trainer_child(tag: str, root: str, dsn: str, steps: int) -> None:
+    """One trainer process: ``steps`` log() calls of 100 floats; prints its costs."""
     import trackmux
+
+    backends = ["postgres"] if dsn else []
+    options = {"postgres": {"dsn": dsn}} if dsn else None
+    run = trackmux.init("bench", tag, backends=backends, dir=root, backend_options=options)
+    costs = []
+    for step in range(steps):
+        data = payload(step)
+        t = time.perf_counter_ns()
+        run.log(data, step=step)
+        costs.append((time.perf_counter_ns() - t) / 1000.0)
+        time.sleep(0.002)  # a loop that does some work between steps
+    ended = time.time()
+    run.finish(timeout=600)
+    costs.sort()
+    print(orjson.dumps({"median_us": statistics.median(costs),
+                        "p99_us": costs[int(0.99 * (len(costs) - 1))], "ended": ended}).decode())
+
+
+def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, Any]:
+    import subprocess
+    import sys
 
     dsn = _fresh_db(pg, "b12_trainers")
 
-    def loops(backends: list[str], tag: str) -> tuple[list[float], float]:
-        runs = [trackmux.init("bench", f"{tag}-{i}", backends=backends, dir=work / tag,
-                              backend_options={"postgres": {"dsn": dsn}})
-                for i in range(trainers)]
-        costs: list[list[float]] = [[] for _ in runs]
+    def loops(store: str, tag: str) -> tuple[list[dict[str, float]], float]:
+        procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.store", "--trainer-child",
+                                   f"{tag}-{i}", str(work / tag), store, str(steps)],
+                                  stdout=subprocess.PIPE, text=True)
+                 for i in range(trainers)]
+        results = []
+        for proc in procs:
+            out, _ = proc.communicate(timeout=1800)
+            results.append(orjson.loads(out.strip().splitlines()[-1]))
+        return results, max(r["ended"] for r in results)
 
-        def loop(i: int) -> None:
-            for step in range(steps):
-                data = payload(step)
-                t = time.perf_counter_ns()
-                runs[i].log(data, step=step)
-                costs[i].append((time.perf_counter_ns() - t) / 1000.0)
-
-        threads = [threading.Thread(target=loop, args=(i,)) for i in range(trainers)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        ended = time.perf_counter()
-        for run in runs:
-            run.finish(timeout=600)
-        drained = time.perf_counter() - ended
-        return [statistics.median(c) for c in costs], drained
-
-    spool_only, _ = loops([], "spool-only")
-    with_store, drained = loops(["postgres"], "store")
+    spool_only, _ = loops("", "spool-only")
+    with_store, last_loop_end = loops(dsn, "store")
     stored = _count(dsn, "SELECT count(*) FROM trackmux.points")
+
+    def med(rs: list[dict[str, float]], key: str) -> float:
+        return round(statistics.median(r[key] for r in rs), 1)
+
     return {"trainers": trainers, "steps": steps, "points": trainers * steps * N_METRICS,
-            "stored": stored,
-            "log_us_median_spool_only": round(statistics.median(spool_only), 1),
-            "log_us_median_with_store": round(statistics.median(with_store), 1),
-            "drained_after_loops_s": round(drained, 2)}
+            "stored": stored, "everything_stored": stored == trainers * steps * N_METRICS,
+            "log_us_median_spool_only": med(spool_only, "median_us"),
+            "log_us_median_with_store": med(with_store, "median_us"),
+            "log_us_p99_spool_only": med(spool_only, "p99_us"),
+            "log_us_p99_with_store": med(with_store, "p99_us"),
+            "finish_after_last_loop_s": round(time.time() - last_loop_end, 2)}
 
 
 def main() -> None:
@@ -226,7 +240,12 @@ def main() -> None:
     parser.add_argument("--only", choices=["sync", "crossing", "trainers"])
     parser.add_argument("--mlflow", action="store_true", help="add mlflow's log_batch ceiling")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--trainer-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.trainer_child:
+        tag, root, dsn, steps = args.trainer_child
+        trainer_child(tag, root, dsn, int(steps))
+        return
     os.environ.setdefault("TRACKMUX_PROVENANCE", "0")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     from trackmux.testing.postgres import private_postgres
