@@ -39,9 +39,12 @@ def test_ui_serves_the_store_live_with_a_read_only_role(
     live = train(tmp_path / "b", "node-b", dsn, name="live-one", steps=5,
                  monkeypatch=monkeypatch)
 
-    mirror = StoreMirror(pg.dsn_for(reader, "ro", database), tmp_path / "replicas", poll=0.2)
+    assert CliRunner().invoke(cli, ["goals", "set", "team", "loss <= 0.2", "--store", dsn]
+                              ).exit_code == 0
+    reader_dsn = pg.dsn_for(reader, "ro", database)
+    mirror = StoreMirror(reader_dsn, tmp_path / "replicas", poll=0.2)
     mirror.start()
-    server = Server([mirror.root], warm=False).start()
+    server = Server([mirror.root], warm=False, boards=[reader_dsn]).start()
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -67,6 +70,16 @@ def test_ui_serves_the_store_live_with_a_read_only_role(
         assert seen_after is not None, "the step never reached the UI"
         print(f"step on node-b reached the UI after {seen_after:.2f} s")
         assert mirror.error is None
+
+        (board,) = get(server.url + "api/goals")["boards"]
+        (project,) = board["projects"]
+        (goal,) = project["goals"]
+        assert goal["goal"] == "loss <= 0.2" and goal["met"] is True
+        assert goal["best"]["name"] == "finished-one" and goal["best"]["step"] == 9
+        assert goal["curve"]["steps"] == list(range(10))
+        assert [r["name"] for r in project["live"]] == ["live-one"]
+        with urllib.request.urlopen(server.url + "board", timeout=30) as response:
+            assert b"board.js" in response.read()
     finally:
         server.stop()
         mirror.stop()

@@ -38,9 +38,13 @@ def ui(directories: tuple[str, ...], host: str, port: int, cache_mb: int) -> Non
     for root in roots:
         if not root.is_dir():
             raise click.BadParameter(f"no directory {root}", param_hint="DIR")
-    server = Server(roots, host=host, port=port, budget_mb=cache_mb)
+    server = Server(roots, host=host, port=port, budget_mb=cache_mb,
+                    boards=[m.dsn for m in mirrors])
     click.echo(f"trackmux ui: serving {', '.join(str(r) for r in roots)}")
     click.echo(f"open {server.url}")
+    if mirrors:
+        board = server.url.replace("/?", "/board?") if server.token else server.url + "board"
+        click.echo(f"the team's goals: {board}")
     if server.token:
         click.echo("(listening beyond this machine: the URL carries the access token)")
     server.start()
