@@ -230,6 +230,71 @@ def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, 
             "finish_after_last_loop_s": round(time.time() - last_loop_end, 2)}
 
 
+def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str, Any]:
+    """``trackmux ui DSN`` over ``runs`` x ``keys`` metrics x ``steps`` points written
+    straight into the store: the replicas made cold, then the first paint of the run
+    list and of a chart of every run (as ``trackmux ui`` over spools is measured)."""
+    import urllib.request
+
+    from trackmux.core.events import MetricsEvent
+    from trackmux.store import schema
+    from trackmux.store.connect import connect
+    from trackmux.store.ingest import StoreWriter
+    from trackmux.ui.app import Server
+    from trackmux.ui.mirror import StoreMirror
+
+    dsn = _fresh_db(pg, "b12_ui")
+    conn = connect(dsn, autocommit=True)
+    schema.migrate(conn)
+    writer = StoreWriter(conn)
+    names = [f"train/metric_{i:02d}" for i in range(keys)]
+    t0 = time.perf_counter()
+    for r in range(runs):
+        run = writer.register({"run_id": f"ui-{r:03d}", "project": "bench", "name": f"ui-{r:03d}",
+                               "started_at": 1.7e9 + r, "state": "finished"},
+                              host=f"node-{r % 10}", user="bench")
+        writer.status(run, "finished", 1.7e9 + r, {"run_id": f"ui-{r:03d}"})
+        for start in range(0, steps, 5000):
+            writer.write(run, [MetricsEvent({k: (s * (r + 1) + i) % 997 / 997.0
+                                             for i, k in enumerate(names)}, s, 1.7e9 + s, s + 1)
+                               for s in range(start, min(steps, start + 5000))])
+    loaded = time.perf_counter() - t0
+    conn.close()
+    mirror = StoreMirror(dsn, work / "ui-replicas")
+    t0 = time.perf_counter()
+    mirror.sync_once()
+    cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    mirror.sync_once()
+    warm = time.perf_counter() - t0
+    mirror.start(wait=False)
+    server = Server([mirror.root], warm=True).start()
+    try:
+        def get(path: str) -> Any:
+            with urllib.request.urlopen(server.url + path, timeout=600) as response:
+                return orjson.loads(response.read())
+
+        t0 = time.perf_counter()
+        listed = get("api/runs")["runs"]
+        first_list = time.perf_counter() - t0
+        rids = ",".join(r["id"] for r in listed)
+        t0 = time.perf_counter()
+        get(f"api/series?key={names[0]}&runs={rids}")
+        first_chart = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        get(f"api/series?key={names[1]}&runs={rids}")
+        second_chart = time.perf_counter() - t0
+    finally:
+        server.stop()
+        mirror.stop()
+    return {"runs": runs, "keys": keys, "steps": steps, "points": runs * keys * steps,
+            "written_to_store_s": round(loaded, 1), "replicas_cold_s": round(cold, 1),
+            "replicas_unchanged_poll_s": round(warm, 3), "listed": len(listed),
+            "run_list_first_paint_s": round(first_list, 3),
+            "chart_of_all_runs_first_s": round(first_chart, 3),
+            "chart_of_all_runs_next_key_s": round(second_chart, 3)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, default=1_000_000)
@@ -237,7 +302,10 @@ def main() -> None:
     parser.add_argument("--crossings", type=int, default=20)
     parser.add_argument("--trainers", type=int, default=10)
     parser.add_argument("--trainer-steps", type=int, default=500)
-    parser.add_argument("--only", choices=["sync", "crossing", "trainers"])
+    parser.add_argument("--ui-runs", type=int, default=100)
+    parser.add_argument("--ui-keys", type=int, default=20)
+    parser.add_argument("--ui-steps", type=int, default=10_000)
+    parser.add_argument("--only", choices=["sync", "crossing", "trainers", "ui"])
     parser.add_argument("--mlflow", action="store_true", help="add mlflow's log_batch ceiling")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--trainer-child", nargs=4, help=argparse.SUPPRESS)
@@ -262,6 +330,8 @@ def main() -> None:
                 out["crossing"] = bench_crossing(pg, work, args.crossings)
             if args.only in (None, "trainers"):
                 out["trainers"] = bench_trainers(pg, work, args.trainers, args.trainer_steps)
+            if args.only in (None, "ui"):
+                out["ui"] = bench_ui(pg, work, args.ui_runs, args.ui_keys, args.ui_steps)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()

@@ -66,7 +66,7 @@ def _mirror(dsn: str) -> Any:
     from trackmux.ui.mirror import StoreMirror
 
     try:
-        mirror = StoreMirror(dsn).start()
+        mirror = StoreMirror(dsn).start(wait=False)  # runs appear as they are copied
     except (StoreConfigError, StoreUnavailable) as exc:
         raise click.BadParameter(str(exc), param_hint="DIR") from None
     except Exception as exc:

@@ -63,9 +63,12 @@ class StoreSource:
         with contextlib.suppress(Exception):
             self._conn.close()
 
-    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def _rows(self, sql: str, args: tuple[Any, ...] = (), *,
+              binary: bool = False) -> list[tuple[Any, ...]]:
+        """``binary``: results in PostgreSQL's binary format (arrays and floats are
+        decoded in C, several times faster than their text)."""
         with self._lock, self._conn.cursor() as cur:
-            cur.execute(sql, args)
+            cur.execute(sql, args, binary=binary)
             return list(cur.fetchall())
 
     # -- runs ----------------------------------------------------------------------
@@ -182,7 +185,7 @@ class StoreSource:
         out: dict[int, dict[str, float]] = {}
         for seq, keys, values in self._rows(
                 "SELECT seq, keys, vals FROM trackmux.metrics WHERE run = %s AND seq BETWEEN "
-                "%s AND %s ORDER BY seq", (run, first, last)):
+                "%s AND %s ORDER BY seq", (run, first, last), binary=True):
             out[seq] = dict(zip(keys, values, strict=True))
         return out
 

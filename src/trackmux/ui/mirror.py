@@ -67,8 +67,11 @@ class StoreMirror:
         except Exception as exc:
             log.debug("trackmux ui: store still unreachable: %s", exc)
 
-    def start(self) -> StoreMirror:
-        self.sync_once()  # the first page shows every run
+    def start(self, wait: bool = True) -> StoreMirror:
+        """Start polling; ``wait``: copy every run once first (the first page then shows
+        them all), else the runs appear as their replicas are made."""
+        if wait:
+            self.sync_once()
         self._thread = threading.Thread(target=self._loop, name="trackmux-store-mirror",
                                         daemon=True)
         self._thread.start()
