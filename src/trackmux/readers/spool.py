@@ -8,7 +8,7 @@ from typing import Any
 from trackmux.core.configmerge import merged
 from trackmux.core.events import ConfigEvent, Event, MetricsEvent, ProvenanceEvent, SamplesEvent
 from trackmux.core.spool.reader import SpoolReader
-from trackmux.core.spool.runs import find_runs, resolve_run, summarize
+from trackmux.core.spool.runs import _resolve_on_disk, find_runs, summarize
 from trackmux.readers.base import RunEntry, Series, best_effort_findings
 
 
@@ -52,7 +52,18 @@ class SpoolSource:
         return out
 
     def find(self, arg: str) -> RunEntry:
-        return self._entry(resolve_run(arg, self.root))
+        """A run folder, a run folder's name (or prefix) under the root, else a run by the
+        run id, ``HOST/RUN_ID`` or name in its meta (folders need not be named by run id)."""
+        try:
+            return self._entry(_resolve_on_disk(arg, self.root))
+        except FileNotFoundError:
+            found = [e for e in self.runs() if arg in (e.run_id, e.name, f"{e.host}/{e.run_id}")]
+            if len(found) == 1:
+                return found[0]
+            if found:
+                raise FileNotFoundError(f"run {arg!r} is ambiguous under {self.root}: "
+                                        + ", ".join(e.ref for e in found)) from None
+            raise
 
     def _events(self, run: RunEntry, after: int = 0) -> list[Event]:
         reader = SpoolReader(Path(run.ref))
