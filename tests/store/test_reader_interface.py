@@ -45,6 +45,7 @@ def test_spool_and_store_answer_alike(dsn: str, tmp_path: Path,
     assert spool.provenance(a) == store.provenance(b) is None  # provenance is off in tests
     replica = store.replica(b, tmp_path / "replicas")
     assert open_source(tmp_path / "replicas").find(run.id).events == a.events
+    assert replica.name == f"node-a--{run.id}"
     assert spool.replica(a, tmp_path) == Path(a.ref)
     spool.close()
     store.close()
