@@ -91,12 +91,12 @@ class PostgresBackend(Backend):
 
         reader = SpoolReader(self._info.run_dir)
         try:
-            rows = reader._conn.execute("SELECT seq, attempt FROM superseded").fetchall()
+            marks = reader.superseded_marks()
             attempts = reader.attempts()
         finally:
             reader.close()
         self._writer.attempts(self._run, attempts)
-        self._writer.supersede(self._run, [(int(s), int(a)) for s, a in rows])
+        self._writer.supersede(self._run, marks)
 
     def close(self, status: str) -> None:
         try:

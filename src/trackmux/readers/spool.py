@@ -23,15 +23,10 @@ class SpoolSource:
     def _entry(self, run_dir: Path) -> RunEntry:
         summary = summarize(run_dir)
         meta = summary.meta
-        last_step = None
-        reader = SpoolReader(run_dir)
-        try:
-            from trackmux.core.spool.attempts import last_step as spool_last_step
+        from trackmux.core.spool.attempts import run_last_step
 
-            step = spool_last_step(reader._conn)
-            last_step = None if step < 0 else step
-        finally:
-            reader.close()
+        step = run_last_step(run_dir)
+        last_step = None if step < 0 else step
         return RunEntry(
             ref=str(run_dir), run_id=str(meta.get("run_id") or run_dir.name),
             project=str(meta.get("project") or run_dir.parent.name),
