@@ -14,6 +14,9 @@ from typing import Any
 from trackmux.core import settings
 
 CONNECT_TIMEOUT = 5  # seconds: a slow or unreachable server must not hang delivery
+# a server whose machine vanished (no RST ever comes) is found dead within about a minute
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+              "keepalives_count": 3}
 # libpq's messages (and SQLSTATE classes 28 and 3D) for what a retry cannot fix
 _PERMANENT = re.compile(r"password authentication failed|authentication failed|"
                         r"does not exist|no pg_hba\.conf entry|permission denied|"
@@ -57,7 +60,7 @@ def connect(dsn: str | None = None, *, autocommit: bool = False,
     dsn = settings.postgres_dsn(dsn)
     try:
         return pg.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT,
-                          application_name=application)
+                          application_name=application, **KEEPALIVES)
     except pg.ProgrammingError as exc:  # a malformed DSN
         raise StoreConfigError(f"bad DSN {hide_password(dsn)!r}: {exc}") from None
     except pg.OperationalError as exc:
