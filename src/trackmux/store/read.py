@@ -72,16 +72,17 @@ class StoreSource:
             return list(cur.fetchall())
 
     # -- runs ----------------------------------------------------------------------
-    def runs(self, project: str | None = None) -> list[RunEntry]:
-        if self.version < schema.LATEST:  # a store created or upgraded since we looked
-            with self._lock:
-                self.version = schema.version(self._conn)
-        if self.version == 0:
+    def runs(self, project: str | None = None, ids: list[int] | None = None
+             ) -> list[RunEntry]:
+        """Every run (of ``project``; or those with the store ids ``ids``), newest first."""
+        if self._refresh_version() == 0:
             return []
         sql: str = _RUNS_SQL
         args: tuple[Any, ...] = ()
         if project is not None:
             sql, args = sql + " WHERE r.project = %s", (project,)
+        elif ids is not None:
+            sql, args = sql + " WHERE r.id = ANY(%s)", (ids,)
         out = []
         for (pk, run_id, host, user, proj, name, started, state, meta, last_seq, events,
              last_step) in self._rows(sql + " ORDER BY r.started_at DESC NULLS LAST, r.id",
@@ -94,6 +95,22 @@ class StoreSource:
                 last_seq=int(last_seq or 0),
                 last_step=None if last_step is None else int(last_step), meta=parsed))
         return out
+
+    def _refresh_version(self) -> int:
+        if self.version < schema.LATEST:  # a store created or upgraded since we looked
+            with self._lock:
+                self.version = schema.version(self._conn)
+        return self.version
+
+    def marks(self) -> dict[str, tuple[int, str]]:
+        """Per run (store id): its highest seq and latest state. One cheap query (an index
+        lookup per run), for pollers that then read only the runs that moved."""
+        if self._refresh_version() == 0:
+            return {}
+        return {str(pk): (int(seq or 0), str(state or "")) for pk, seq, state in self._rows(
+            "SELECT r.id, (SELECT max(e.seq) FROM trackmux.events e WHERE e.run = r.id), "
+            "(SELECT st.state FROM trackmux.run_status st WHERE st.run = r.id "
+            " ORDER BY st.id DESC LIMIT 1) FROM trackmux.runs r")}
 
     def find(self, arg: str) -> RunEntry:
         """A run by run id (or a unique prefix), ``HOST/RUN_ID``, ``PROJECT/RUN_ID``, name,

@@ -1,8 +1,9 @@
 """``trackmux ui postgresql://...``: the team store's runs as local spool replicas, kept
 up to date on a thread, so the UI serves them with the code that serves spools.
 
-Every ``POLL`` seconds the run list is read from the store (one query); each run whose
-last seq or state moved is copied forward from where its replica ended (only new rows).
+Every ``POLL`` seconds each run's highest seq and state are read from the store (one
+query, an index lookup per run); each run that moved is copied forward from where its
+replica ended (only new rows).
 A step committed on another machine is therefore in the replica within ``POLL`` seconds
 plus one query, and the UI picks it up at its next refresh. Only SELECTs are sent: the UI
 runs with a read-only role. A store that goes away is retried; the replicas stay.
@@ -34,13 +35,12 @@ class StoreMirror:
 
     def sync_once(self) -> int:
         """Bring every changed run's replica up to date; returns how many moved."""
+        marks = self.source.marks()
+        changed = [int(ref) for ref, mark in marks.items() if self._seen.get(ref) != mark]
         moved = 0
-        for entry in self.source.runs():
-            mark = (entry.last_seq, entry.state)
-            if self._seen.get(entry.ref) == mark:
-                continue
+        for entry in self.source.runs(ids=changed) if changed else []:
             self.source.replica(entry, self.root)
-            self._seen[entry.ref] = mark
+            self._seen[entry.ref] = marks[entry.ref]
             moved += 1
         self.rounds += 1
         return moved
