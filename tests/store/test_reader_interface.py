@@ -49,3 +49,11 @@ def test_spool_and_store_answer_alike(dsn: str, tmp_path: Path,
     assert spool.replica(a, tmp_path) == Path(a.ref)
     spool.close()
     store.close()
+
+    from click.testing import CliRunner
+
+    from trackmux.cli.main import cli
+
+    for where in (str(tmp_path / "node-a"), dsn):  # --store is a folder or the store
+        shown = CliRunner().invoke(cli, ["show", run.id, "--store", where])
+        assert shown.exit_code == 0 and "reward" in shown.output, shown.output

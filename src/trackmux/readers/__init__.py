@@ -56,14 +56,12 @@ def resolve_in_selected_store(arg: str | os.PathLike[str]) -> Path | None:
     uri = _selected
     if uri is None:
         return None
-    if not is_store_uri(uri):
-        from trackmux.core.spool.runs import _resolve_on_disk
-
-        return _resolve_on_disk(str(arg), uri)
-    from trackmux.store.read import replica_root
-
     source = _sources.get(uri)
     if source is None:
         source = _sources[uri] = open_source(uri)
     entry = source.find(str(arg))
+    if not is_store_uri(uri):
+        return Path(entry.ref)  # a spool is its own replica
+    from trackmux.store.read import replica_root
+
     return source.replica(entry, replica_root(uri))

@@ -43,10 +43,6 @@ def psycopg() -> Any:
     return module
 
 
-def is_store_uri(value: object) -> bool:
-    return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
-
-
 def hide_password(dsn: str) -> str:
     """The DSN without its password, for messages."""
     return _DSN_PASSWORD.sub(lambda m: f"{m.group(1)}***@" if m.group(1) else
