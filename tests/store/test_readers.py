@@ -76,6 +76,11 @@ def test_show_doctor_samples_diff_read_a_store_run(dsn: str, team: dict[str, Any
     diff = invoke("diff", team["healthy"].id, diverged, "--store", dsn)
     assert diff.exit_code == 0, diff.output
 
+    page = tmp_path / "report.html"
+    report = invoke("report", diverged, "--store", dsn, "-o", str(page))
+    assert report.exit_code == 0, report.output
+    assert "nonfinite" in page.read_text()
+
     missing = invoke("show", "no-such-run", "--store", dsn)
     assert missing.exit_code != 0 and "no run 'no-such-run'" in missing.output
 
