@@ -41,8 +41,12 @@ def open_source(uri: str | os.PathLike[str] | None) -> RunSource:
 
 def select_store(uri: str | None) -> None:
     """Make ``resolve_run`` read runs from ``uri`` in this process (``--store``)."""
+    from trackmux.core.spool.runs import RUN_RESOLVERS
+
     global _selected
     _selected = uri or None
+    if resolve_in_selected_store not in RUN_RESOLVERS:
+        RUN_RESOLVERS.insert(0, resolve_in_selected_store)
 
 
 def selected_store() -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,14 +107,19 @@ def describe_attempt(attempt: Attempt) -> str:
     return line
 
 
+#: Where else a run argument may name a run, asked first, in order: each returns the run's
+#: local folder or None. ``--store`` (trackmux/readers/) adds the selected store's lookup;
+#: core names no reader.
+RUN_RESOLVERS: list[Callable[[str], Path | None]] = []
+
+
 def resolve_run(arg: str, root: str | os.PathLike[str] | None = None) -> Path:
     """A run given as a directory, or as a run id (or unique id prefix) under the root;
-    with a store selected (``--store``, trackmux/readers/) the run in that store."""
-    from trackmux.readers import resolve_in_selected_store
-
-    found = resolve_in_selected_store(arg)
-    if found is not None:
-        return found
+    with a store selected (``--store``) the run in that store (``RUN_RESOLVERS``)."""
+    for resolver in RUN_RESOLVERS:
+        found = resolver(arg)
+        if found is not None:
+            return found
     return _resolve_on_disk(arg, root)
 
 
