@@ -38,6 +38,7 @@ def test_every_event_kind_is_stored_and_read_back(dsn: str, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from trackmux.store.read import StoreSource
 
+    monkeypatch.setenv("TRACKMUX_PROVENANCE", "1")  # what produced the run, an event too
     run = train(tmp_path, "node-a", dsn, steps=3, monkeypatch=monkeypatch,
                 config={"lr": 0.5, "nested": {"beta": 2}})
     run.log_text("notes", "**hello**", step=1)
@@ -59,7 +60,7 @@ def test_every_event_kind_is_stored_and_read_back(dsn: str, tmp_path: Path,
     source = StoreSource(dsn)
     entry = source.find(run.id)
     stored = {e.seq: e for kind in ("metrics", "config", "text", "histogram", "table",
-                                    "image", "samples", "artifact")
+                                    "image", "samples", "artifact", "provenance")
               for e in source.events(entry, kind)}
     assert set(stored) == set(expected)
     for seq, event in expected.items():
@@ -72,6 +73,8 @@ def test_every_event_kind_is_stored_and_read_back(dsn: str, tmp_path: Path,
         else:
             assert got == event, event.kind
     assert source.config(entry) == {"lr": 0.5, "nested": {"beta": 2}}
+    assert {e.kind for e in expected.values()} >= {"provenance", "samples", "image"}
+    assert source.provenance(entry)["data"]["host"]
     assert source.keys(entry) == ["loss", "reward"]
     series = source.series(entry, "loss")
     assert series.steps == [0, 1, 2] and series.values == pytest.approx([1.0, 0.5, 1 / 3])
