@@ -237,3 +237,33 @@ def test_a_writer_role_that_only_adds_rows_delivers(pg: Any, dsn: str, tmp_path:
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
             conn.rollback()
+
+
+def test_a_stuck_database_slows_nothing_and_loses_nothing(
+        pg: Any, dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server SIGSTOPped for 3 s mid-run: log() never waits on it, and once it
+    continues every event is stored once."""
+    run = train(tmp_path, "node-a", dsn, steps=10, delivery="process",
+                monkeypatch=monkeypatch)
+    deadline = time.monotonic() + 60
+    while rows(dsn, "SELECT count(*) FROM pg_tables WHERE schemaname = 'trackmux'")[0][0] == 0:
+        assert time.monotonic() < deadline, "the store was never created"
+        time.sleep(0.1)
+    slowest = 0.0
+    pg.pause()
+    try:
+        paused_at = time.monotonic()
+        step = 10
+        while time.monotonic() - paused_at < 3.0:
+            started = time.perf_counter()
+            run.log({"loss": float(step)}, step=step)
+            slowest = max(slowest, time.perf_counter() - started)
+            step += 1
+            time.sleep(0.005)
+    finally:
+        pg.resume()
+    summary = run.finish(timeout=120)
+    assert summary.pending == {} and not summary.failed, summary
+    assert slowest < 1.0  # the server was stuck for 3 s; the loop never waited on it
+    assert rows(dsn, "SELECT count(*), count(DISTINCT seq), max(step) FROM trackmux.events "
+                     "WHERE kind = 'metrics'")[0] == (step, step, step - 1)

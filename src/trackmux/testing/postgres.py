@@ -5,6 +5,7 @@
         pg.sql("CREATE ROLE ...")            # run SQL through psql as the superuser
         pg.create_role("reader", "secret")   # a login role; pg.dsn_for("reader", "secret")
         pg.kill()           # SIGKILL the postmaster and every backend (a crash)
+        pg.pause(); pg.resume()              # SIGSTOP / SIGCONT: a stuck server
         pg.start()          # same port, same data: crash recovery, then up again
         pg.stop()           # a clean shutdown
 
@@ -214,6 +215,22 @@ class PrivatePostgres:
         for lock in (self.data / "postmaster.pid", *self.data.glob(".s.PGSQL.*.lock")):
             with contextlib.suppress(OSError):
                 lock.unlink()
+
+    def pause(self) -> None:
+        """SIGSTOP the server and its backends: connections hang, as with a stuck server."""
+        self._signal_all(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        self._signal_all(signal.SIGCONT)
+
+    def _signal_all(self, sig: signal.Signals) -> None:
+        pid = self._postmaster_pid()
+        if pid is None:
+            return
+        for target in (pid, *self._children(pid)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(target, sig)
 
     def restart(self) -> None:
         self.stop()
