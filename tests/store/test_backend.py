@@ -15,7 +15,12 @@ import pytest
 from store_support import rows, train
 
 import trackmux
+import trackmux.core.spool.samplepack  # see below
 from trackmux.core.spool.reader import SpoolReader
+
+# Imported here, not first in the spool writer's thread: on CPython 3.11.7 a module compiled
+# in that thread while provenance's thread compiles another can fail with "SystemError: AST
+# constructor recursion depth mismatch", and the writer drops that samples event.
 
 
 def test_three_machines_same_run_name_and_id_stay_three_runs(
