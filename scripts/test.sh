@@ -8,6 +8,12 @@ if ! command -v chromium >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "warning: could not install chromium; the report browser test will fail" >&2
 fi
+# The team store's tests (tox env postgres) start a private PostgreSQL cluster of their own
+# (trackmux/testing/postgres.py): they need the server binaries, not a running server.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) \
+    || echo "warning: could not install postgresql; the team store tests will be skipped" >&2
+fi
 # tox gets a venv of its own: a distribution's python3 refuses pip installs into itself
 # (PEP 668, "externally-managed-environment"), and the user's packages stay untouched.
 VENV="${TRACKMUX_TOX_VENV:-.venv-tox}"

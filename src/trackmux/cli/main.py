@@ -22,7 +22,38 @@ COMMANDS = {
     "samples": "trackmux.cli.samples:samples",
     "sweep": "trackmux.cli.sweep:sweep",
     "agent": "trackmux.cli.agent:agent",
+    "goals": "trackmux.cli.goals:goals",
+    "store": "trackmux.cli.store:store",
 }
+
+
+#: commands that read runs and take ``--store URI`` (trackmux/readers/): added here so each
+#: command module stays as it is; ``runs`` and ``ui`` take it themselves
+STORE_READERS = ("show", "doctor", "samples", "diff", "report")
+
+
+def _select_store(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """Checks the store once (a bad DSN is a usage error) and selects it for resolve_run."""
+    from trackmux.readers import is_store_uri, select_store
+
+    if value and is_store_uri(value):
+        from trackmux.store.connect import StoreConfigError, StoreUnavailable, connect
+
+        try:
+            connect(value).close()
+        except (StoreConfigError, StoreUnavailable) as exc:
+            raise click.BadParameter(str(exc), param_hint="--store") from None
+        except Exception as exc:
+            raise click.BadParameter(f"cannot reach the store: {type(exc).__name__}: {exc}",
+                                     param_hint="--store") from None
+    select_store(value)
+
+
+def store_option() -> click.Option:
+    return click.Option(["--store"], envvar="TRACKMUX_STORE", expose_value=False,
+                        is_eager=True, callback=_select_store, metavar="URI",
+                        help="Read runs from this store: a postgresql:// DSN (the team "
+                             "store) or a spool folder (default: TRACKMUX_STORE).")
 
 
 class LazyGroup(click.Group):
@@ -37,6 +68,8 @@ class LazyGroup(click.Group):
             return super().get_command(ctx, name)
         module, _, attribute = target.partition(":")
         command: Any = getattr(importlib.import_module(module), attribute)
+        if name in STORE_READERS and not any(p.name == "store" for p in command.params):
+            command.params.append(store_option())
         return command  # type: ignore[no-any-return]
 
 

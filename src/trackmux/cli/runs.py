@@ -13,8 +13,17 @@ from trackmux.core.spool.runs import describe_attempt, find_runs, pruned_words, 
 
 @click.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
-def runs(directory: Path | None) -> None:
-    """List runs under DIRECTORY (default: $TRACKMUX_DIR or ./trackmux)."""
+@click.option("--store", "store", envvar="TRACKMUX_STORE", metavar="URI",
+              help="List the runs of this store: a postgresql:// DSN (the team store) or a "
+                   "spool folder (default: TRACKMUX_STORE).")
+@click.option("--json", "as_json", is_flag=True, help="The run list as JSON.")
+def runs(directory: Path | None, store: str | None, as_json: bool) -> None:
+    """List runs under DIRECTORY (default: $TRACKMUX_DIR or ./trackmux), or in --store."""
+    if store or as_json:
+        from trackmux.cli.store import list_runs
+
+        list_runs(store or directory, as_json)
+        return
     root = settings.spool_root(directory)
     if directory is not None and not root.is_dir():
         raise click.UsageError(f"no directory {root}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import click
 
@@ -11,7 +11,7 @@ from trackmux.core import settings
 
 
 @click.command()
-@click.argument("directories", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("directories", nargs=-1)
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; any other than loopback requires a token, "
                    "printed in the URL.")
@@ -24,26 +24,36 @@ from trackmux.core import settings
 @click.option("--cache-mb", default=768, show_default=True, type=click.IntRange(16, 1 << 20),
               help="Memory for cached run data; least recently viewed runs are dropped "
                    "beyond it.")
-def ui(directories: tuple[Path, ...], host: str, port: int, use_token: bool,
+def ui(directories: tuple[str, ...], host: str, port: int, use_token: bool,
        cache_mb: int) -> None:
     """Open a live dashboard of the runs under DIRECTORIES (default: $TRACKMUX_DIR or
-    ./trackmux). Read-only: it never writes to or slows a run."""
+    ./trackmux), or of a team store (postgresql://...: serve it with a read-only role).
+    Read-only: it never writes to or slows a run."""
     try:
         from trackmux.ui.app import Server
     except ImportError as exc:
         raise click.ClickException(
             "trackmux ui needs the extra 'ui' (in the trackmux checkout: "
             f"pip install -e '.[ui]'): {exc}") from None
-    roots = [settings.spool_root(d) for d in directories] or [settings.spool_root(None)]
+    from trackmux.readers import is_store_uri
+
+    mirrors = [_mirror(d) for d in directories if is_store_uri(d)]
+    roots = [settings.spool_root(d) for d in directories if not is_store_uri(d)]
+    roots += [m.root for m in mirrors]
+    roots = roots or [settings.spool_root(None)]
     for root in roots:
         if not root.is_dir():
             raise click.BadParameter(f"no directory {root}", param_hint="DIR")
     from trackmux.ui.security import new_token
 
     server = Server(roots, host=host, port=port, budget_mb=cache_mb,
-                    token=new_token() if use_token else None)
+                    token=new_token() if use_token else None,
+                    boards=[m.dsn for m in mirrors])
     echo(f"trackmux ui: serving {', '.join(str(r) for r in roots)}")
     echo(f"open {server.url}")
+    if mirrors:
+        board = server.url.replace("/?", "/board?") if server.token else server.url + "board"
+        echo(f"the team's goals: {board}")
     if server.token:
         echo("(the URL carries the access token; opening it trades it for a cookie "
                    "and drops it from the address bar)")
@@ -56,3 +66,21 @@ def ui(directories: tuple[Path, ...], host: str, port: int, use_token: bool,
         pass
     finally:
         server.stop()
+        for mirror in mirrors:
+            mirror.stop()
+
+
+def _mirror(dsn: str) -> Any:
+    """A started mirror of the store (trackmux/ui/mirror.py); a bad DSN is a usage error."""
+    from trackmux.store.connect import StoreConfigError, StoreUnavailable, hide_password
+    from trackmux.ui.mirror import StoreMirror
+
+    try:
+        mirror = StoreMirror(dsn).start(wait=False)  # runs appear as they are copied
+    except (StoreConfigError, StoreUnavailable) as exc:
+        raise click.BadParameter(str(exc), param_hint="DIR") from None
+    except Exception as exc:
+        raise click.BadParameter(f"cannot read the store {hide_password(dsn)}: "
+                                 f"{type(exc).__name__}: {exc}", param_hint="DIR") from None
+    click.echo(f"trackmux ui: team store {hide_password(dsn)} (replicas in {mirror.root})")
+    return mirror

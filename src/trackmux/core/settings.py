@@ -233,3 +233,28 @@ def doctor(value: object) -> object:
     if lowered in ("on", "1", "true", "yes"):
         return True
     return raw
+
+
+def postgres_dsn(value: str | None = None) -> str:
+    """The ``dsn`` option of the postgres backend, then ``TRACKMUX_POSTGRES_DSN``, then ""
+    (libpq then reads its own ``PG*`` variables: PGHOST, PGUSER, PGDATABASE, ...)."""
+    if value is not None:
+        return value
+    return os.environ.get("TRACKMUX_POSTGRES_DSN", "")
+
+
+def store_uri(value: str | None = None) -> str | None:
+    """``--store`` argument, then ``TRACKMUX_STORE``: where readers read runs from (a spool
+    folder or a ``postgresql://`` DSN); None: the spool folder (``TRACKMUX_DIR``)."""
+    if value:
+        return value
+    return os.environ.get("TRACKMUX_STORE") or None
+
+
+def host_name() -> str:
+    """``TRACKMUX_HOST``, else the machine's host name: the host a run is recorded under
+    (in the team store a run is its run id on its host). Set it where host names are
+    random (containers) to keep a node's name stable."""
+    import socket
+
+    return os.environ.get("TRACKMUX_HOST") or socket.gethostname()

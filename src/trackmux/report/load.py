@@ -83,9 +83,17 @@ def resolve_run(arg: str | os.PathLike[str], root: str | os.PathLike[str] | None
                 ) -> Path:
     """A run directory from ``arg``: a run directory, its spool.db, ``project/run_id``
     or a run id under the spool root (``root``, else ``TRACKMUX_DIR``, else ./trackmux);
+    with a store selected (``--store``) the run in that store (trackmux/readers/);
     :class:`SpoolUnreadableError` if its spool cannot be read at all."""
     from trackmux.core.spool.runs import check_readable
+    from trackmux.readers import resolve_in_selected_store
 
+    try:
+        found = resolve_in_selected_store(arg)
+    except FileNotFoundError as exc:
+        raise RunNotFound(str(exc)) from None
+    if found is not None:
+        return found
     return check_readable(_find_run(arg, root))
 
 

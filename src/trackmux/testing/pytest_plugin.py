@@ -16,3 +16,15 @@ def memory_backend() -> Iterator[memory.MemoryStore]:
     memory.memory_store.clear()
     yield memory.memory_store
     memory.memory_store.clear()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[object]:
+    """A private PostgreSQL cluster for the session (trackmux.testing.postgres); skipped
+    where PostgreSQL is not installed."""
+    from trackmux.testing.postgres import postgres_available, private_postgres
+
+    if not postgres_available():
+        pytest.skip("PostgreSQL is not installed (initdb/pg_ctl not found)")
+    with private_postgres() as pg:
+        yield pg

@@ -52,12 +52,16 @@ def _file(files: dict[str, Path], name: str) -> Response:
 
 
 def build_app(roots: Sequence[Path], *, token: str | None = None, loopback: bool = True,
-              budget_mb: int = DEFAULT_BUDGET_MB, warm: bool = True) -> Guard:
+              budget_mb: int = DEFAULT_BUDGET_MB, warm: bool = True,
+              boards: Sequence[str] = ()) -> Guard:
     store = Store(roots, budget_mb)
+    from trackmux.ui.board import Board
+
+    goal_boards = [Board(dsn) for dsn in boards]  # team stores served (their goals)
     static, assets = listing(STATIC), listing(ASSETS)
 
-    def page(request: Request) -> Response:
-        response = _file(static, "index.html")
+    def page(request: Request, name: str = "index.html") -> Response:
+        response = _file(static, name)
         response.headers["Content-Security-Policy"] = CSP
         return response
 
@@ -84,6 +88,9 @@ def build_app(roots: Sequence[Path], *, token: str | None = None, loopback: bool
         Route("/api/run/{rid}/text/{seq}", routes.text),
         Route("/api/run/{rid}/samples", routes.sample_keys),
         Route("/api/run/{rid}/samples/step", routes.sample_step),
+        Route("/api/goals", routes.guarded(lambda request: routes.JSON(
+            {"boards": [b.payload() for b in goal_boards]}))),
+        Route("/board", lambda request: page(request, "board.html")),
     ]
     app = Starlette(routes=[Route("/", page), Route("/static/{name:path}", static_file),
                             Route("/assets/{name:path}", asset_file), *api])
@@ -107,7 +114,7 @@ class Server:
 
     def __init__(self, roots: Sequence[Path], host: str = "127.0.0.1", port: int = 0,
                  token: str | None = None, budget_mb: int = DEFAULT_BUDGET_MB,
-                 warm: bool = True) -> None:
+                 warm: bool = True, boards: Sequence[str] = ()) -> None:
         import uvicorn
 
         loopback = is_loopback(host)
@@ -116,7 +123,7 @@ class Server:
         self.host, self.port = host, port or free_port(host)
         self.token = token
         self.app = build_app(roots, token=token, loopback=loopback, budget_mb=budget_mb,
-                             warm=warm)
+                             warm=warm, boards=boards)
         config = uvicorn.Config(self.app, host=host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="off")
         self.server = uvicorn.Server(config)

@@ -182,7 +182,7 @@ class Store:
                    project=str(meta.get("project") or path.parent.name),
                    state=summary.state, events=summary.events, last_seq=summary.last_seq,
                    started_at=meta.get("started_at"), finished_at=meta.get("finished_at"),
-                   damage=summary.damage)
+                   damage=summary.damage, host=meta.get("host"), user=meta.get("user"))
         if summary.damage:
             row["state"] = f"{summary.state}, damaged"
         if not meta.get("run_id"):  # created but never written, or not a trackmux spool

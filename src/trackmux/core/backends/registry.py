@@ -235,7 +235,7 @@ def _who(spec: BackendSpec) -> str:
 # Extras that provide well-known backends, for the "unknown backend" message.
 KNOWN_EXTRAS = {"wandb": "wandb", "mlflow": "mlflow", "swanlab": "swanlab",
                 "tensorboard": "tensorboard", "trackio": "trackio", "clearml": "clearml",
-                "vemlp_wandb": "wandb"}
+                "vemlp_wandb": "wandb", "postgres": "postgres"}
 
 _registry: Registry | None = None
 _lock = threading.Lock()

@@ -12,7 +12,6 @@ import functools
 import logging
 import os
 import queue
-import socket
 import sys
 import threading
 import time
@@ -282,7 +281,7 @@ class Run:
                              tuple(tags))
         self._spool.set_meta(
             run_id=self.id, project=project, name=self.name, state="running",
-            started_at=self.started_at, pid=self._pid, host=socket.gethostname(),
+            started_at=self.started_at, pid=self._pid, host=settings.host_name(), user=_user(),
             backends=self.backends, durability=durability, tags=list(tags),
             backend_options=redact.redact(normalize.to_json_value(options)),
             trackmux_version=_version(), attempt=self.attempt.number,
@@ -1171,3 +1170,13 @@ def _finish_at_exit() -> None:
             run.finish(exit_code=code)
         except Exception:  # never turn interpreter exit into a traceback storm
             log.exception("trackmux: finishing run %s at exit failed", run.id)
+
+
+def _user() -> str:
+    """Who runs the trainer (shown with the run in the team store); "" when unknown."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):
+        return ""

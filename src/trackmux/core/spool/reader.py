@@ -232,6 +232,15 @@ class SpoolReader:
             self._note(f"superseded: {exc}")
             return 0
 
+    def superseded_marks(self) -> list[tuple[int, int]]:
+        """(seq, attempt) of every superseded event: what a store copies to mark them."""
+        try:
+            return [(int(seq), int(attempt)) for seq, attempt in self._conn.execute(
+                "SELECT seq, attempt FROM superseded ORDER BY seq")]
+        except _READ_ERRORS as exc:
+            self._note(f"superseded: {exc}")
+            return []
+
     def iter_events(self, after: int = 0, page: int = 2000,
                     skip: frozenset[str] = frozenset()) -> Iterator[Event]:
         """Every intact event after ``after`` (for show, report and export), except the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ def lock_is_held(run_dir: Path) -> bool:
 
 def run_state(run_dir: Path, meta: dict[str, Any]) -> str:
     state = str(meta.get("state") or "crashed")
+    if meta.get("store"):  # a replica of a team store run: its trainer is on another machine
+        return state
     if state == "running" and not lock_is_held(run_dir):
         return "crashed"
     return state
@@ -141,9 +144,24 @@ def describe_attempt(attempt: Attempt) -> str:
     return line
 
 
+#: Where else a run argument may name a run, asked first, in order: each returns the run's
+#: local folder or None. ``--store`` (trackmux/readers/) adds the selected store's lookup;
+#: core names no reader.
+RUN_RESOLVERS: list[Callable[[str], Path | None]] = []
+
+
 def resolve_run(arg: str, root: str | os.PathLike[str] | None = None) -> Path:
     """A run given as a directory, or as a run id (or unique id prefix) under the root,
-    whose spool can be read (:func:`check_readable`)."""
+    whose spool can be read (:func:`check_readable`); with a store selected (``--store``)
+    the run in that store (``RUN_RESOLVERS``)."""
+    for resolver in RUN_RESOLVERS:
+        found = resolver(arg)
+        if found is not None:
+            return found
+    return _resolve_on_disk(arg, root)
+
+
+def _resolve_on_disk(arg: str, root: str | os.PathLike[str] | None = None) -> Path:
     path = Path(arg).expanduser()
     if (path / SPOOL_FILE).exists():
         return check_readable(path.absolute())

@@ -52,6 +52,7 @@
       var name = el("td"); var dot = el("i", {"class": "dot"}); dot.style.background = S.colours[r.id];
       name.appendChild(dot); name.appendChild(document.createTextNode(" " + r.name));
       if (r.damage && r.damage.length) name.appendChild(el("div", {"class": "hint damage"}, r.damage[0]));
+      if (r.host) name.appendChild(el("div", {"class": "hint"}, (r.user ? r.user + "@" : "") + r.host));
       tr.appendChild(name);
       tr.appendChild(el("td", {}, r.project));
       var st = el("td"); st.appendChild(badge(r.state)); tr.appendChild(st);

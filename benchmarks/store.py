@@ -1,0 +1,353 @@
+"""B14, the team store (issue 35), against a private PostgreSQL cluster on this machine.
+
+    python -m benchmarks.store                    # all three, default sizes
+    python -m benchmarks.store --points 1000000 --crossings 20 --trainers 10
+
+- sync: ``trackmux sync`` of a run of ``--points`` points (10,000 ``log()`` calls of 100
+  floats at 1M) into the store, through core's delivery worker and the postgres backend
+  (one COPY transaction per batch of 1,000 events); points/s, best of ``--repeats`` fresh
+  databases, and the same run into mlflow's ``log_batch`` ceiling with ``--mlflow``.
+- crossing: two "machines" (two spool roots, delivery processes) log into the store; a
+  reader on a third (the store reader, and the UI's replica mirror) waits for each step;
+  seconds from ``log()`` returning to the step being readable, p50/p95/max.
+- trainers: ``--trainers`` trainer processes log at once into one store (each with its
+  delivery process); each loop's ``log()`` cost against the same loops with no backend,
+  and how long after the last loop ended every trainer had finished (everything stored).
+
+Prints one JSON document (and ``--out FILE`` writes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmarks.common import N_METRICS, payload
+
+
+def _count(dsn: str, sql: str) -> int:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(sql).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def _fresh_db(pg: Any, name: str) -> str:
+    pg.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", database="postgres")
+    pg.sql(f"CREATE DATABASE {name}", database="postgres")
+    return str(pg.dsn_for(pg.user, pg.password, name))
+
+
+def make_run(root: Path, points: int) -> Path:
+    import trackmux
+
+    run = trackmux.init(project="bench", name="b12-source", backends=[], dir=root,
+                        delivery="thread")
+    for step in range(points // N_METRICS):
+        run.log(payload(step), step=step)
+    run.finish(timeout=600)
+    assert run.dir is not None
+    return Path(run.dir)
+
+
+def bench_sync(pg: Any, work: Path, points: int, repeats: int) -> dict[str, Any]:
+    from trackmux.core.delivery.sync import deliver
+    from trackmux.plugins.postgres import PostgresBackend
+
+    t0 = time.perf_counter()
+    source = make_run(work / "sync-source", points)
+    spooled = time.perf_counter() - t0
+    passes = []
+    for i in range(repeats):
+        dsn = _fresh_db(pg, f"b12_sync_{i}")
+        copy = work / f"sync-{i}"
+        shutil.copytree(source, copy)
+        for lock in copy.glob("*.lock"):
+            lock.unlink()
+        start = time.perf_counter()
+        result = deliver(copy, {"postgres": lambda dsn=dsn: PostgresBackend({"dsn": dsn})},
+                         timeout=1800)
+        seconds = time.perf_counter() - start
+        assert result.complete, result.problems
+        stored = _count(dsn, "SELECT count(*) FROM trackmux.points")
+        assert stored == points, (stored, points)
+        passes.append({"seconds": round(seconds, 2), "points_per_s": round(points / seconds)})
+    best = max(p["points_per_s"] for p in passes)
+    return {"points": points, "spooled_in_s": round(spooled, 1), "passes": passes,
+            "best_points_per_s": best, "goal_50k": best >= 50_000, "aim_200k": best >= 200_000}
+
+
+def bench_mlflow_ceiling(work: Path, points: int) -> dict[str, Any]:
+    """mlflow's ``log_batch`` (its fastest bulk API) into a sqlite store, same points."""
+    import mlflow
+    from mlflow.entities import Metric
+
+    mlflow.set_tracking_uri(f"sqlite:///{work / 'mlflow.db'}")
+    client = mlflow.MlflowClient()
+    exp = client.create_experiment("b12")
+    run = client.create_run(exp)
+    t0 = time.perf_counter()
+    ts = int(time.time() * 1000)
+    batch: list[Any] = []
+    for step in range(points // N_METRICS):
+        batch += [Metric(k, v, ts, step) for k, v in payload(step).items()]
+        if len(batch) >= 1000:
+            client.log_batch(run.info.run_id, metrics=batch)
+            batch = []
+    if batch:
+        client.log_batch(run.info.run_id, metrics=batch)
+    seconds = time.perf_counter() - t0
+    return {"points": points, "seconds": round(seconds, 2),
+            "points_per_s": round(points / seconds)}
+
+
+def bench_crossing(pg: Any, work: Path, crossings: int) -> dict[str, Any]:
+    import trackmux
+    from trackmux.store.read import StoreSource
+    from trackmux.ui.mirror import StoreMirror
+
+    dsn = _fresh_db(pg, "b12_cross")
+    runs = []
+    for host in ("machine-a", "machine-b"):
+        os.environ["TRACKMUX_HOST"] = host
+        runs.append(trackmux.init("bench", f"cross-{host}", backends=["postgres"],
+                                  dir=work / host, backend_options={"postgres": {"dsn": dsn}}))
+    os.environ.pop("TRACKMUX_HOST", None)
+    for run in runs:
+        run.log({"loss": 0.0}, step=0)
+    source = StoreSource(dsn)
+    deadline = time.monotonic() + 120
+    while len(source.runs()) < 2 or min(e.last_seq for e in source.runs()) < 1:
+        assert time.monotonic() < deadline, "runs never reached the store"
+        time.sleep(0.05)
+    mirror = StoreMirror(dsn, work / "replicas")
+    mirror.start()
+    entries = {e.host: e for e in source.runs()}
+    reader_s, mirror_s = [], []
+    from trackmux.core.spool.reader import SpoolReader
+
+    for step in range(1, crossings + 1):
+        host = ("machine-a", "machine-b")[step % 2]
+        run = runs[step % 2]
+        entry = entries[host]
+        cursor = source.series(entry, "loss").cursor
+        run.log({"loss": float(step)}, step=step)
+        logged = time.perf_counter()
+        seen_reader = seen_mirror = None
+        while seen_reader is None or seen_mirror is None:
+            now = time.perf_counter()
+            assert now - logged < 60, f"step {step} never crossed"
+            if seen_reader is None and step in source.series(entry, "loss", cursor).steps:
+                seen_reader = now - logged
+            if seen_mirror is None:
+                folder = mirror.root / "bench" / f"{host}--{entry.run_id}"
+                if (folder / "spool.db").exists():
+                    reader = SpoolReader(folder)
+                    try:
+                        if reader.last_seq() >= cursor + 1:
+                            seen_mirror = now - logged
+                    finally:
+                        reader.close()
+            time.sleep(0.01)
+        reader_s.append(seen_reader)
+        mirror_s.append(seen_mirror)
+        time.sleep(0.1)
+    mirror.stop()
+    source.close()
+    for run in runs:
+        run.finish(timeout=120)
+
+    def summary(xs: list[float]) -> dict[str, float]:
+        ordered = sorted(xs)
+        return {"p50": round(statistics.median(ordered), 3),
+                "p95": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))], 3),
+                "max": round(ordered[-1], 3)}
+
+    return {"crossings": crossings, "store_reader_s": summary(reader_s),
+            "ui_replica_s": summary(mirror_s), "goal_2s": max(mirror_s) <= 2.0}
+
+
+def trainer_child(tag: str, root: str, dsn: str, steps: int) -> None:
+    """One trainer process: ``steps`` log() calls of 100 floats; prints its costs."""
+    import trackmux
+
+    backends = ["postgres"] if dsn else []
+    options = {"postgres": {"dsn": dsn}} if dsn else None
+    run = trackmux.init("bench", tag, backends=backends, dir=root, backend_options=options)
+    costs = []
+    for step in range(steps):
+        data = payload(step)
+        t = time.perf_counter_ns()
+        run.log(data, step=step)
+        costs.append((time.perf_counter_ns() - t) / 1000.0)
+        time.sleep(0.002)  # a loop that does some work between steps
+    ended = time.time()
+    run.finish(timeout=600)
+    costs.sort()
+    print(orjson.dumps({"median_us": statistics.median(costs),
+                        "p99_us": costs[int(0.99 * (len(costs) - 1))], "ended": ended}).decode())
+
+
+def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, Any]:
+    import subprocess
+    import sys
+
+    dsn = _fresh_db(pg, "b12_trainers")
+
+    def loops(store: str, tag: str) -> tuple[list[dict[str, float]], float]:
+        procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.store", "--trainer-child",
+                                   f"{tag}-{i}", str(work / tag), store, str(steps)],
+                                  stdout=subprocess.PIPE, text=True)
+                 for i in range(trainers)]
+        results = []
+        for proc in procs:
+            out, _ = proc.communicate(timeout=1800)
+            results.append(orjson.loads(out.strip().splitlines()[-1]))
+        return results, max(r["ended"] for r in results)
+
+    spool_only, _ = loops("", "spool-only")
+    with_store, last_loop_end = loops(dsn, "store")
+    stored = _count(dsn, "SELECT count(*) FROM trackmux.points")
+
+    def med(rs: list[dict[str, float]], key: str) -> float:
+        return round(statistics.median(r[key] for r in rs), 1)
+
+    return {"trainers": trainers, "steps": steps, "points": trainers * steps * N_METRICS,
+            "stored": stored, "everything_stored": stored == trainers * steps * N_METRICS,
+            "log_us_median_spool_only": med(spool_only, "median_us"),
+            "log_us_median_with_store": med(with_store, "median_us"),
+            "log_us_p99_spool_only": med(spool_only, "p99_us"),
+            "log_us_p99_with_store": med(with_store, "p99_us"),
+            "finish_after_last_loop_s": round(time.time() - last_loop_end, 2)}
+
+
+def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str, Any]:
+    """``trackmux ui DSN`` over ``runs`` x ``keys`` metrics x ``steps`` points written
+    straight into the store: the replicas made cold, then the first paint of the run
+    list and of a chart of every run after the UI's warm-up (as ``trackmux ui`` over
+    spools is measured, docs/performance.md "UI at scale"), server side (no browser)."""
+    import urllib.request
+
+    from trackmux.core.events import MetricsEvent
+    from trackmux.store import schema
+    from trackmux.store.connect import connect
+    from trackmux.store.ingest import StoreWriter
+    from trackmux.ui.app import Server
+    from trackmux.ui.mirror import StoreMirror
+
+    dsn = _fresh_db(pg, "b12_ui")
+    conn = connect(dsn, autocommit=True)
+    schema.migrate(conn)
+    writer = StoreWriter(conn)
+    names = [f"train/metric_{i:02d}" for i in range(keys)]
+    t0 = time.perf_counter()
+    for r in range(runs):
+        run = writer.register({"run_id": f"ui-{r:03d}", "project": "bench", "name": f"ui-{r:03d}",
+                               "started_at": 1.7e9 + r, "state": "finished"},
+                              host=f"node-{r % 10}", user="bench")
+        writer.status(run, "finished", 1.7e9 + r, {"run_id": f"ui-{r:03d}"})
+        for start in range(0, steps, 5000):
+            writer.write(run, [MetricsEvent({k: (s * (r + 1) + i) % 997 / 997.0
+                                             for i, k in enumerate(names)}, s, 1.7e9 + s, s + 1)
+                               for s in range(start, min(steps, start + 5000))])
+    loaded = time.perf_counter() - t0
+    conn.close()
+    mirror = StoreMirror(dsn, work / "ui-replicas")
+    t0 = time.perf_counter()
+    mirror.sync_once()
+    cold = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    mirror.sync_once()
+    warm = time.perf_counter() - t0
+    mirror.start(wait=False)
+    server = Server([mirror.root], warm=True).start()
+    t0 = time.perf_counter()
+    while server.store.memory()["cached_runs"] < runs:  # as over spools: after warm-up
+        time.sleep(0.5)
+    warmed = time.perf_counter() - t0
+    try:
+        def get(path: str) -> Any:
+            with urllib.request.urlopen(server.url + path, timeout=600) as response:
+                return orjson.loads(response.read())
+
+        def timed(path: str) -> tuple[float, Any]:
+            t0 = time.perf_counter()
+            body = get(path)
+            return time.perf_counter() - t0, body
+
+        time.sleep(5)  # the warm-up's last pass over the run list ends
+        lists = [timed("api/runs") for _ in range(5)]
+        listed = lists[0][1]["runs"]
+        rids = ",".join(r["id"] for r in listed)
+        first_chart, _ = timed(f"api/series?key={names[0]}&runs={rids}")
+        charts = [timed(f"api/series?key={names[i]}&runs={rids}")[0] for i in range(1, 6)]
+        first_list = statistics.median(t for t, _ in lists)
+        second_chart = statistics.median(charts)
+    finally:
+        server.stop()
+        mirror.stop()
+    return {"runs": runs, "keys": keys, "steps": steps, "points": runs * keys * steps,
+            "written_to_store_s": round(loaded, 1), "replicas_cold_s": round(cold, 1),
+            "replicas_unchanged_poll_s": round(warm, 3), "ui_warm_up_s": round(warmed, 1),
+            "listed": len(listed),
+            "api_runs_median_of_5_s": round(first_list, 3),
+            "api_series_100_runs_first_key_s": round(first_chart, 3),
+            "api_series_100_runs_next_keys_median_s": round(second_chart, 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--points", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--crossings", type=int, default=20)
+    parser.add_argument("--trainers", type=int, default=10)
+    parser.add_argument("--trainer-steps", type=int, default=500)
+    parser.add_argument("--ui-runs", type=int, default=100)
+    parser.add_argument("--ui-keys", type=int, default=20)
+    parser.add_argument("--ui-steps", type=int, default=10_000)
+    parser.add_argument("--only", choices=["sync", "crossing", "trainers", "ui"])
+    parser.add_argument("--mlflow", action="store_true", help="add mlflow's log_batch ceiling")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--trainer-child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.trainer_child:
+        tag, root, dsn, steps = args.trainer_child
+        trainer_child(tag, root, dsn, int(steps))
+        return
+    os.environ.setdefault("TRACKMUX_PROVENANCE", "0")
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    from trackmux.testing.postgres import private_postgres
+
+    out: dict[str, Any] = {"when": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count()}
+    work = Path(tempfile.mkdtemp(prefix="b12-"))
+    try:
+        with private_postgres() as pg:
+            if args.only in (None, "sync"):
+                out["sync"] = bench_sync(pg, work, args.points, args.repeats)
+                if args.mlflow:
+                    out["mlflow_log_batch"] = bench_mlflow_ceiling(work, args.points // 5)
+            if args.only in (None, "crossing"):
+                out["crossing"] = bench_crossing(pg, work, args.crossings)
+            if args.only in (None, "trainers"):
+                out["trainers"] = bench_trainers(pg, work, args.trainers, args.trainer_steps)
+            if args.only in (None, "ui"):
+                out["ui"] = bench_ui(pg, work, args.ui_runs, args.ui_keys, args.ui_steps)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

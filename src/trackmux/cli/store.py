@@ -1,0 +1,82 @@
+"""``trackmux store init DSN``: create or upgrade the team store's tables and grant the
+writer and reader roles; also the run list over any source (``runs --store/--json``)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+
+def open_or_fail(uri: str | Path | None) -> Any:
+    from trackmux.readers import open_source
+    from trackmux.store.connect import StoreConfigError, StoreUnavailable
+
+    try:
+        return open_source(uri)
+    except (StoreConfigError, StoreUnavailable) as exc:
+        raise click.BadParameter(str(exc), param_hint="--store") from None
+    except Exception as exc:  # the server is down or unreachable
+        raise click.ClickException(f"cannot read the store: {type(exc).__name__}: {exc}"
+                                   ) from None
+
+
+def list_runs(uri: str | Path | None, as_json: bool) -> None:
+    source = open_or_fail(uri)
+    try:
+        entries = source.runs()
+    finally:
+        source.close()
+    if as_json:
+        click.echo(orjson.dumps([e.as_dict() for e in entries]).decode())
+        return
+    if not entries:
+        click.echo(f"no runs in {source.uri}")
+        return
+    for entry in entries:
+        started = (time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.started_at))
+                   if entry.started_at else "?")
+        step = "" if entry.last_step is None else f", last step {entry.last_step}"
+        click.echo(f"{entry.project}/{entry.run_id}  {entry.state}  {entry.events} events"
+                   f"{step}  name={entry.name}  {entry.user}@{entry.host}  started {started}")
+
+
+@click.group()
+def store() -> None:
+    """The team store (a PostgreSQL database): set it up."""
+
+
+@store.command("init")
+@click.argument("dsn")
+@click.option("--writer", "writers", multiple=True, metavar="ROLE",
+              help="A role the postgres backend delivers as: may add rows, never change "
+                   "or delete them.")
+@click.option("--reader", "readers", multiple=True, metavar="ROLE",
+              help="A role for the UI and the CLIs: may only read.")
+@click.option("--goals", "goal_setters", multiple=True, metavar="ROLE",
+              help="A role that may set the team's goals (trackmux goals set).")
+def init(dsn: str, writers: tuple[str, ...], readers: tuple[str, ...],
+         goal_setters: tuple[str, ...]) -> None:
+    """Create or upgrade the store's tables in DSN (as the database owner) and grant ROLEs."""
+    from trackmux.store import schema
+    from trackmux.store.connect import StoreConfigError, StoreUnavailable, connect
+
+    try:
+        conn = connect(dsn, autocommit=True)
+    except (StoreConfigError, StoreUnavailable) as exc:
+        raise click.BadParameter(str(exc), param_hint="DSN") from None
+    try:
+        before, after = schema.migrate(conn)
+        schema.grant(conn, writers=writers, readers=readers, goal_setters=goal_setters)
+    except StoreConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        conn.close()
+    click.echo(f"store schema: version {before} -> {after}" if after != before
+               else f"store schema: version {after} (up to date)")
+    for kind, roles in (("writer", writers), ("reader", readers), ("goals", goal_setters)):
+        for role in roles:
+            click.echo(f"  {role}: {kind}")

@@ -1,0 +1,95 @@
+// The goals board: per project, each goal with the best run so far and its curve (the
+// target as a dashed line), and the findings of the project's live runs. Refreshes every
+// 2 s. Text goes in through textContent only; the page runs under the UI's CSP.
+(function () {
+  "use strict";
+  var token = new URLSearchParams(location.search).get("token");
+  var back = document.getElementById("back");
+  if (token) back.href = "/?token=" + encodeURIComponent(token);
+  var SVG = "http://www.w3.org/2000/svg";
+
+  function el(tag, attrs, text) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+  function svg(tag, attrs) {
+    var node = document.createElementNS(SVG, tag);
+    Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    return node;
+  }
+  function curve(goal) {
+    var w = 320, h = 90, pad = 4;
+    var box = svg("svg", {width: w, height: h, viewBox: "0 0 " + w + " " + h, "class": "goal-curve"});
+    var c = goal.curve;
+    if (!c || !c.steps.length) return box;
+    var ys = c.values.filter(function (v) { return v !== null; }).concat([goal.target]);
+    var lo = Math.min.apply(null, ys), hi = Math.max.apply(null, ys);
+    if (hi === lo) { hi += 1; lo -= 1; }
+    var x0 = c.steps[0], x1 = c.steps[c.steps.length - 1] || 1;
+    function X(s) { return pad + (x1 === x0 ? 0 : (s - x0) / (x1 - x0)) * (w - 2 * pad); }
+    function Y(v) { return h - pad - (v - lo) / (hi - lo) * (h - 2 * pad); }
+    var d = "";
+    c.steps.forEach(function (s, i) {
+      var v = c.values[i];
+      if (v === null) return;
+      d += (d ? "L" : "M") + X(s).toFixed(1) + " " + Y(v).toFixed(1);
+    });
+    box.appendChild(svg("line", {x1: pad, x2: w - pad, y1: Y(goal.target), y2: Y(goal.target),
+                                 stroke: "#999", "stroke-dasharray": "4 3"}));
+    box.appendChild(svg("path", {d: d, fill: "none", stroke: goal.met ? "#2a8a3e" : "#c0392b",
+                                 "stroke-width": 1.5}));
+    return box;
+  }
+  function render(body) {
+    var main = document.getElementById("board");
+    main.textContent = "";
+    var projects = [];
+    body.boards.forEach(function (b) { projects = projects.concat(b.projects); });
+    if (!body.boards.length) main.appendChild(el("p", {"class": "hint"}, "goals live in a team store: trackmux ui postgresql://..."));
+    else if (!projects.length) main.appendChild(el("p", {"class": "hint"}, "no runs in the store yet"));
+    projects.forEach(function (p) {
+      var sec = el("section", {"class": "project", "data-project": p.project});
+      sec.appendChild(el("h2", {}, p.project + " (" + p.runs + " runs)"));
+      if (!p.goals.length) {
+        sec.appendChild(el("p", {"class": "hint"}, "no goals: trackmux goals set " + p.project + " 'KEY >= VALUE' --store DSN"));
+      }
+      var table = el("table", {"class": "goals"});
+      p.goals.forEach(function (g) {
+        var tr = el("tr", {"data-goal": g.goal, "class": g.met ? "met" : "unmet"});
+        tr.appendChild(el("td", {}, g.goal));
+        tr.appendChild(el("td", {"class": "badge " + (g.met ? "ok" : "warn")}, g.met ? "met" : "not met"));
+        var best = g.best;
+        tr.appendChild(el("td", {}, best ? best.value.toPrecision(4) + " at step " + best.step : "no run logged it yet"));
+        tr.appendChild(el("td", {}, best ? best.name + " (" + (best.user ? best.user + "@" : "") + best.host + ")" : ""));
+        var chart = el("td"); chart.appendChild(curve(g)); tr.appendChild(chart);
+        table.appendChild(tr);
+      });
+      sec.appendChild(table);
+      p.live.forEach(function (r) {
+        var live = el("div", {"class": "live"});
+        live.appendChild(el("h3", {}, "live: " + r.name + " (" + (r.user ? r.user + "@" : "") + r.host + ")"));
+        if (!r.findings.length) live.appendChild(el("p", {"class": "hint"}, "no findings"));
+        r.findings.forEach(function (f) {
+          live.appendChild(el("div", {"class": "finding " + f.severity}, f.severity + " " + f.rule + " @ step " + f.step + ": " + f.message));
+        });
+        sec.appendChild(live);
+      });
+      main.appendChild(sec);
+    });
+  }
+  function load() {
+    fetch("/api/goals", {headers: token ? {"X-Trackmux-Token": token} : {}}).then(function (r) {
+      return r.json();
+    }).then(function (body) {
+      if (body.error) throw new Error(body.error);
+      render(body);
+      document.getElementById("status").textContent = "updated " + new Date().toLocaleTimeString();
+    }).catch(function (e) {
+      document.getElementById("status").textContent = "cannot load the goals: " + e.message;
+    });
+  }
+  load();
+  setInterval(load, 2000);
+})();

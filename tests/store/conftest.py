@@ -1,0 +1,29 @@
+"""The team store against a real, private PostgreSQL cluster (trackmux/testing/postgres.py):
+one cluster per session, one fresh database per test. Nothing is mocked."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("psycopg")
+
+_numbers = itertools.count()
+
+
+@pytest.fixture
+def pg(postgres_server: Any) -> Any:
+    return postgres_server
+
+
+@pytest.fixture
+def dsn(pg: Any) -> Iterator[str]:
+    """A fresh database, owned by the cluster's superuser; its DSN."""
+    name = f"t{os.getpid()}_{next(_numbers)}"
+    pg.sql(f"CREATE DATABASE {name}", database="postgres")
+    yield pg.dsn_for(pg.user, pg.password, name)
+    pg.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)", database="postgres")
