@@ -829,6 +829,11 @@ def samples_event(intake: Intake, name: str, stored_key: str, step: int, samples
     attached handle alike: a bad cell drops its sample (reported once, counted in
     ``problems``); a call that is not a batch at all is dropped and counted (None);
     ``strict`` (or the run's strict mode) raises instead."""
+    # the spool writer encodes the event with samplepack: import it here, in the caller's
+    # thread, so the writer thread never compiles a module while the trainer compiles
+    # another (CPython 3.11.7 can then raise "AST constructor recursion depth mismatch"
+    # in the writer, which dropped the batch)
+    from trackmux.core.spool import samplepack  # noqa: F401
     from trackmux.core.values import samples as samples_mod
 
     strict = strict or intake.strict
