@@ -158,6 +158,34 @@ def test_mismatch_past_the_published_threshold(key: str, good: float, bad: float
     assert serious(quiet) == []
 
 
+def test_one_mismatch_episode_is_one_finding_naming_every_key() -> None:
+    """Keys that cross within ``group`` steps are told once, each key named with its
+    evidence; a key that crosses later in the episode is its continuation (info)."""
+    good = {"rollout_corr/rollout_is_eff_sample_size": 0.95, "rollout_corr/kl": 0.001,
+            "rollout_corr/chi2_token": 0.01, "rollout_corr/rollout_is_std": 0.1}
+    bad = {"rollout_corr/rollout_is_eff_sample_size": 0.2, "rollout_corr/kl": 0.2,
+           "rollout_corr/chi2_token": 1.5, "rollout_corr/rollout_is_std": 0.1}
+    events = []
+    for i in range(100):
+        data = dict(good if i < 40 else bad)
+        if i >= 70:
+            data["rollout_corr/rollout_is_std"] = 1.5
+        events.append(MetricsEvent(data, i, float(i)))
+    hits = [f for f in run_doctor(events) if f.rule == "mismatch"]
+    assert [(f.severity, f.step) for f in hits] == [("warning", 40), ("info", 70)], \
+        [f.message for f in hits]
+    first = hits[0]
+    crossed = ["rollout_corr/rollout_is_eff_sample_size", "rollout_corr/kl",
+               "rollout_corr/chi2_token"]
+    assert sorted(first.keys) == sorted(crossed)
+    assert "3 mismatch signals crossed together" in first.message
+    assert sorted({k for k, _, _ in first.evidence}) == sorted(crossed)
+    for key, step, value in first.evidence:
+        assert value == bad[key] and key in first.message and f"step {step}" in first.message
+    assert hits[1].keys == ("rollout_corr/rollout_is_std",)
+    assert "episode told at step 40 goes on" in hits[1].message
+
+
 def test_zero_std_groups_clip_spike_and_staleness() -> None:
     zero = [0.3] * 30 + [0.97] * 10
     found = run_doctor(MetricsEvent({"frac_reward_zero_std": v}, i, float(i))
