@@ -36,6 +36,47 @@ def test_each_dialect_is_recognised_and_feeds_its_signal(dialect: str, keys: lis
     assert dialect in signals.dialects()
 
 
+VERL_SFT = ["train/loss", "train/grad_norm", "train/lr", "train/mfu", "train/global_tokens",
+            "train/total_tokens(B)"]  # verl/trainer/sft_trainer.py; val/loss at validation
+
+
+@pytest.mark.parametrize(("events", "dialect"), [
+    ([VERL_SFT, ["val/loss"]], "verl"),
+    ([["train/loss", "train/grad_norm", "train/learning_rate", "train/reward",
+       "train/frac_reward_zero_std", "train/completions/mean_length", "train/kl"]], "trl"),
+    ([["loss", "grad_norm", "reward", "kl", "completions/mean_length", "memory(GiB)",
+       "train_speed(iter/s)"]], "ms_swift"),
+    ([["train/loss", "train/reward", "train/grad_norm", "train/token_mult_prob_error"]],
+     "nemo_rl"),
+    ([["policy_loss", "actor_lr", "kl", "reward", "response_length"]], "openrlhf"),
+    ([["rollout/raw_reward", "train/loss", "train/pg_loss", "train/entropy_loss",
+       "train/grad_norm"]], "slime"),
+    ([["act_loss", "cri_loss", "unsuper_loss", "average reward score"]], "deepspeed_chat"),
+])
+def test_the_framework_whose_distinctive_keys_are_present_is_the_one_recognised(
+        events: list[list[str]], dialect: str) -> None:
+    """Names several trainers share (train/loss, train/grad_norm, reward, kl) recognise
+    no dialect on their own; --explain names the run's framework, and only it, for the
+    shared keys it fed."""
+    doctor = Doctor(resolve(True))
+    for step, keys in enumerate(events):
+        doctor.feed(MetricsEvent({k: 1.0 for k in keys}, step, float(step)))
+    why = doctor.explain()
+    assert why["dialects"] == [dialect], why["dialects"]
+    fed = [k["dialect"] for keys in why["signals"].values() for k in keys
+           if k["key"] in ("train/loss", "train/grad_norm", "loss", "grad_norm", "reward",
+                           "kl", "train/reward", "act_loss")]
+    assert fed and all(d == dialect for d in fed), why["signals"]
+
+
+def test_shared_names_alone_recognise_no_single_framework() -> None:
+    signals = Signals()
+    signals.resolve({"train/loss": 1.0, "train/grad_norm": 1.0})
+    assert set(signals.dialects()) == {"trl", "nemo_rl", "verl", "slime"}
+    signals.resolve({"train/loss": 1.0, "train/grad_norm": 1.0, "train/lr": 1e-5})
+    assert signals.dialects() == ["verl"]  # one distinctive key settles it
+
+
 def test_a_penalty_component_is_never_the_total_reward() -> None:
     for data in ({"train/rewards/length_penalty/mean": -0.1},
                  {"rewards/length_penalty/mean": -0.1, "reward": 0.5},
