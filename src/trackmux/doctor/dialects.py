@@ -43,7 +43,6 @@ SIGNALS: dict[str, str] = {
     "mismatch_logp_diff": "mean absolute log-probability difference, trainer vs engine",
     "mismatch_mult_prob_error": "NeMo-RL's token multiplicative probability error",
     "staleness": "age of the rollouts trained on, in policy versions",
-    "moe_mismatch": "MoE router disagreement between inference and training",
 }
 
 

@@ -251,15 +251,24 @@ class KlBlowup(SeriesRule):
         line = max(self.params["ratio"] * base, level + noise, self.params["min_kl"])
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
-        knee = min(climb_start(list(steps), list(s.values), self.params["floor"] / 10),
-                   self.latch(key).onset)
+        # a run that started at its reference (a KL below floor) moves away from it in its
+        # first window steps: that first climb is the policy learning, not the course a
+        # runaway left, so the course is fitted from after it
+        pairs = list(zip(steps, s.values, strict=True))
+        begin = 0
+        if s.first and s.first[0] < self.params["floor"] and pairs[0][0] == s.steps[0] \
+                and s.count == len(pairs):
+            begin = next((i for i, (st, _) in enumerate(pairs)
+                          if st >= pairs[0][0] + self.params["window"]), 0)
+        knee = min(climb_start([st for st, _ in pairs[begin:]], [v for _, v in pairs[begin:]],
+                               self.params["floor"] / 10), self.latch(key).onset)
         level_steps, level_values = level_before(s, knee, int(self.params["window"]),
                                                  window_n)
         onset = knee
         if level_values:  # anchored before the climb, which is dated at its first point
-            level = median(level_values)  # above every point of that level's window
+            level = median(level_values)  # past that level's noise
             base = max(level, self.params["floor"])
-            top = max(level_values)
+            top = level + self.params["sigmas"] * robust_sigma(level_values)
             onset = next((st for st, v in zip(steps, s.values, strict=True)
                           if st >= knee and v > top), knee)
             onset = min(onset, self.latch(key).onset)

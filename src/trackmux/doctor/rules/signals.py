@@ -43,7 +43,10 @@ class Mismatch(SeriesRule):
     past a published threshold for ``persist`` points in a row: importance weights far
     from 1, a low effective sample size, a large mismatch KL or chi-squared, NeMo-RL's
     multiplicative probability error. Off-policy updates from such batches destabilise
-    training (verl's rollout-correction docs; NeMo-RL's GRPO guide)."""
+    training (verl's rollout-correction docs; NeMo-RL's GRPO guide). One episode is one
+    finding: the keys that cross within ``group`` steps of the first are named together,
+    each with its evidence; a key that crosses later, within ``episode`` steps, is told
+    as the episode's continuation (``info``)."""
 
     rule = "mismatch"
     params_spec = {
