@@ -23,9 +23,11 @@ def metrics(series: dict[str, Sequence[float]], start: float = 1000.0, interval:
 def run_doctor(events: Iterable[Event], rules: Any = True) -> list[FindingEvent]:
     doctor = Doctor(resolve(rules))
     found: list[FindingEvent] = []
+    last = 0.0
     for event in events:
         found += doctor.feed(event)
-    return found
+        last = event.time
+    return found + doctor.tick(last, False)  # the run ended, as the offline doctor has it
 
 
 def serious(found: list[FindingEvent]) -> list[FindingEvent]:

@@ -110,7 +110,8 @@ def test_demo_healthy_has_no_warning_and_failure_is_found(tmp_path: Path, capsys
     assert collapse["severity"] == "critical"
     assert peak < kl["step"] < collapse["step"] <= kl["step"] + 50  # related onsets
     assert f"after kl_blowup at step {kl['step']}" in collapse["message"]  # told together
-    assert abs(first["degenerate_text"]["step"] - kl["step"]) <= 10
+    # the KL is dated where its climb began; the text degenerates as it climbs
+    assert 0 <= first["degenerate_text"]["step"] - kl["step"] <= 15
     assert first["flat_groups"]["keys"] == ["rollout/groups"]
     digits = [f for f in found if f["rule"] == "component_divergence"
               and "component reward/digits" in f["message"]]

@@ -36,6 +36,47 @@ def test_each_dialect_is_recognised_and_feeds_its_signal(dialect: str, keys: lis
     assert dialect in signals.dialects()
 
 
+VERL_SFT = ["train/loss", "train/grad_norm", "train/lr", "train/mfu", "train/global_tokens",
+            "train/total_tokens(B)"]  # verl/trainer/sft_trainer.py; val/loss at validation
+
+
+@pytest.mark.parametrize(("events", "dialect"), [
+    ([VERL_SFT, ["val/loss"]], "verl"),
+    ([["train/loss", "train/grad_norm", "train/learning_rate", "train/reward",
+       "train/frac_reward_zero_std", "train/completions/mean_length", "train/kl"]], "trl"),
+    ([["loss", "grad_norm", "reward", "kl", "completions/mean_length", "memory(GiB)",
+       "train_speed(iter/s)"]], "ms_swift"),
+    ([["train/loss", "train/reward", "train/grad_norm", "train/token_mult_prob_error"]],
+     "nemo_rl"),
+    ([["policy_loss", "actor_lr", "kl", "reward", "response_length"]], "openrlhf"),
+    ([["rollout/raw_reward", "train/loss", "train/pg_loss", "train/entropy_loss",
+       "train/grad_norm"]], "slime"),
+    ([["act_loss", "cri_loss", "unsuper_loss", "average reward score"]], "deepspeed_chat"),
+])
+def test_the_framework_whose_distinctive_keys_are_present_is_the_one_recognised(
+        events: list[list[str]], dialect: str) -> None:
+    """Names several trainers share (train/loss, train/grad_norm, reward, kl) recognise
+    no dialect on their own; --explain names the run's framework, and only it, for the
+    shared keys it fed."""
+    doctor = Doctor(resolve(True))
+    for step, keys in enumerate(events):
+        doctor.feed(MetricsEvent({k: 1.0 for k in keys}, step, float(step)))
+    why = doctor.explain()
+    assert why["dialects"] == [dialect], why["dialects"]
+    fed = [k["dialect"] for keys in why["signals"].values() for k in keys
+           if k["key"] in ("train/loss", "train/grad_norm", "loss", "grad_norm", "reward",
+                           "kl", "train/reward", "act_loss")]
+    assert fed and all(d == dialect for d in fed), why["signals"]
+
+
+def test_shared_names_alone_recognise_no_single_framework() -> None:
+    signals = Signals()
+    signals.resolve({"train/loss": 1.0, "train/grad_norm": 1.0})
+    assert set(signals.dialects()) == {"trl", "nemo_rl", "verl", "slime"}
+    signals.resolve({"train/loss": 1.0, "train/grad_norm": 1.0, "train/lr": 1e-5})
+    assert signals.dialects() == ["verl"]  # one distinctive key settles it
+
+
 def test_a_penalty_component_is_never_the_total_reward() -> None:
     for data in ({"train/rewards/length_penalty/mean": -0.1},
                  {"rewards/length_penalty/mean": -0.1, "reward": 0.5},
@@ -156,6 +197,34 @@ def test_mismatch_past_the_published_threshold(key: str, good: float, bad: float
     assert hits and 40 <= hits[0].step <= 43, [f.message for f in found]
     quiet = run_doctor(MetricsEvent({key: good}, i, float(i)) for i in range(80))
     assert serious(quiet) == []
+
+
+def test_one_mismatch_episode_is_one_finding_naming_every_key() -> None:
+    """Keys that cross within ``group`` steps are told once, each key named with its
+    evidence; a key that crosses later in the episode is its continuation (info)."""
+    good = {"rollout_corr/rollout_is_eff_sample_size": 0.95, "rollout_corr/kl": 0.001,
+            "rollout_corr/chi2_token": 0.01, "rollout_corr/rollout_is_std": 0.1}
+    bad = {"rollout_corr/rollout_is_eff_sample_size": 0.2, "rollout_corr/kl": 0.2,
+           "rollout_corr/chi2_token": 1.5, "rollout_corr/rollout_is_std": 0.1}
+    events = []
+    for i in range(100):
+        data = dict(good if i < 40 else bad)
+        if i >= 70:
+            data["rollout_corr/rollout_is_std"] = 1.5
+        events.append(MetricsEvent(data, i, float(i)))
+    hits = [f for f in run_doctor(events) if f.rule == "mismatch"]
+    assert [(f.severity, f.step) for f in hits] == [("warning", 40), ("info", 70)], \
+        [f.message for f in hits]
+    first = hits[0]
+    crossed = ["rollout_corr/rollout_is_eff_sample_size", "rollout_corr/kl",
+               "rollout_corr/chi2_token"]
+    assert sorted(first.keys) == sorted(crossed)
+    assert "3 mismatch signals crossed together" in first.message
+    assert sorted({k for k, _, _ in first.evidence}) == sorted(crossed)
+    for key, step, value in first.evidence:
+        assert value == bad[key] and key in first.message and f"step {step}" in first.message
+    assert hits[1].keys == ("rollout_corr/rollout_is_std",)
+    assert "episode told at step 40 goes on" in hits[1].message
 
 
 def test_zero_std_groups_clip_spike_and_staleness() -> None:

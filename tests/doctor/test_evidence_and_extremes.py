@@ -48,10 +48,42 @@ def test_evidence_is_the_logged_value_at_its_step() -> None:
         logged = {(k, e.step): v for e in events for k, v in e.data.items()}
         found = run_doctor(events)
         assert found
-        assert all(f.evidence for f in found if f.rule != "nonfinite"), \
-            [f.message for f in found]
+        assert all(f.evidence for f in found), [f.message for f in found]
         checked += _check(found, logged)
     assert checked >= 4
+
+
+def test_nonfinite_evidence_names_each_key_step_and_value_as_a_string(tmp_path) -> None:
+    """NaN, inf and -inf are quoted as "nan", "inf", "-inf" (strict JSON has no NaN), in
+    the finding, through the spool and in ``trackmux doctor --json``."""
+    import json
+
+    from click.testing import CliRunner
+
+    import trackmux
+    from trackmux.cli.main import cli
+
+    events = [MetricsEvent({"loss": 1.0, "grad_norm": 1.0, "lr": 1e-5}, s, float(s))
+              for s in range(5)]
+    events.append(MetricsEvent({"loss": float("nan"), "grad_norm": float("inf"),
+                                "lr": -float("inf")}, 5, 5.0))
+    [found] = [f for f in run_doctor(events) if f.rule == "nonfinite"]
+    assert found.evidence == (("loss", 5, "nan"), ("grad_norm", 5, "inf"), ("lr", 5, "-inf"))
+    for key, step, value in found.evidence:
+        assert f"{key} ({value})" in found.message and f"step {step}" in found.message
+
+    run = trackmux.init(project="p", name="nan", backends=[], dir=tmp_path,
+                        provenance=False, system_metrics=False, delivery="thread")
+    for event in events:
+        run.log(dict(event.data), step=event.step)
+    run.finish()
+    result = CliRunner().invoke(cli, ["doctor", str(run.dir), "--json"])
+    assert result.exit_code == 1, result.output
+    [record] = [json.loads(line) for line in result.output.splitlines()]  # strict JSON
+    [nonfinite] = [f for f in record["findings"] if f["rule"] == "nonfinite"]
+    assert nonfinite["evidence"] == [{"key": "loss", "step": 5, "value": "nan"},
+                                     {"key": "grad_norm", "step": 5, "value": "inf"},
+                                     {"key": "lr", "step": 5, "value": "-inf"}]
 
 
 def test_evidence_of_the_failure_demo(tmp_path) -> None:

@@ -266,3 +266,38 @@ def test_a_raising_detector_is_reported_once_and_switched_off() -> None:
     assert Broken.calls == 1
     assert len(found) == 1 and found[0].rule == "doctor" and found[0].severity == "info"
     assert "broken" in found[0].message and "RuntimeError: boom" in found[0].message
+
+
+def test_a_kl_that_grows_from_zero_to_a_few_hundredths_is_learning_not_a_runaway() -> None:
+    """A GRPO policy starts at its reference: its per-token KL grows from 0 to a few
+    hundredths, many times its first level, as it learns (``min_kl``); the same curve
+    that goes on to several tenths is a runaway."""
+    rng = random.Random(3)
+    learning = [0.0] * 15 + [max(0.0, 0.05 * min(1.0, i / 150) * rng.lognormvariate(0, 0.8))
+                             for i in range(235)]
+    assert max(learning) > 0.1  # single points past min_kl: the recent median is not
+    run = healthy(250, 9)
+    run["actor/kl_loss"] = learning
+    assert serious(run_doctor(metrics(run))) == []
+    run["actor/kl_loss"] = learning[:180] + [learning[179] * 1.12 ** i + 0.02
+                                             for i in range(1, 71)]
+    found = [f for f in run_doctor(metrics(run)) if f.rule == "kl_blowup"]
+    assert found and 175 <= found[0].step <= 195, [f.message for f in found]
+
+
+@pytest.mark.parametrize(("creep", "start"), [(0.0, 70), (0.01, 90)])
+def test_kl_blowup_is_dated_where_the_climb_began_from_a_level_before_it(
+        creep: float, start: int) -> None:
+    """A KL flat (or creeping up) and then growing 9% a step is dated at the knee, and the
+    level it quotes is the window before it, not one the climb already raised."""
+    rng = random.Random(7)
+    kl = [(0.004 + 0.0005 * rng.gauss(0, 1)) * (1 + creep * i) for i in range(150)]
+    kl = [v * (1.09 ** (i - start) if i > start else 1.0) for i, v in enumerate(kl)]
+    run = healthy(150, 2)
+    run["actor/kl_loss"] = kl
+    [found] = [f for f in run_doctor(metrics(run)) if f.rule == "kl_blowup"]
+    assert start - 1 <= found.step <= start + 8, found.message  # the climb: from start + 1
+    last_level_step = int(found.message.split("(steps ")[1].split(")")[0].split("-")[1])
+    assert last_level_step <= start + 2, found.message
+    [(key, step, value)] = found.evidence
+    assert (key, step, value) == ("actor/kl_loss", found.step, kl[found.step])

@@ -86,7 +86,7 @@ def test_flat_grpo_groups_found_live_on_the_file_backend_and_by_the_cli(
     assert offline["zero_std_groups"]["evidence"] == flat["evidence"]
     assert offline["frozen_start"]["keys"] == ["train/grad_norm"]
     explain = record["explain"]
-    assert explain["dialects"][0] == "trl"  # recognised first, from its own keys
+    assert explain["dialects"] == ["trl"]  # recognised from its own keys, and only it
     fed = {k["key"]: k["dialect"] for k in explain["signals"]["zero_std_frac"]}
     assert "trl" in fed["train/frac_reward_zero_std"].split("/")
     print(f"whole test: {time.monotonic() - start:.1f} s")

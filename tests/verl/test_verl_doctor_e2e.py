@@ -91,6 +91,16 @@ def test_sft_run_with_a_wrecking_learning_rate_is_found_non_finite(
     assert code == 1
     assert [(f["step"], f["keys"]) for f in record["findings"] if f["rule"] == "nonfinite"] \
         == [(f["step"], f["keys"]) for f in found]
+    # verl's SFT keys (train/loss, train/grad_norm, train/lr ...) are verl's, though
+    # other trainers share some of the names; the evidence quotes the non-finite values
+    assert record["explain"]["dialects"] == ["verl"], record["explain"]
+    assert {k["dialect"] for keys in record["explain"]["signals"].values() for k in keys} \
+        == {"verl"}
+    proof = [(f, e) for f in record["findings"] if f["rule"] == "nonfinite"
+             for e in f["evidence"]]
+    assert proof and all(e["value"] in ("nan", "inf", "-inf") and e["step"] == f["step"]
+                         and e["key"] in f["keys"] for f, e in proof), proof
+    assert {e["key"] for f, e in proof if f["step"] == broken[0]} >= {"train/loss"}
 
 
 # -- verl's PPO metric names, replayed through verl's Tracking --------------------------------

@@ -181,7 +181,8 @@ class FindingEvent:
     ``keys`` it concerns and a ``message`` in a researcher's words. Appended to the spool by
     the delivery process, so every backend, a resync and every reader see it. ``evidence``
     holds ``(key, step, value)`` for every number the message quotes at a step, each the
-    value logged at that step, so a reader can check it against the curve."""
+    value logged at that step, so a reader can check it against the curve (a non-finite
+    value as the string ``"nan"``, ``"inf"`` or ``"-inf"``: strict JSON has no NaN)."""
 
     rule: str
     severity: str
@@ -190,7 +191,7 @@ class FindingEvent:
     step: int
     time: float
     seq: int = 0
-    evidence: tuple[tuple[str, int, float], ...] = ()
+    evidence: tuple[tuple[str, int, float | str], ...] = ()
     kind: Literal["finding"] = field(default="finding", init=False)
 
     @property

@@ -84,7 +84,7 @@ class Detector:
 
     def finding(self, step: int, keys: Sequence[str], message: str, *, time: float = 0.0,
                 severity: str | None = None,
-                evidence: Sequence[tuple[str, int, float] | None] = ()) -> Finding:
+                evidence: Sequence[tuple[str, int, float | str] | None] = ()) -> Finding:
         return Finding(self.rule, severity or self.severity, step, tuple(keys), message, time,
                        evidence=[e for e in evidence if e is not None])
 

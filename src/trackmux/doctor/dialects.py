@@ -43,7 +43,6 @@ SIGNALS: dict[str, str] = {
     "mismatch_logp_diff": "mean absolute log-probability difference, trainer vs engine",
     "mismatch_mult_prob_error": "NeMo-RL's token multiplicative probability error",
     "staleness": "age of the rollouts trained on, in policy versions",
-    "moe_mismatch": "MoE router disagreement between inference and training",
 }
 
 
@@ -63,12 +62,14 @@ DIALECTS: dict[str, dict[str, tuple[str, ...]]] = {
                        "val/test_score/*"),
         "kl": ("actor/ppo_kl", "actor/kl_loss"),
         "entropy": ("actor/entropy", "actor/entropy_loss"),
-        "grad_norm": ("actor/grad_norm",),
+        "grad_norm": ("actor/grad_norm", "train/grad_norm"),
         "response_length": ("response_length/mean",),
         "truncation": ("response_length/clip_ratio",),
         "clip_frac": ("actor/pg_clipfrac",),
         "clip_frac_low": ("actor/pg_clipfrac_lower",),
-        "loss": ("actor/pg_loss",),
+        # verl/trainer/sft_trainer.py logs train/loss, train/grad_norm, train/lr and
+        # val/loss (names other trainers share: its markers below tell it apart)
+        "loss": ("actor/pg_loss", "train/loss"),
         "mismatch_kl": ("rollout_corr/kl",),
         "mismatch_is_mean": ("rollout_corr/rollout_is_mean",),
         "mismatch_is_std": ("rollout_corr/rollout_is_std",),
@@ -135,7 +136,7 @@ DIALECTS: dict[str, dict[str, tuple[str, ...]]] = {
         "kl": ("train/ppo_kl", "train/kl_loss"),
         "entropy": ("train/entropy_loss",),
         "grad_norm": ("train/grad_norm",),
-        "loss": ("train/pg_loss",),
+        "loss": ("train/pg_loss", "train/loss"),
         "clip_frac": ("train/pg_clipfrac",),
         "response_length": ("rollout/response_len/mean", "rollout/response_lengths"),
         "truncation": ("rollout/truncated_ratio",),
@@ -150,6 +151,28 @@ DIALECTS: dict[str, dict[str, tuple[str, ...]]] = {
         "loss": ("act_loss", "actor_loss"),
     },
 }
+
+#: keys that feed no signal but tell a dialect apart (its own names for timings, token
+#: counts, the learning rate ...): a key only one dialect names is what recognises it, so
+#: names several share (``train/loss``, ``reward``) do not make a run "nemo_rl, slime"
+MARKERS: dict[str, tuple[str, ...]] = {
+    # verl: RayPPOTrainer's timing/perf/seqlen metrics; sft_trainer.py's own keys
+    "verl": ("timing_s/*", "timing_per_token_ms/*", "perf/*", "global_seqlen/*",
+             "prompt_length/*", "training/global_step", "training/epoch", "critic/*",
+             "actor/*", "train/global_tokens", "train/total_tokens(B)", "train/mfu",
+             "train/lr", "val/loss"),
+    "trl": tuple(p for name in ("completions/*", "clip_ratio/*", "sampling/*", "num_tokens",
+                                "reward_std", "rewards/*")
+                 for p in (name, f"train/{name}")),
+    # ms-swift's jsonl lines add its own resource keys to TRL's names
+    "ms_swift": ("memory(GiB)", "train_speed(iter/s)"),
+    "trl_ppo": ("objective/*", "policy/*", "loss/value_avg", "val/ratio", "val/ratio_var",
+                "val/num_eos_tokens", "val/clipfrac_avg"),
+    "openrlhf": ("actor_lr", "total_length", "train/actor_lr", "train/total_length"),
+    "deepspeed_chat": ("cri_loss", "unsuper_loss"),
+}
+#: a dialect that logs another's names and more: recognised, it stands for both
+EXTENDS = {"ms_swift": "trl"}
 
 #: generic patterns, for runs whose keys no dialect names (counted per signal only while
 #: the run has no dialect key for that signal)
@@ -233,6 +256,9 @@ class Signals:
         self.generic_exclude = {sig: [*common, *self.exclude[sig],
                                       *(validation if sig != "val_reward" else [])]
                                 for sig in SIGNALS}
+        self.markers = [_Patterns(dialect, "", pats) for dialect, pats in MARKERS.items()]
+        #: key -> the dialects that name it (for a signal or as a marker), for recognition
+        self.named: dict[str, tuple[str, ...]] = {}
         self.user = set(extra or ())
         self.specific: set[str] = set()  # signals some dialect key fed
         self.fed: dict[str, dict[str, str]] = {}  # signal -> key -> dialect (for --explain)
@@ -291,6 +317,7 @@ class Signals:
             if not isinstance(key, str):
                 continue
             hit = self._classify(key)
+            self._name(key, hit)
             if hit is None:
                 continue
             signal, dialects = hit
@@ -318,23 +345,57 @@ class Signals:
             for dialect in dialects:
                 self.dialect_keys[dialect] = self.dialect_keys.get(dialect, 0) + 1
 
+    def _name(self, key: str, hit: tuple[str, tuple[str, ...]] | None) -> None:
+        """Note which dialects name ``key`` (a signal's or a marker's), once per key."""
+        if key in self.named or len(self.named) >= MAX_KEYS_CACHED:
+            return
+        names = [] if hit is None or hit[1] == ("generic",) else \
+            [d for d in hit[1] if d != "user"]
+        names += [m.dialect for m in self.markers if m.match(key) and m.dialect not in names]
+        self.named[key] = tuple(names)
+
     def dialects(self) -> list[str]:
-        """The dialects recognised from the run's keys, the one with most keys first."""
-        ranked = sorted(self.dialect_keys.items(), key=lambda item: -item[1])
-        return [name for name, _ in ranked if name != "generic"] + \
-            (["generic"] if "generic" in self.dialect_keys else [])
+        """The dialects recognised from the run's keys: those that name a key no other
+        dialect names (the most such keys first, then the most keys), so names several
+        trainers share recognise none; only if no key is distinctive, every dialect that
+        names one, the most first. ``generic`` last if generic patterns fed a signal."""
+        own: dict[str, int] = {}
+        shared: dict[str, int] = {}
+        for names in self.named.values():
+            for name in names:
+                shared[name] = shared.get(name, 0) + 1
+            if len(names) == 1:
+                own[names[0]] = own.get(names[0], 0) + 1
+        for child, parent in EXTENDS.items():  # ms-swift logs TRL's names, and its own
+            if own.get(child):
+                own[child] += own.pop(parent, 0)
+                shared[child] = max(shared.get(child, 0), shared.pop(parent, 0))
+        pool = own or shared
+        ranked = sorted(pool, key=lambda d: (-own.get(d, 0), -shared.get(d, 0), d))
+        return ranked + (["generic"] if "generic" in self.dialect_keys else [])
 
     def explain(self) -> dict[str, Any]:
         """The dialects recognised and which key fed which signal (generic keys only where
         no dialect key fed the signal)."""
         signals = {}
+        known = self.dialects()
         for sig, keys in sorted(self.fed.items()):
-            shown = [{"key": k, "dialect": d} for k, d in keys.items()
+            shown = [{"key": k, "dialect": self._among(d, known)} for k, d in keys.items()
                      if d != "generic" or sig not in self.specific]
             if shown:
                 signals[sig] = shown
         return {"dialects": self.dialects(), "signals": signals,
                 "events_over_key_limit": self.too_many, "key_limit": MAX_KEYS}
+
+
+    @staticmethod
+    def _among(names: str, known: list[str]) -> str:
+        """A key's dialects, narrowed to the run's recognised ones where any is among
+        them (``train/loss`` of a verl SFT run is verl's, not TRL's or NeMo-RL's)."""
+        parts = names.split("/")
+        mine = [d for d in known if d in parts] + \
+            [child for child, parent in EXTENDS.items() if parent in parts and child in known]
+        return "/".join(dict.fromkeys(mine)) if mine else names
 
 
 def check_mappings(value: Any) -> dict[str, list[str]]:

@@ -26,7 +26,7 @@ class Finding:
     message: str
     time: float = 0.0
     related: list[Finding] = field(default_factory=list)
-    evidence: list[tuple[str, int, float]] = field(default_factory=list)
+    evidence: list[tuple[str, int, float | str]] = field(default_factory=list)
 
     def event(self) -> FindingEvent:
         return FindingEvent(self.rule, self.severity, self.keys, self.message, self.step,

@@ -1058,14 +1058,16 @@ def init(project: str | None = None, name: str | None = None,
     tags = [normalize.check_name(t, f"tags[{i}]", MAX_NAME_LENGTH) for i, t in enumerate(tags)]
     if config is not None and not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping, got {type(config).__name__}")
-    if config is not None:  # a config the spool cannot store fails here, not in the writer
-        config = normalize.to_json_value(config)
+    # a config the spool cannot store fails here, not in the writer
+    checked: dict[str, Any] | None = (None if config is None
+                                      else normalize.to_json_value(config))
     if _init_hooks:  # they get the checked copy (a cycle was named at its own path above)
-        added, config = _apply_init_hooks(list(tags), config)
+        added, checked = _apply_init_hooks(list(tags), checked)
         tags += [normalize.check_name(t, f"tags[{i}]", MAX_NAME_LENGTH)
                  for i, t in enumerate(added[len(tags):], start=len(tags)) if t not in tags]
-        if config is not None:  # what the hooks added is checked the same way
-            config = normalize.to_json_value(config)
+        if checked is not None:  # what the hooks added is checked the same way
+            checked = normalize.to_json_value(checked)
+    config = checked
     run_id = attempts.check_args(run_id, resume, rewind_to)
     if on_finding is not None and not callable(on_finding):
         raise TypeError(f"on_finding must be callable, got {type(on_finding).__name__}")

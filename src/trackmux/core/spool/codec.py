@@ -155,7 +155,7 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
     if kind == "finding":
         return FindingEvent(data["rule"], data["severity"], tuple(data["keys"]),
                             data["message"], step, time, seq,
-                            tuple((str(k), int(st), float(v))
+                            tuple((str(k), int(st), v if isinstance(v, str) else float(v))
                                   for k, st, v in data.get("evidence") or ()))
     if kind == "samples":
         if blob is None:

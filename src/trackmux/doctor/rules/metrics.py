@@ -34,7 +34,8 @@ from trackmux.doctor.stats import (
 
 class Nonfinite(Detector):
     """NaN or inf in a metric (or in a histogram's values): the first step, the keys,
-    how many; each key reported once."""
+    how many; each key reported once. Its evidence holds each quoted key's value as the
+    string ``"nan"``, ``"inf"`` or ``"-inf"`` (strict JSON has no NaN)."""
 
     rule = "nonfinite"
     kinds = frozenset({"metrics", "histogram"})
@@ -61,7 +62,7 @@ class Nonfinite(Detector):
                 pass
             for key, value in event.data.items():
                 if isinstance(value, float) and not math.isfinite(value) and self.match(key):
-                    bad[key] = "nan" if math.isnan(value) else "inf"
+                    bad[key] = "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
         elif isinstance(event, HistogramEvent) and (event.nan or event.inf or event.neginf) \
                 and self.match(event.key):
             bad[event.key] = f"{event.nan + event.inf + event.neginf} non-finite values"
@@ -78,7 +79,9 @@ class Nonfinite(Detector):
         first = "first " if self.total == len(bad) else ""
         message = (f"{first}non-finite values at step {event.step} in {len(new)} "
                    f"key{'s' if len(new) > 1 else ''}: {shown}{more}")
-        return [self.finding(event.step, new, message, time=event.time)]
+        proof = [(k, event.step, bad[k]) for k in new[:8]] \
+            if isinstance(event, MetricsEvent) else []  # JSON has no NaN: as strings
+        return [self.finding(event.step, new, message, time=event.time, evidence=proof)]
 
 
 
@@ -173,12 +176,16 @@ class RewardCollapse(SeriesRule):
 class KlBlowup(SeriesRule):
     """A KL rises ``ratio`` times above its level (the median of the ``window`` steps that
     end ``gap`` steps before the recent ones; at least ``floor``) and ``sigmas`` times its
-    noise, or past the absolute ``bound`` (critical), or is already past ``early_bound``
-    in the run's first ``early_points`` points: a policy starts at its reference, so its
-    KL starts near 0, and one that is large at once means a wrong reference or a broken
-    first update. The gap compares a KL that runs away over a few tens of steps with
-    where it was before it started to climb; a KL that rises as a healthy policy learns
-    moves too slowly or too noisily for it."""
+    noise, and the median of its recent and gap steps is at least ``min_kl``; or past
+    the absolute ``bound`` (critical); or is already past ``early_bound`` in the run's
+    first ``early_points`` points: a policy starts at its reference, so its KL starts near
+    0, and one that is large at once means a wrong reference or a broken first update. A
+    policy that learns moves away from its reference: a per-token KL that grows from 0 to
+    a few hundredths is that, not a runaway, however many times its first level
+    (``min_kl``). The gap compares a KL that runs away over a few tens of steps with where
+    it was before it started to climb. A finding is dated where the climb began (the knee
+    of the log-KL's course over the last ``history`` points) and quotes the level of the
+    ``window`` steps before it."""
 
     rule = "kl_blowup"
     keep_first = 5
@@ -190,14 +197,22 @@ class KlBlowup(SeriesRule):
         "gap": Param(10, "count", "steps between the level's window and the recent ones"),
         "ratio": Param(3.0, "positive", "how many times above its level"),
         "floor": Param(0.01, "positive", "levels below this count as this (tiny KLs)"),
+        "min_kl": Param(0.1, "positive", "least KL of a runaway, as the median of the "
+                        "recent and the gap's steps: healthy per-token KLs reach a few "
+                        "hundredths (verl steers to target_kl 0.1)"),
         "sigmas": Param(4.0, "positive"),
         "bound": Param(None, "bound", "an absolute KL that is always critical (None: off)"),
         "early_points": Param(5, "count", "the run's first points judged against "
                               "early_bound"),
         "early_bound": Param(0.3, "positive", "a KL already this large in the first points"),
+        "history": Param(150, "count", "points kept before the level's window, where the "
+                         "start of the climb is looked for"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
+
+    def size(self) -> int:
+        return super().size() + int(self.params["history"])
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         early_n = self.params["early_points"]
@@ -211,7 +226,7 @@ class KlBlowup(SeriesRule):
                 f"past {fmt(line)}: a policy starts at its reference, so its per-token KL "
                 f"starts near 0, and one this large at once points to a wrong reference "
                 f"model or a broken first update"), severity="critical", evidence=[proof])
-        steps = list(s.steps)
+        steps = s.steps
         recent_n = s.points(int(self.params["recent"]), int(self.params["min_recent"]))
         recent = median(s.tail(recent_n))
         bound = self.params["bound"]
@@ -230,45 +245,108 @@ class KlBlowup(SeriesRule):
         level = median(before)
         base = max(level, self.params["floor"])
         noise = self.params["sigmas"] * robust_sigma(before)
-        bad = recent >= self.params["ratio"] * base and recent - level >= noise
-        line = max(self.params["ratio"] * base, level + noise)
+        bad = recent >= self.params["ratio"] * base and recent - level >= noise and \
+            recent >= self.params["min_kl"] and \
+            median(s.tail(recent_n + gap_n)) >= self.params["min_kl"]  # and held there
+        line = max(self.params["ratio"] * base, level + noise, self.params["min_kl"])
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
-        level_steps = steps[-(recent_n + gap_n + window_n):-(recent_n + gap_n)]
-        onset = self._left_path(s, level_steps, before, self.latch(key).onset)
+        # a run that started at its reference (a KL below floor) moves away from it in its
+        # first window steps: that first climb is the policy learning, not the course a
+        # runaway left, so the course is fitted from after it
+        pairs = list(zip(steps, s.values, strict=True))
+        begin = 0
+        if s.first and s.first[0] < self.params["floor"] and pairs[0][0] == s.steps[0] \
+                and s.count == len(pairs):
+            begin = next((i for i, (st, _) in enumerate(pairs)
+                          if st >= pairs[0][0] + self.params["window"]), 0)
+        knee = min(climb_start([st for st, _ in pairs[begin:]], [v for _, v in pairs[begin:]],
+                               self.params["floor"] / 10), self.latch(key).onset)
+        level_steps, level_values = level_before(s, knee, int(self.params["window"]),
+                                                 window_n)
+        onset = knee
+        if level_values:  # anchored before the climb, which is dated at its first point
+            level = median(level_values)  # past that level's noise
+            base = max(level, self.params["floor"])
+            top = level + self.params["sigmas"] * robust_sigma(level_values)
+            onset = next((st for st, v in zip(steps, s.values, strict=True)
+                          if st >= knee and v > top), knee)
+            onset = min(onset, self.latch(key).onset)
         where, proof = at(s, key, onset)
         return self.finding(onset, [key], f"{key} rose {ratio(recent, base):.1f}x above its "
                             f"level of {fmt(level)} ({span(level_steps)}), to a recent median "
                             f"of {fmt(recent)}, climbing since {where}", evidence=[proof])
-
-
-    def _left_path(self, s: Series, level_steps: list[int], before: list[float],
-                   fallback: int) -> int:
-        """The first step of the trailing run of points above the path the level's
-        window was on (its least-squares line, extended, plus ``sigmas`` times the noise
-        about it): where the KL left its course, not where a steady rise it already had
-        crossed some line."""
-        from trackmux.doctor.stats import trend
-
-        slope, _, _ = trend(level_steps, before)
-        if not math.isfinite(slope):
-            return fallback
-        mx = sum(level_steps) / len(level_steps)
-        my = sum(before) / len(before)
-        noise = self.params["sigmas"] * robust_sigma(
-            [v - my - slope * (x - mx) for x, v in zip(level_steps, before, strict=True)])
-        onset = None
-        for st, v in zip(reversed(s.steps), reversed(s.values), strict=True):
-            if st <= level_steps[-1] or v <= my + slope * (st - mx) + noise:
-                break
-            onset = st
-        return fallback if onset is None else min(onset, fallback)
 
     def _per_token(self, key: str) -> bool:
         """A key a dialect names as the KL (a per-token KL: the first-points bound is
         about that scale; a generic ``*/kl`` may be summed over a sequence)."""
         dialects = self.signals.fed.get("kl", {}).get(key)
         return dialects is not None and dialects != "generic"
+
+
+def level_before(s: Series, onset: int, window: int, least: int
+                 ) -> tuple[list[int], list[float]]:
+    """The points of the ``window`` steps before ``onset`` (at least ``least`` points, as
+    many as there are): the level a climb that began at ``onset`` is measured from."""
+    pairs = [(st, v) for st, v in zip(s.steps, s.values, strict=True) if st < onset]
+    inside = [p for p in pairs if p[0] >= onset - window]
+    chosen = inside if len(inside) >= least else pairs[-least:]
+    return [st for st, _ in chosen], [v for _, v in chosen]
+
+
+def climb_start(steps: list[int], values: list[float], eps: float) -> int:
+    """The first step of a climb: the knee of a continuous two-piece line fitted to the
+    log of the values (least squares; the second piece steeper), so a KL that crept up
+    slowly and then began to grow faster, or sat flat and then took off, is dated where
+    its growth changed, not where it was confirmed. The last step if none fits."""
+    n = len(values)
+    if n < 6:
+        return steps[-1]
+    ys = [math.log(max(v, eps)) for v in values]
+    x0 = steps[0]
+    xs = [float(st - x0) for st in steps]
+    best, knee = math.inf, n - 1
+    for k in range(2, n - 3):  # the knee at point k: the pieces meet at xs[k]
+        c = xs[k]
+        hs = [x - c if x > c else 0.0 for x in xs]
+        fit = _fit3(xs, hs, ys)
+        if fit is None:
+            continue
+        sse, slope_change = fit
+        if slope_change > 0 and sse < best:
+            best, knee = sse, k
+    return steps[min(knee + 1, n - 1)]
+
+
+def _fit3(xs: list[float], hs: list[float], ys: list[float]) -> tuple[float, float] | None:
+    """Least squares of ``y = a + b x + d h``: (the residual sum of squares, d)."""
+    n = float(len(xs))
+    sx, sh, sy = sum(xs), sum(hs), sum(ys)
+    sxx = sum(x * x for x in xs)
+    shh = sum(h * h for h in hs)
+    sxh = sum(x * h for x, h in zip(xs, hs, strict=True))
+    sxy = sum(x * y for x, y in zip(xs, ys, strict=True))
+    shy = sum(h * y for h, y in zip(hs, ys, strict=True))
+    m = [[n, sx, sh], [sx, sxx, sxh], [sh, sxh, shh]]
+    r = [sy, sxy, shy]
+    det = _det3(m)
+    if not math.isfinite(det) or abs(det) < 1e-12 * max(1.0, abs(sxx * shh * n)):
+        return None
+    coef = []
+    for i in range(3):
+        mi = [row[:] for row in m]
+        for j in range(3):
+            mi[j][i] = r[j]
+        coef.append(_det3(mi) / det)
+    a, b, d = coef
+    sse = sum((y - a - b * x - d * h) ** 2 for x, h, y in zip(xs, hs, ys, strict=True))
+    return sse, d
+
+
+def _det3(m: list[list[float]]) -> float:
+    return (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+            - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))
 
 
 class EntropyCollapse(SeriesRule):

@@ -42,7 +42,10 @@ class Mismatch(SeriesRule):
     past a published threshold for ``persist`` points in a row: importance weights far
     from 1, a low effective sample size, a large mismatch KL or chi-squared, NeMo-RL's
     multiplicative probability error. Off-policy updates from such batches destabilise
-    training (verl's rollout-correction docs; NeMo-RL's GRPO guide)."""
+    training (verl's rollout-correction docs; NeMo-RL's GRPO guide). One episode is one
+    finding: the keys that cross within ``group`` steps of the first are named together,
+    each with its evidence; a key that crosses later, within ``episode`` steps, is told
+    as the episode's continuation (``info``)."""
 
     rule = "mismatch"
     params_spec = {
@@ -68,6 +71,10 @@ class Mismatch(SeriesRule):
         "min_points": Param(5, "count"),
         "min_recent": Param(3, "count"),
         "lookback": Param(300, "count", "checks back the anchored level is looked for"),
+        "group": Param(10, "count", "steps after the first key's onset within which other "
+                       "keys that cross are the same episode (told once, together)"),
+        "episode": Param(50, "count", "steps after an episode's finding within which "
+                         "keys that cross are told as its continuation (info)"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
@@ -75,6 +82,11 @@ class Mismatch(SeriesRule):
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.levels: dict[str, SlidingBest] = {}
+        self.held: list[Finding] = []  # the episode's findings, not yet told
+        self.held_since = 0.0
+        self.held_late = False  # they continue an episode already told
+        self.told = -1  # the step at which the last episode's finding was told
+        self.first = -1  # that episode's onset
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         signal = self._signal(key)
@@ -103,10 +115,50 @@ class Mismatch(SeriesRule):
         where, proof = at(s, key, latch.onset)
         return self.finding(latch.onset, [key], (
             f"{key} ({MISMATCH[signal][2]}) is {how} {fmt(line)}: {where}, and stayed so "
-            f"for {p['persist']} points; the inference engine and the trainer no longer "
-            f"agree on the policy (precision, a stale or wrong weight sync, a kernel): "
-            f"correct the batches (importance sampling, rejection) or find the cause"),
-            evidence=[proof])
+            f"for {p['persist']} points"), evidence=[proof])
+
+    def update(self, event: Event) -> Sequence[Finding]:
+        """One episode, one finding: keys that cross within ``group`` steps of the first
+        key's onset are told together when the episode is ``group`` steps old (or the run
+        ended), naming every key; keys that cross later, within ``episode`` steps of the
+        episode's last finding, are added to it as an ``info`` finding."""
+        found = super().update(event)
+        if found and not self.held:
+            self.held_since = event.time
+            self.held_late = self.told >= 0 and event.step - self.told <= \
+                self.params["episode"]
+        self.held.extend(found)
+        if self.held and event.step >= self.held[0].step + self.params["group"]:
+            return self._tell(event.time, event.step)
+        return ()
+
+    def tick(self, now: float, alive: bool) -> Sequence[Finding]:
+        if self.held and (not alive or now - self.held_since >= 60.0):
+            return self._tell(now, self.held[-1].step)
+        return ()
+
+    def _tell(self, time: float, step: int) -> Sequence[Finding]:
+        held, self.held = self.held, []
+        held.sort(key=lambda f: f.step)
+        keys = list(dict.fromkeys(k for f in held for k in f.keys))
+        what = "; ".join(f.message for f in held)
+        evidence = [e for f in held for e in f.evidence]
+        late, self.told = self.held_late, step
+        if late:
+            found = self.finding(held[0].step, keys, (
+                f"the mismatch episode told at step {self.first} goes on: {what}"),
+                severity="info", evidence=evidence)
+        else:
+            self.first = held[0].step
+            many = f"{len(keys)} mismatch signals crossed together: " if len(keys) > 1 \
+                else ""
+            found = self.finding(held[0].step, keys, (
+                f"{many}{what}; the inference engine and the trainer no longer agree on the "
+                f"policy (precision, a stale or wrong weight sync, a kernel): correct the "
+                f"batches (importance sampling, rejection) or find the cause"),
+                evidence=evidence)
+        found.time = time
+        return [found]
 
     @staticmethod
     def distance(signal: str, value: float) -> float:
@@ -143,9 +195,8 @@ class Mismatch(SeriesRule):
         where, proof = at(s, key, onset)
         return self.finding(onset, [key], (
             f"{key} ({MISMATCH[signal][2]}) moved away from a perfect match: "
-            f"{ratio(recent, max(level, 1e-300)):.0f}x its level's distance since {where}; "
-            f"the inference engine and the trainer drift apart (precision, weight sync, a "
-            f"kernel) before the published bound is reached"), evidence=[proof])
+            f"{ratio(recent, max(level, 1e-300)):.0f}x its level's distance since {where}, "
+            f"before the published bound"), evidence=[proof])
 
     def _signal(self, key: str) -> str | None:
         for signal, keys in self.signals.fed.items():
