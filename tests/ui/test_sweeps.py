@@ -95,3 +95,15 @@ def test_without_optuna_the_tab_says_not_available(tmp_path: Path,
     assert listed["available"] is False and listed["sweeps"] == []
     assert "not available in this install" in listed["message"]
     assert one.status_code == 404 and "not available in this install" in one.json()["error"]
+
+
+def test_the_ui_storage_cannot_write(made: dict[str, Any]) -> None:
+    """The UI's connection is read-only in SQLite itself: a write Optuna tries fails."""
+    from trackmux.ui import sweepview
+
+    [db] = sweepview.databases([made["root"]])
+    with sweepview.read_only(db) as storage:
+        [study] = storage.get_all_studies()
+        with pytest.raises(Exception, match="readonly database"):
+            storage.set_study_user_attr(study._study_id, "written", True)
+        assert "written" not in storage.get_all_studies()[0].user_attrs
