@@ -42,9 +42,10 @@ def test_the_sweeps_tab(browser: Any, server_for: Any, tmp_path: Path) -> None:
     assert page.locator(f"{lr_plot} circle.pt.pruned").count() == 1
     assert page.get_attribute(f"{lr_plot} circle.pt.pruned", "data-trial") == str(pruned_n)
     # the pruned trial (lowest lr) sits left of every complete one
-    xs = page.eval_on_selector_all(f"{lr_plot} circle.pt",
-                                   "cs => cs.map(c => [c.classList.contains('pruned'), +c.getAttribute('cx')])")
-    pruned_x = [x for is_pruned, x in xs if is_pruned][0]
+    xs = page.eval_on_selector_all(
+        f"{lr_plot} circle.pt",
+        "cs => cs.map(c => [c.classList.contains('pruned'), +c.getAttribute('cx')])")
+    pruned_x = next(x for is_pruned, x in xs if is_pruned)
     assert all(pruned_x < x for is_pruned, x in xs if not is_pruned)
     assert page.locator('#sweep-importance tr[data-key="lr"] .imp-bar').count() == 1
     # the trial whose run is served elsewhere has no link; a click on the pruned trial's

@@ -104,6 +104,12 @@ def test_the_ui_storage_cannot_write(made: dict[str, Any]) -> None:
     [db] = sweepview.databases([made["root"]])
     with sweepview.read_only(db) as storage:
         [study] = storage.get_all_studies()
-        with pytest.raises(Exception, match="readonly database"):
+        with pytest.raises(Exception) as refused:  # Optuna wraps SQLite's error (below)
             storage.set_study_user_attr(study._study_id, "written", True)
+        causes = []
+        error: BaseException | None = refused.value
+        while error is not None:
+            causes.append(str(error))
+            error = error.__cause__ or error.__context__
+        assert any("attempt to write a readonly database" in c for c in causes), causes
         assert "written" not in storage.get_all_studies()[0].user_attrs
