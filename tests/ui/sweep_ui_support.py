@@ -52,4 +52,16 @@ def make_sweep(root: Path, elsewhere: Path) -> dict[str, Any]:
             out = Outcome(trial.number, "complete", params, value=10 * params["lr"],
                           run_id=run_dir.name, run_dir=str(run_dir), steps=20)
         agent._tell(trial, out)
-    return {"id": sweep.id, "by_lr": [t.number for t in by_lr], "runs": runs}
+    return {"id": sweep.id, "by_lr": [t.number for t in by_lr], "runs": runs, "agent": agent}
+
+
+def tell_one_more(made: dict[str, Any], value: float) -> int:
+    """One more complete trial (no run), told as the agent tells it; its number."""
+    from trackmux.sweeps.agent import Outcome
+
+    agent = made["agent"]
+    trial = agent._ask()
+    params = {"lr": trial.params["lr"], "kl_coef": trial.params["kl_coef"]}
+    trial.set_user_attr("params", params)
+    agent._tell(trial, Outcome(trial.number, "complete", params, value=value, steps=20))
+    return int(trial.number)

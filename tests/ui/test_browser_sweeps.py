@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweep_ui_support import REASON, make_sweep
+from sweep_ui_support import REASON, make_sweep, tell_one_more
 from ui_support import open_ui
 
 from trackmux.ui.store import run_id_of
@@ -48,6 +48,12 @@ def test_the_sweeps_tab(browser: Any, server_for: Any, tmp_path: Path) -> None:
     pruned_x = next(x for is_pruned, x in xs if is_pruned)
     assert all(pruned_x < x for is_pruned, x in xs if not is_pruned)
     assert page.locator('#sweep-importance tr[data-key="lr"] .imp-bar').count() == 1
+    # a trial told while the page is open appears by itself, as the new best
+    number = tell_one_more(made, value=100.0)
+    page.wait_for_selector(f'#sweep-trials tr[data-trial="{number}"][data-state=complete]',
+                           timeout=30_000)
+    assert page.text_content("#sweep-best").startswith(f"best: trial {number},")
+    assert page.locator(f"{lr_plot} circle.pt").count() == 6
     # the trial whose run is served elsewhere has no link; a click on the pruned trial's
     # run selects it and opens its charts
     assert page.locator("a.sweep-run").count() == 4

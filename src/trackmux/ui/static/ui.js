@@ -475,13 +475,23 @@
       row.appendChild(el("label", {"for": "sweep-pick"}, "sweep ")); row.appendChild(pick);
       node.appendChild(row);
       var out = el("div", {id: "sweep-out"}); node.appendChild(out);
-      function draw() {
-        S.sweep = pick.value; out.textContent = "";
+      var shown = null, busy = false;
+      // drawn again only when the sweep changed (a running sweep: every 5 s, see live())
+      function draw(force) {
+        if (busy) return;
+        S.sweep = pick.value; busy = true;
         api("/api/sweep/" + encodeURIComponent(pick.value)).then(function (d) {
-          if (S.tab === "sweeps" && S.sweep === d.id) drawSweep(out, d);
-        }).catch(function (e) { out.appendChild(el("p", {"class": "error"}, "sweep could not be read: " + e.message)); });
+          var text = JSON.stringify(d);
+          if (S.tab !== "sweeps" || S.sweep !== d.id || (!force && text === shown)) return;
+          shown = text; out.textContent = ""; drawSweep(out, d);
+        }).catch(function (e) {
+          out.textContent = ""; shown = null;
+          out.appendChild(el("p", {"class": "error"}, "sweep could not be read: " + e.message));
+        }).finally(function () { busy = false; });
       }
-      pick.addEventListener("change", draw); draw();
+      pick.addEventListener("change", function () { draw(true); });
+      S.sweepRefresh = function () { draw(false); };
+      draw(true);
     }).catch(function (e) { node.appendChild(el("p", {"class": "error"}, "sweeps could not be listed: " + e.message)); });
   }
   function openRun(rid) {
@@ -607,7 +617,7 @@
 
   // ---- tabs and the live loop ---------------------------------------------------
   function show(tab, keysAsked, keepFocus) {
-    S.tab = tab; S.findingsAsked = false; S.addKeys = null;
+    S.tab = tab; S.findingsAsked = false; S.addKeys = null; S.sweepRefresh = null;
     if (!keepFocus) S.focus = null;
     S.charts.forEach(function (c) { if (c.handle) c.handle.destroy(); });
     S.charts = [];
@@ -627,6 +637,7 @@
   function live() {
     S.charts.forEach(tailChart);
     if (++ticks % 2 === 0) newKeys();
+    if (ticks % 5 === 0 && S.tab === "sweeps" && S.sweepRefresh) S.sweepRefresh();
   }
   document.querySelectorAll("#tabs button").forEach(function (b) { b.addEventListener("click", function () { show(b.dataset.tab); }); });
   document.getElementById("xmode").addEventListener("change", function () { show(S.tab); });
