@@ -82,7 +82,7 @@ def test_a_folder_without_sweeps_lists_none(tmp_path: Path) -> None:
     pytest.importorskip("optuna")
     with client(tmp_path) as http:
         assert http.get("/api/sweeps").json() == {"available": True, "message": "",
-                                                  "sweeps": []}
+                                                  "sweeps": [], "errors": []}
     assert not (tmp_path / ".sweeps").exists()  # nothing created
 
 
@@ -113,3 +113,19 @@ def test_the_ui_storage_cannot_write(made: dict[str, Any]) -> None:
             error = error.__cause__ or error.__context__
         assert any("attempt to write a readonly database" in c for c in causes), causes
         assert "written" not in storage.get_all_studies()[0].user_attrs
+
+
+def test_a_damaged_storage_is_named_and_the_other_roots_still_list(
+        made: dict[str, Any], tmp_path: Path) -> None:
+    damaged = tmp_path / "damaged"
+    (damaged / ".sweeps").mkdir(parents=True)
+    (damaged / ".sweeps" / "sweeps.db").write_bytes(b"not a database" * 100)
+    app = build_app([damaged, made["root"]], warm=False)
+    with TestClient(app, base_url="http://127.0.0.1") as http:
+        listed = http.get("/api/sweeps").json()
+        one = http.get(f"/api/sweep/{listed['sweeps'][0]['id']}")
+    assert [s["sweep"] for s in listed["sweeps"]] == [made["id"]]
+    assert one.status_code == 200 and len(one.json()["trials"]) == 6
+    [error] = listed["errors"]
+    assert error.startswith(str((damaged / ".sweeps" / "sweeps.db").resolve()))
+    assert "DatabaseError: file is not a database" in error

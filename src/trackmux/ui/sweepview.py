@@ -115,31 +115,49 @@ def list_sweeps(roots: Sequence[Path]) -> dict[str, Any]:
     try:
         optuna = _optuna()
     except Unavailable as exc:
-        return {"available": False, "message": str(exc), "sweeps": []}
+        return {"available": False, "message": str(exc), "sweeps": [], "errors": []}
     from trackmux.sweeps import show
 
-    out = []
+    out, errors = [], []
     for db in databases(roots):
-        with read_only(db) as storage:
-            for study in storage.get_all_studies():
-                if not _is_sweep(study):
-                    continue
-                trials = storage.get_all_trials(study._study_id, deepcopy=False)
-                counts: dict[str, int] = {}
-                for trial in trials:
-                    state = show.STATES.get(trial.state.name, trial.state.name.lower())
-                    counts[state] = counts.get(state, 0) + 1
-                raw = study.user_attrs["sweep"]
-                metric = raw.get("metric") if isinstance(raw.get("metric"), dict) else {}
-                out.append({"id": sweep_key(db, study.study_name), "sweep": study.study_name,
-                            "storage": str(db), "method": raw.get("method"),
-                            "metric": metric.get("name"), "goal": (
-                                "maximize" if study.direction ==
-                                optuna.study.StudyDirection.MAXIMIZE else "minimize"),
-                            "trials": len(trials), "counts": counts,
-                            "created_at": study.user_attrs.get("created_at")})
+        try:
+            out.extend(_summaries(optuna, show, db))
+        except Exception as exc:  # a damaged file: say so, list the other roots' sweeps
+            errors.append(f"{db}: {_cause(exc)}")
     out.sort(key=lambda s: -(s["created_at"] or 0))
-    return {"available": True, "message": "", "sweeps": out}
+    return {"available": True, "message": "", "sweeps": out, "errors": errors}
+
+
+def _cause(exc: BaseException) -> str:
+    """The first cause (Optuna wraps SQLite's own message in a generic one)."""
+    while (exc.__cause__ or exc.__context__) is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+def _summaries(optuna: Any, show: Any, db: Path) -> list[dict[str, Any]]:
+    """The trackmux sweeps in one storage file (other Optuna studies are left out)."""
+    out = []
+    with read_only(db) as storage:
+        for study in storage.get_all_studies():
+            if not _is_sweep(study):
+                continue
+            trials = storage.get_all_trials(study._study_id, deepcopy=False)
+            counts: dict[str, int] = {}
+            for trial in trials:
+                state = show.STATES.get(trial.state.name, trial.state.name.lower())
+                counts[state] = counts.get(state, 0) + 1
+            raw = study.user_attrs["sweep"]
+            metric = raw.get("metric") if isinstance(raw.get("metric"), dict) else {}
+            out.append({"id": sweep_key(db, study.study_name), "sweep": study.study_name,
+                        "storage": str(db), "method": raw.get("method"),
+                        "metric": metric.get("name"), "goal": (
+                            "maximize" if study.direction ==
+                            optuna.study.StudyDirection.MAXIMIZE else "minimize"),
+                        "trials": len(trials), "counts": counts,
+                        "created_at": study.user_attrs.get("created_at")})
+    return out
 
 
 def targets(trials: list[dict[str, Any]], goal: str) -> list[float | None]:
@@ -170,11 +188,16 @@ def detail(roots: Sequence[Path], key: str, runs: dict[Path, str]) -> dict[str, 
     ``runs``: the served runs' resolved folders -> their UI ids."""
     _optuna()  # Unavailable (a 404 saying so) before looking for a sweep
     for db in databases(roots):
-        with read_only(db) as storage:
-            for study in storage.get_all_studies():
-                if _is_sweep(study) and sweep_key(db, study.study_name) == key:
-                    data = _load(storage, db, study.study_name)
-                    return _complete(data, key, db, runs)
+        try:
+            with read_only(db) as storage:
+                names = [s.study_name for s in storage.get_all_studies() if _is_sweep(s)]
+        except Exception:  # a damaged file (named by /api/sweeps): look in the others
+            continue
+        for name in names:
+            if sweep_key(db, name) == key:
+                with read_only(db) as storage:
+                    data = _load(storage, db, name)
+                return _complete(data, key, db, runs)
     raise LookupError("no such sweep under the served folders")
 
 

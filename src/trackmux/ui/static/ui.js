@@ -462,6 +462,7 @@
     api("/api/sweeps").then(function (body) {
       if (S.tab !== "sweeps") return;
       if (!body.available) { node.appendChild(el("p", {"class": "hint unavailable"}, body.message)); return; }
+      (body.errors || []).forEach(function (e) { node.appendChild(el("p", {"class": "error"}, "a sweep storage could not be read: " + e)); });
       if (!body.sweeps.length) {
         node.appendChild(el("p", {"class": "hint empty"}, "no sweeps under the served folders: `trackmux sweep create` stores them in ROOT/.sweeps/"));
         return;
