@@ -13,7 +13,9 @@ name), as runs are; no path a request carries is ever opened.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import json
 import math
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -201,6 +203,14 @@ def detail(roots: Sequence[Path], key: str, runs: dict[Path, str]) -> dict[str, 
     raise LookupError("no such sweep under the served folders")
 
 
+@functools.lru_cache(maxsize=32)
+def _importance(given: str) -> list[dict[str, Any]]:
+    """Importance of (configs, targets) as JSON: the page asks again every 5 s while the
+    tab is open, and the bootstrap is most of the answer's time (~0.1 s per parameter)."""
+    configs, goals = json.loads(given)
+    return [imp.as_json() for imp in importance.importances(configs, goals)]
+
+
 def _complete(data: dict[str, Any], key: str, db: Path,
               runs: dict[Path, str]) -> dict[str, Any]:
     data["id"] = key
@@ -211,7 +221,7 @@ def _complete(data: dict[str, Any], key: str, db: Path,
             with contextlib.suppress(OSError):
                 trial["run"] = runs.get(Path(trial["run_dir"]).resolve())
     configs = [dict(t["params"]) for t in data["trials"]]
-    found = importance.importances(configs, targets(data["trials"], data["metric"]["goal"]))
-    data["importance"] = [imp.as_json() for imp in found]
+    data["importance"] = _importance(json.dumps(
+        [configs, targets(data["trials"], data["metric"]["goal"])], default=str))
     data["importance_method"] = METHOD
     return data
