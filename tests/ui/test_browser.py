@@ -26,8 +26,10 @@ def sweep(tmp_path: Path) -> Path:
 def test_list_and_a_chart_of_two_runs(browser: Any, server_for: Any, sweep: Path) -> None:
     server = server_for(sweep)
     page, problems = open_ui(browser, server)
-    names = page.eval_on_selector_all("#runs tbody tr td:nth-child(2)",
-                                      "els => els.map(e => e.textContent.trim())")
+    names = page.eval_on_selector_all(  # the name's own text, not the user@host hint below it
+        "#runs tbody tr td:nth-child(2)",
+        "els => els.map(e => [...e.childNodes].filter(n => n.nodeType === 3)"
+        ".map(n => n.textContent).join('').trim())")
     assert sorted(names) == ["kl0.01", "kl0.1", "kl0.3"]
     assert page.locator("#runs .badge.ok", has_text="finished").count() == 3
     page.wait_for_function("() => document.querySelectorAll('#runs tbody tr td.num')[0]"

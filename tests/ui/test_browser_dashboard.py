@@ -135,7 +135,8 @@ def test_a_run_keeps_its_colour_when_a_new_run_appears(browser: Any, server_for:
     server = server_for(tmp_path)
     page, problems = open_ui(browser, server)
     colours = "() => Object.fromEntries([...document.querySelectorAll('#runs tbody tr')]" \
-              ".map(tr => [tr.children[1].textContent.trim(), " \
+              ".map(tr => [[...tr.children[1].childNodes].filter(n => n.nodeType === 3)" \
+              ".map(n => n.textContent).join('').trim(), " \
               "tr.querySelector('.dot').style.background]))"
     first = page.evaluate(colours)
     assert first["a"] != first["b"]

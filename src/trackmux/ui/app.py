@@ -81,6 +81,7 @@ def build_app(roots: Sequence[Path], *, token: str | None = None, loopback: bool
         Route("/api/series", routes.series), Route("/api/tail", routes.tail),
         Route("/api/compare", routes.compare), Route("/api/path", routes.path),
         Route("/api/findings", routes.findings),
+        Route("/api/sweeps", routes.sweeps), Route("/api/sweep/{sid}", routes.sweep),
         Route("/api/run/{rid}/histograms", routes.histograms),
         Route("/api/run/{rid}/media", routes.media),
         Route("/api/run/{rid}/image/{seq}", routes.image),

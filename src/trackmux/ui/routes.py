@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from trackmux.core.events import ImageEvent, TableEvent, TextEvent
-from trackmux.ui import queries, sources
+from trackmux.ui import queries, sources, sweepview
 from trackmux.ui.store import Store
 
 MAX_TABLE_PAGE = 500
@@ -210,3 +210,17 @@ def sample_step(request: Request) -> Response:
     if step is None:
         raise queries.BadRequest("step is required")
     return JSON(sources.step_payload(run_dir, required(request, "key"), int(step)))
+
+
+@guarded
+def sweeps(request: Request) -> Response:
+    """The sweeps under the served folders (``available: false`` without Optuna)."""
+    return JSON(sweepview.list_sweeps(store_of(request).roots))
+
+
+@guarded
+def sweep(request: Request) -> Response:
+    """One sweep's trials, best trial and importance; each trial's UI run id if served."""
+    store = store_of(request)
+    runs = {path: rid for rid, path in store.scan().items()}
+    return JSON(sweepview.detail(store.roots, request.path_params["sid"], runs))

@@ -9,7 +9,8 @@
   // every map keyed by run data (run ids, keys) has no prototype: an id like "__proto__"
   // or "constructor" is just a key (C.dict)
   var S = {runs: [], selected: [], tab: "charts", charts: [], sources: C.dict(), labels: C.dict(),
-           colours: C.dict(), findings: C.dict(), timers: [], shown: null, groups: null, focus: null};
+           colours: C.dict(), findings: C.dict(), timers: [], shown: null, groups: null, focus: null,
+           sweep: null};
   var colourOf = C.colourKeeper();  // a run keeps its colour when others come and go
   var SAMPLE_RULES = new Set(["degenerate_text", "flat_groups"]);  // findings read from samples
 
@@ -452,9 +453,172 @@
     });
   }
 
+  // ---- sweeps -------------------------------------------------------------------
+  /* The sweeps stored under the served folders (ROOT/.sweeps/), read-only: the trials
+   * table (a pruned trial shows the doctor's reason; its run opens its charts), value
+   * against each parameter, and each parameter's importance for the value. */
+  function sweepsView() {
+    var node = view();
+    api("/api/sweeps").then(function (body) {
+      if (S.tab !== "sweeps") return;
+      if (!body.available) { node.appendChild(el("p", {"class": "hint unavailable"}, body.message)); return; }
+      (body.errors || []).forEach(function (e) { node.appendChild(el("p", {"class": "error"}, "a sweep storage could not be read: " + e)); });
+      if (!body.sweeps.length) {
+        node.appendChild(el("p", {"class": "hint empty"}, "no sweeps under the served folders: `trackmux sweep create` stores them in ROOT/.sweeps/"));
+        return;
+      }
+      var row = el("div", {"class": "row"}), pick = el("select", {id: "sweep-pick"});
+      body.sweeps.forEach(function (s) {
+        pick.appendChild(el("option", {value: s.id}, s.sweep + " · " + s.method + " · " + s.trials + " trials" +
+          (s.metric ? " · " + s.goal + " " + s.metric : "")));
+      });
+      if (S.sweep && body.sweeps.some(function (s) { return s.id === S.sweep; })) pick.value = S.sweep;
+      row.appendChild(el("label", {"for": "sweep-pick"}, "sweep ")); row.appendChild(pick);
+      node.appendChild(row);
+      var out = el("div", {id: "sweep-out"}); node.appendChild(out);
+      var shown = null, busy = false;
+      // drawn again only when the sweep changed (a running sweep: every 5 s, see live())
+      function draw(force) {
+        if (busy) return;
+        S.sweep = pick.value; busy = true;
+        api("/api/sweep/" + encodeURIComponent(pick.value)).then(function (d) {
+          var text = JSON.stringify(d);
+          if (S.tab !== "sweeps" || S.sweep !== d.id || (!force && text === shown)) return;
+          shown = text; out.textContent = ""; drawSweep(out, d);
+        }).catch(function (e) {
+          out.textContent = ""; shown = null;
+          out.appendChild(el("p", {"class": "error"}, "sweep could not be read: " + e.message));
+        }).finally(function () { busy = false; });
+      }
+      pick.addEventListener("change", function () { draw(true); });
+      S.sweepRefresh = function () { draw(false); };
+      draw(true);
+    }).catch(function (e) { node.appendChild(el("p", {"class": "error"}, "sweeps could not be listed: " + e.message)); });
+  }
+  function openRun(rid) {
+    if (S.selected.indexOf(rid) < 0) S.selected.push(rid);
+    renderRuns(); show("charts");
+  }
+  // parameter names are the user's: read them as own properties only ("constructor",
+  // "__proto__" are just names)
+  function own(obj, key) { return Object.prototype.hasOwnProperty.call(obj, key) ? obj[key] : undefined; }
+  var STATE_BADGE = new Map([["complete", "ok"], ["running", "live"], ["pruned", "warn"]]);
+  function paramText(v) {
+    if (v === null || v === undefined) return "";
+    if (typeof v === "number") return C.fmt(v);
+    return typeof v === "string" ? v : JSON.stringify(v);
+  }
+  function drawSweep(node, d) {
+    var counts = Object.keys(d.counts).sort().map(function (k) { return d.counts[k] + " " + k; }).join(", ");
+    node.appendChild(el("p", {"class": "hint", id: "sweep-summary"}, "sweep " + d.sweep + " (" + d.method +
+      (d.metric.name ? ", " + d.metric.goal + " " + d.metric.name : "") + "): " + counts + " · " + d.storage));
+    var best = d.best;
+    node.appendChild(el("p", {id: "sweep-best"}, best ? "best: trial " + best.number + ", value " + C.fmt(best.value) +
+      " (" + d.params.map(function (k) { return k + "=" + paramText(own(best.params, k)); }).join(" ") + ")" : "best: none yet (no complete trial)"));
+    var t = el("table", {id: "sweep-trials"}), head = el("tr");
+    ["trial", "state", "value", "steps"].concat(d.params).concat(["run", "reason"]).forEach(function (h, i) {
+      head.appendChild(el("th", {"class": i === 0 || i === 2 || i === 3 ? "num" : ""}, h));
+    });
+    t.appendChild(head);
+    d.trials.forEach(function (tr) {
+      var row = el("tr", {"data-trial": String(tr.number), "data-state": tr.state, "class": best && best.number === tr.number ? "best" : ""});
+      row.appendChild(el("td", {"class": "num"}, String(tr.number)));
+      var st = el("td"); st.appendChild(el("span", {"class": "badge " + (STATE_BADGE.get(tr.state) || "bad")}, tr.state));
+      row.appendChild(st);
+      row.appendChild(el("td", {"class": "num"}, tr.value === null ? "–" : C.fmt(tr.value)));
+      row.appendChild(el("td", {"class": "num"}, tr.steps === null || tr.steps === undefined ? "–" : String(tr.steps)));
+      d.params.forEach(function (k) { row.appendChild(el("td", {"class": "mono"}, paramText(own(tr.params, k)))); });
+      var run = el("td");
+      if (tr.run) {
+        var link = el("a", {href: "#", "class": "tm-go sweep-run", "data-run": tr.run, title: "select this run and open its charts"},
+                      S.labels[tr.run] || tr.run_id || tr.run);
+        link.addEventListener("click", function (e) { e.preventDefault(); openRun(tr.run); });
+        run.appendChild(link);
+      } else if (tr.run_id) {
+        run.appendChild(el("span", {"class": "hint", title: "its run is not under the served folders"}, tr.run_id));
+      }
+      row.appendChild(run);
+      row.appendChild(el("td", {"class": "reason"}, tr.reason || ""));
+      t.appendChild(row);
+    });
+    node.appendChild(t);
+    node.appendChild(el("h3", {}, (d.metric.name || "value") + " against each parameter"));
+    node.appendChild(el("p", {"class": "hint"}, "● complete · ○ pruned (its last value; the sampler counts it as worse than every complete trial) · failed trials have no value"));
+    var grid = el("div", {"class": "sweep-scatters"}); node.appendChild(grid);
+    d.params.forEach(function (k) { grid.appendChild(scatter(k, d.trials, best)); });
+    node.appendChild(el("h3", {}, "Parameter importance for " + (d.metric.name || "the value")));
+    node.appendChild(el("p", {"class": "hint method"}, d.importance_method));
+    if (!d.importance.length) { node.appendChild(el("p", {"class": "hint"}, "no parameter varies over 3 or more trials with a value")); return; }
+    var it = el("table", {id: "sweep-importance"}), h = el("tr");
+    ["parameter", "method", "value", "90% interval", "n", "importance"].forEach(function (x) { h.appendChild(el("th", {}, x)); });
+    it.appendChild(h);
+    d.importance.forEach(function (imp) {
+      var tr = el("tr", {"data-key": imp.key});
+      tr.appendChild(el("td", {"class": "mono"}, imp.key));
+      tr.appendChild(el("td", {}, imp.method === "spearman" ? "Spearman ρ" : "η (ranks)"));
+      tr.appendChild(el("td", {"class": "num"}, C.fmt(imp.value)));
+      tr.appendChild(el("td", {"class": "num"}, C.fmt(imp.low) + " .. " + C.fmt(imp.high)));
+      tr.appendChild(el("td", {"class": "num"}, String(imp.n)));
+      var cell = el("td"), track = el("div", {"class": "imp-track"}), bar = el("div", {"class": "imp-bar"});
+      bar.style.width = Math.round(100 * Math.min(1, imp.importance)) + "%";
+      track.appendChild(bar); cell.appendChild(track); tr.appendChild(cell);
+      it.appendChild(tr);
+    });
+    node.appendChild(it);
+  }
+  var SVG = "http://www.w3.org/2000/svg";
+  function svg(tag, attrs, text) {
+    var n = document.createElementNS(SVG, tag);
+    Object.keys(attrs || {}).forEach(function (k) { n.setAttribute(k, attrs[k]); });
+    if (text !== undefined) n.textContent = text;
+    return n;
+  }
+  /* One small scatter: the value of each complete and pruned trial against parameter
+   * `key` (log x for positive numbers over two decades; categories evenly spaced). */
+  function scatter(key, trials, best) {
+    var W = 300, H = 190, L = 52, R = 10, T = 10, B = 34;
+    var box = el("div", {"class": "panel sweep-scatter", "data-param": key});
+    box.appendChild(el("div", {"class": "tm-chart-title"}, key));
+    var pts = trials.filter(function (t) { return t.value !== null && (t.state === "complete" || t.state === "pruned") && own(t.params, key) !== undefined; });
+    var plot = svg("svg", {width: W, height: H, viewBox: "0 0 " + W + " " + H});
+    box.appendChild(plot);
+    if (!pts.length) { box.appendChild(el("p", {"class": "hint"}, "no trial with a value yet")); return box; }
+    var xs = pts.map(function (t) { return own(t.params, key); });
+    var numeric = xs.every(function (v) { return typeof v === "number" && isFinite(v); });
+    var cats = new Map(), fx;
+    if (numeric) {
+      var lo = Math.min.apply(null, xs), hi = Math.max.apply(null, xs);
+      var log = lo > 0 && hi / lo >= 100, f = log ? Math.log : function (v) { return v; };
+      var a = f(lo), b = f(hi), span = b - a || 1;
+      fx = function (v) { return L + 8 + (W - L - R - 16) * (b === a ? 0.5 : (f(v) - a) / span); };
+      plot.appendChild(svg("text", {x: L, y: H - 6, "class": "tick"}, C.fmt(lo)));
+      plot.appendChild(svg("text", {x: W - R, y: H - 6, "class": "tick", "text-anchor": "end"}, C.fmt(hi) + (log ? " (log)" : "")));
+    } else {
+      xs.forEach(function (v) { var k = paramText(v); if (!cats.has(k)) cats.set(k, cats.size); });
+      var n = cats.size;
+      fx = function (v) { return L + (W - L - R) * (cats.get(paramText(v)) + 0.5) / n; };
+      cats.forEach(function (i, label) { plot.appendChild(svg("text", {x: L + (W - L - R) * (i + 0.5) / n, y: H - 6, "class": "tick", "text-anchor": "middle"}, label)); });
+    }
+    var ys = pts.map(function (t) { return t.value; });
+    var ylo = Math.min.apply(null, ys), yhi = Math.max.apply(null, ys), yspan = yhi - ylo || 1;
+    function fy(v) { return T + 6 + (H - T - B - 12) * (yhi === ylo ? 0.5 : 1 - (v - ylo) / yspan); }
+    plot.appendChild(svg("line", {x1: L, y1: H - B, x2: W - R, y2: H - B, "class": "axis"}));
+    plot.appendChild(svg("line", {x1: L, y1: T, x2: L, y2: H - B, "class": "axis"}));
+    plot.appendChild(svg("text", {x: L - 4, y: fy(yhi) + 4, "class": "tick", "text-anchor": "end"}, C.fmt(yhi)));
+    if (yhi !== ylo) plot.appendChild(svg("text", {x: L - 4, y: fy(ylo) + 4, "class": "tick", "text-anchor": "end"}, C.fmt(ylo)));
+    pts.forEach(function (t) {
+      var cls = "pt " + t.state + (best && best.number === t.number ? " best" : "");
+      var dot = svg("circle", {cx: fx(own(t.params, key)).toFixed(1), cy: fy(t.value).toFixed(1), r: 4.5, "class": cls, "data-trial": String(t.number)});
+      dot.appendChild(svg("title", {}, "trial " + t.number + " (" + t.state + "): " + key + "=" + paramText(own(t.params, key)) +
+        ", value " + C.fmt(t.value) + (t.reason ? " · " + t.reason : "")));
+      plot.appendChild(dot);
+    });
+    return box;
+  }
+
   // ---- tabs and the live loop ---------------------------------------------------
   function show(tab, keysAsked, keepFocus) {
-    S.tab = tab; S.findingsAsked = false; S.addKeys = null;
+    S.tab = tab; S.findingsAsked = false; S.addKeys = null; S.sweepRefresh = null;
     if (!keepFocus) S.focus = null;
     S.charts.forEach(function (c) { if (c.handle) c.handle.destroy(); });
     S.charts = [];
@@ -468,11 +632,13 @@
     else if (tab === "media") mediaView();
     else if (tab === "findings") findingsView();
     else if (tab === "samples") samplesView();
+    else if (tab === "sweeps") sweepsView();
   }
   var ticks = 0;
   function live() {
     S.charts.forEach(tailChart);
     if (++ticks % 2 === 0) newKeys();
+    if (ticks % 5 === 0 && S.tab === "sweeps" && S.sweepRefresh) S.sweepRefresh();
   }
   document.querySelectorAll("#tabs button").forEach(function (b) { b.addEventListener("click", function () { show(b.dataset.tab); }); });
   document.getElementById("xmode").addEventListener("change", function () { show(S.tab); });
@@ -497,5 +663,5 @@
   });
   setInterval(live, 1000);
   setInterval(function () { loadRuns().catch(function (e) { status("server unreachable: " + e.message); }); }, 2000);
-  window.trackmuxUI = {state: S, show: show, openFinding: openFinding};
+  window.trackmuxUI = {state: S, show: show, openFinding: openFinding, openRun: openRun};
 })();

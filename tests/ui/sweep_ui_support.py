@@ -1,0 +1,67 @@
+"""A real small sweep for the Sweeps tab: made with trackmux's sweeps module (a study in
+ROOT/.sweeps/sweeps.db, trials asked and told through the agent's own calls), each trial
+a real trackmux run, with no subprocess."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ui_support import make_run
+
+SWEEP = {"program": "train.py", "method": "random",
+         "metric": {"name": "reward/mean", "goal": "maximize"},
+         "parameters": {"lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1},
+                        "kl_coef": {"values": [0.01, 0.1]}},
+         "sampler": {"seed": 3}}
+REASON = "reward_collapse (critical) at step 12: reward/mean fell from 0.8 to 0.1"
+
+
+def make_sweep(root: Path, elsewhere: Path) -> dict[str, Any]:
+    """Six trials: the lowest lr pruned by the doctor (REASON), the next failed (no run),
+    four complete with value 10 * lr, the largest lr's run in ``elsewhere`` (not served).
+    Returns the sweep id, the trials by number and each one's run folder."""
+    from trackmux.sweeps import study
+    from trackmux.sweeps.agent import Agent, Outcome
+    from trackmux.sweeps.spec import parse
+    from trackmux.sweeps.storage import default_url
+
+    sweep = study.create(parse(SWEEP), default_url(root))
+    agent = Agent(sweep, root=root, echo=lambda line: None)
+    trials = [agent._ask() for _ in range(6)]
+    by_lr = sorted(trials, key=lambda t: t.params["lr"])
+    runs: dict[int, Path] = {}
+    for rank, trial in enumerate(by_lr):
+        params = {"lr": trial.params["lr"], "kl_coef": trial.params["kl_coef"]}
+        trial.set_user_attr("params", params)
+        if rank == 1:
+            agent._tell(trial, Outcome(trial.number, "failed", params,
+                                       reason="the program exited with code 1"))
+            continue
+        folder = elsewhere if rank == len(by_lr) - 1 else root
+        run_dir = make_run(folder, f"trial-{trial.number}", 20 if rank else 13,
+                           config={"sweep": {"id": sweep.id, "trial": trial.number,
+                                             "params": params}}, doctor=False)
+        runs[trial.number] = run_dir
+        if rank == 0:
+            out = Outcome(trial.number, "pruned", params, value=0.05, reason=REASON,
+                          pruned_by="doctor", run_id=run_dir.name, run_dir=str(run_dir),
+                          steps=13)
+            agent._mark_pruned(run_dir, out)
+        else:
+            out = Outcome(trial.number, "complete", params, value=10 * params["lr"],
+                          run_id=run_dir.name, run_dir=str(run_dir), steps=20)
+        agent._tell(trial, out)
+    return {"id": sweep.id, "by_lr": [t.number for t in by_lr], "runs": runs, "agent": agent}
+
+
+def tell_one_more(made: dict[str, Any], value: float) -> int:
+    """One more complete trial (no run), told as the agent tells it; its number."""
+    from trackmux.sweeps.agent import Outcome
+
+    agent = made["agent"]
+    trial = agent._ask()
+    params = {"lr": trial.params["lr"], "kl_coef": trial.params["kl_coef"]}
+    trial.set_user_attr("params", params)
+    agent._tell(trial, Outcome(trial.number, "complete", params, value=value, steps=20))
+    return int(trial.number)
