@@ -34,6 +34,7 @@ POLL = 0.5
 FIRST_CHUNK = 250  # events of a run's first chunk (a beginning to chart, fast)
 CHUNK = 4000  # at most this many events of one run per turn
 ROUND_BUDGET = 0.4  # seconds of backlog copying per round, then live runs again
+LIVE_CHUNK = 10 * CHUNK  # a live run's burst (a backfill) is copied over several rounds
 
 
 class StoreMirror:
@@ -53,16 +54,18 @@ class StoreMirror:
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self.rounds = 0
+        #: whether the last round left events to copy (the next round then comes at once)
+        self.pending = False
 
     @property
     def behind(self) -> int:
-        """How many runs' replicas have not caught up with the store yet."""
+        """How many runs' replicas have not caught up with the store once yet."""
         return sum(1 for ref in self._entries if ref not in self._live)
 
     def sync_once(self, budget: float | None = ROUND_BUDGET) -> int:
         """One round: the meta of new or changed runs, the new events of live runs, then
-        backlog chunks for about ``budget`` seconds (None: until every replica has caught
-        up). Returns how many runs moved."""
+        backlog chunks for about ``budget`` seconds (0: none; None: until every replica
+        has caught up). Returns how many runs moved."""
         from trackmux.store.read import replica_folder
 
         marks = self.source.marks()
@@ -85,19 +88,22 @@ class StoreMirror:
         started = time.monotonic()
         for ref in live + backlog:
             if (budget is not None and ref not in self._live
-                    and time.monotonic() - started > budget):
+                    and (budget <= 0 or time.monotonic() - started > budget)):
                 break
             entry = self._entries[ref]
             turns = self._turns.get(ref, 0)
-            whole = ref in self._live or budget is None
-            limit = None if whole else min(CHUNK, FIRST_CHUNK << turns)
+            limit = (None if budget is None else LIVE_CHUNK if ref in self._live
+                     else min(CHUNK, FIRST_CHUNK << turns))
             self._copied[ref] = self.source.copy_forward(
                 entry, replica_folder(entry, self.root), limit=limit)
             self._turns[ref] = turns + 1
             moved += 1
+        self.pending = False
         for ref, (seq, _) in marks.items():
             if ref in self._entries and self._copied.get(ref, 0) >= seq:
                 self._live.add(ref)
+            else:
+                self.pending = True
         self.rounds += 1
         return moved
 
@@ -113,7 +119,7 @@ class StoreMirror:
                 self.error = f"{type(exc).__name__}: {exc}"
                 self._reconnect()
             # a backlog is copied round after round; caught up, poll at the pace
-            self._stop.wait(0.02 if self.behind and self.error is None else self.poll)
+            self._stop.wait(0.02 if self.pending and self.error is None else self.poll)
 
     def _reconnect(self) -> None:
         from trackmux.store.read import StoreSource
@@ -125,10 +131,10 @@ class StoreMirror:
             log.debug("trackmux ui: store still unreachable: %s", exc)
 
     def start(self, wait: bool = False) -> StoreMirror:
-        """Start copying on a thread (the run list fills within the first round);
-        ``wait``: copy every run completely first."""
-        if wait:
-            self.sync_once(budget=None)
+        """Replicate every run's meta now (a few ms a run: the server's first run list
+        then has them all), then copy their events on a thread; ``wait``: copy every run
+        completely first."""
+        self.sync_once(budget=None if wait else 0.0)
         self._thread = threading.Thread(target=self._loop, name="trackmux-store-mirror",
                                         daemon=True)
         self._thread.start()
