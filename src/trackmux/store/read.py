@@ -230,15 +230,37 @@ class StoreSource:
         self.copy_forward(run, folder)
         return folder
 
-    def copy_forward(self, run: RunEntry, folder: Path, limit: int | None = None) -> int:
+    def history(self, ids: list[int]) -> dict[str, tuple[list[tuple[Any, ...]],
+                                                        list[tuple[Any, ...]]]]:
+        """Per run (store id): its superseded marks and attempts, for many runs in two
+        queries (a cold start makes a replica of every run at once)."""
+        out: dict[str, tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]] = {
+            str(pk): ([], []) for pk in ids}
+        for pk, *row in self._rows("SELECT run, seq, attempt FROM trackmux.superseded "
+                                   "WHERE run = ANY(%s)", (ids,)):
+            out[str(pk)][0].append(tuple(row))
+        for pk, *row in self._rows("SELECT run, number, started_at, pid, host, first_seq, "
+                                   "rewind_to FROM trackmux.attempts WHERE run = ANY(%s)",
+                                   (ids,)):
+            out[str(pk)][1].append(tuple(row))
+        return out
+
+    def copy_forward(self, run: RunEntry, folder: Path, limit: int | None = None,
+                     history: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
+                     | None = None) -> int:
         """Bring the replica in ``folder`` forward by at most ``limit`` events (None: all;
         0: only its meta, attempts and superseded marks, so a list shows the run before
-        any of its events is copied); returns the highest seq the replica now holds."""
+        any of its events is copied); returns the highest seq the replica now holds.
+        ``history``: the run's superseded marks and attempts, read after its events
+        (:meth:`history`), else read here."""
         make_private_dir(folder)
         path = folder / SPOOL_FILE
         touch_private(path)
         conn = sqlite3.connect(path, timeout=30, isolation_level=None)
         try:
+            # a cache that is copied again when lost: no fsync (100 new replicas at a
+            # cold start cost seconds of fsyncs on a busy disk otherwise)
+            conn.execute("PRAGMA synchronous=OFF")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(SPOOL_SCHEMA)
             have = int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
@@ -251,10 +273,9 @@ class StoreSource:
                              codec.row_crc(event.seq, kind, step, ts, body)))
                 if blob is not None:
                     blobs[blob[0]] = blob[1]
-            superseded = self._rows("SELECT seq, attempt FROM trackmux.superseded WHERE "
-                                    "run = %s", (pk,))
-            attempts = self._rows("SELECT number, started_at, pid, host, first_seq, "
-                                  "rewind_to FROM trackmux.attempts WHERE run = %s", (pk,))
+            if history is None:  # after the events: every mark of a copied event is in
+                history = self.history([pk])[run.ref]
+            superseded, attempts = history
             # what the run's own spool says about its other backends is not known here:
             # the replica shows one delivery, to the store, of everything it holds
             meta = {**run.meta, "run_id": run.run_id, "project": run.project,

@@ -72,10 +72,12 @@ class StoreMirror:
         stale = [int(ref) for ref, (_, state) in marks.items()
                  if ref not in self._entries or self._states.get(ref) != state]
         moved = 0
+        history = self.source.history(stale) if stale else {}
         for entry in self.source.runs(ids=stale, counts=False) if stale else []:
             # meta, attempts and marks only: the list shows the run before its events
             self._copied[entry.ref] = self.source.copy_forward(
-                entry, replica_folder(entry, self.root), limit=0)
+                entry, replica_folder(entry, self.root), limit=0,
+                history=history.get(entry.ref, ([], [])))
             self._entries[entry.ref] = entry
             self._states[entry.ref] = marks[entry.ref][1]
             moved += 1
