@@ -2,6 +2,7 @@
 
     python -m benchmarks.store                    # all three, default sizes
     python -m benchmarks.store --points 1000000 --crossings 20 --trainers 10
+    python -m benchmarks.store --only ui       # trackmux ui DSN from a cold start
 
 - sync: ``trackmux sync`` of a run of ``--points`` points (10,000 ``log()`` calls of 100
   floats at 1M) into the store, through core's delivery worker and the postgres backend
@@ -257,27 +258,17 @@ def _load_ui_store(pg: Any, runs: int, keys: int, steps: int) -> tuple[str, list
     return dsn, names, time.perf_counter() - t0
 
 
-def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str, Any]:
-    """``trackmux ui DSN`` over ``runs`` x ``keys`` metrics x ``steps`` points written
-    straight into the store, from a cold start: the command started as a process with an
-    empty replica cache, and the wall time from starting it until ``/api/runs`` lists
-    every run, until a chart of one metric of every run has data for each, and until
-    every replica is complete; then, warm, the same requests (as over spools, "UI at
-    scale"). Server side, no browser."""
-    import socket
+def _ui_start(dsn: str, names: list[str], runs: int, steps: int, env: dict[str, str],
+              port: int, warm_requests: bool) -> dict[str, Any]:
+    """Start ``trackmux ui DSN`` as a process; seconds from its start until the run list
+    has every run, until a chart of one metric has points of every run, and until every
+    run is complete in that chart (polled once a second then, as the page does)."""
     import subprocess
     import sys
     import urllib.error
     import urllib.request
 
-    from trackmux.ui.mirror import StoreMirror
-
-    dsn, names, loaded = _load_ui_store(pg, runs, keys, steps)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/"
-    env = {**os.environ, "XDG_CACHE_HOME": str(work / "ui-cache")}  # cold: no replicas
 
     def get(path: str) -> Any:
         with urllib.request.urlopen(url + path, timeout=600) as response:
@@ -292,8 +283,7 @@ def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str,
     proc = subprocess.Popen([sys.executable, "-c", "from trackmux.cli.main import main; main()",
                              "ui", dsn, "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    out: dict[str, Any] = {"runs": runs, "keys": keys, "steps": steps,
-                           "points": runs * keys * steps, "written_to_store_s": round(loaded, 1)}
+    out: dict[str, Any] = {}
     try:
         listed: list[dict[str, Any]] = []
         first_answer = None
@@ -326,6 +316,8 @@ def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str,
                 break
             time.sleep(1.0)  # the page's live refresh: once a second
         out["every_run_complete_s"] = round(time.perf_counter() - t0, 1)
+        if not warm_requests:
+            return out
         time.sleep(2)
         lists = [timed("api/runs") for _ in range(5)]
         out["warm_api_runs_median_of_5_s"] = round(statistics.median(t for t, _ in lists), 3)
@@ -335,6 +327,30 @@ def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str,
     finally:
         proc.terminate()
         proc.wait(30)
+    return out
+
+
+def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str, Any]:
+    """``trackmux ui DSN`` over ``runs`` x ``keys`` metrics x ``steps`` points written
+    straight into the store, from a cold start: the command started as a process with an
+    empty replica cache, and the wall time from starting it until ``/api/runs`` lists
+    every run, until a chart of one metric of every run has data for each, and until
+    every replica is complete; then, warm, the same requests (as over spools, "UI at
+    scale"); then started again with the replicas kept. Server side, no browser."""
+    import socket
+
+    from trackmux.ui.mirror import StoreMirror
+
+    dsn, names, loaded = _load_ui_store(pg, runs, keys, steps)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "XDG_CACHE_HOME": str(work / "ui-cache")}  # cold: no replicas
+    out: dict[str, Any] = {"runs": runs, "keys": keys, "steps": steps,
+                           "points": runs * keys * steps, "written_to_store_s": round(loaded, 1)}
+    out["cold"] = _ui_start(dsn, names, runs, steps, env, port, warm_requests=True)
+    # started again: the replicas are kept, only what is new is copied
+    out["restart"] = _ui_start(dsn, names, runs, steps, env, port, warm_requests=False)
     previous = os.environ.get("XDG_CACHE_HOME")
     os.environ["XDG_CACHE_HOME"] = env["XDG_CACHE_HOME"]
     try:  # the UI's replicas: the first round finds them complete, the next polls

@@ -31,7 +31,7 @@ from trackmux.readers.base import RunEntry
 
 log = logging.getLogger("trackmux")
 POLL = 0.5
-FIRST_CHUNK = 250  # events of a run's first chunk (a beginning to chart, fast)
+FIRST_CHUNK = 64  # events of a run's first chunk: a beginning to chart, for every run soon
 CHUNK = 4000  # at most this many events of one run per turn
 ROUND_BUDGET = 0.4  # seconds of backlog copying per round, then live runs again
 LIVE_CHUNK = 10 * CHUNK  # a live run's burst (a backfill) is copied over several rounds
