@@ -231,9 +231,11 @@ def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, 
             "finish_after_last_loop_s": round(time.time() - last_loop_end, 2)}
 
 
-def _load_ui_store(pg: Any, runs: int, keys: int, steps: int) -> tuple[str, list[str], float]:
+def _load_ui_store(pg: Any, runs: int, keys: int, steps: int
+                   ) -> tuple[str, list[str], float, Any]:
     """``runs`` finished runs of ``keys`` metrics x ``steps`` steps on 10 hosts, written
-    straight into a fresh store (StoreWriter); its DSN, the keys and the seconds taken."""
+    straight into a fresh store (StoreWriter), and a small running run; its DSN, the
+    keys, the seconds taken, and ``cross(i)``: write step ``i`` to the running run."""
     from trackmux.core.events import MetricsEvent
     from trackmux.store import schema
     from trackmux.store.connect import connect
@@ -254,15 +256,25 @@ def _load_ui_store(pg: Any, runs: int, keys: int, steps: int) -> tuple[str, list
             writer.write(run, [MetricsEvent({k: (s * (r + 1) + i) % 997 / 997.0
                                              for i, k in enumerate(names)}, s, 1.7e9 + s, s + 1)
                                for s in range(start, min(steps, start + 5000))])
-    conn.close()
-    return dsn, names, time.perf_counter() - t0
+    loaded = time.perf_counter() - t0
+    # a small running run beside them: steps written to it while the UI copies the rest
+    probe = writer.register({"run_id": "live-probe", "project": "bench", "name": "live-probe",
+                             "started_at": 1.7e9 + runs}, host="node-live", user="bench")
+    writer.status(probe, "running", 1.7e9 + runs, {"run_id": "live-probe"})
+    writer.write(probe, [MetricsEvent({names[0]: 0.0}, 0, time.time(), 1)])
+
+    def cross(i: int) -> None:
+        writer.write(probe, [MetricsEvent({names[0]: float(i)}, i, time.time(), i + 1)])
+
+    return dsn, names, loaded, cross
 
 
 def _ui_start(dsn: str, names: list[str], runs: int, steps: int, env: dict[str, str],
-              port: int, warm_requests: bool) -> dict[str, Any]:
+              port: int, warm_requests: bool, cross: Any = None) -> dict[str, Any]:
     """Start ``trackmux ui DSN`` as a process; seconds from its start until the run list
     has every run, until a chart of one metric has points of every run, and until every
-    run is complete in that chart (polled once a second then, as the page does)."""
+    run is complete in that chart (polled once a second then, as the page does).
+    ``cross``: also time steps written to the running probe run during the backfill."""
     import subprocess
     import sys
     import urllib.error
@@ -287,7 +299,7 @@ def _ui_start(dsn: str, names: list[str], runs: int, steps: int, env: dict[str, 
     try:
         listed: list[dict[str, Any]] = []
         first_answer = None
-        while len(listed) < runs:  # the run list, every run with host, user and state
+        while len(listed) < runs + 1:  # the list: every run with host, user and state
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.perf_counter() - t0 < 600, "the run list never filled"
             try:
@@ -300,7 +312,8 @@ def _ui_start(dsn: str, names: list[str], runs: int, steps: int, env: dict[str, 
         out["list_has_every_run_s"] = round(time.perf_counter() - t0, 2)
         out["listed_with_host_and_user"] = sum(1 for r in listed if r.get("host")
                                                and r.get("user"))
-        rids = ",".join(r["id"] for r in listed)
+        probe = next(r["id"] for r in listed if r["name"] == "live-probe")
+        rids = ",".join(r["id"] for r in listed if r["name"] != "live-probe")
         chart = f"api/series?key={names[0]}&runs={rids}"
         while True:  # a 100-run chart with points of every run
             assert time.perf_counter() - t0 < 600, "the chart never filled"
@@ -309,6 +322,20 @@ def _ui_start(dsn: str, names: list[str], runs: int, steps: int, env: dict[str, 
                 break
             time.sleep(0.1)
         out["chart_has_every_run_s"] = round(time.perf_counter() - t0, 2)
+        if cross is not None:  # steps of a running run while the others are copied
+            crossed = []
+            for i in range(1, 11):
+                cross(i)
+                logged = time.perf_counter()
+                while get(f"api/series?key={names[0]}&runs={probe}")["runs"][0]["cursor"] <= i:
+                    assert time.perf_counter() - logged < 60, "a live step never arrived"
+                    time.sleep(0.05)
+                crossed.append(time.perf_counter() - logged)
+                time.sleep(0.5)
+            out["live_step_during_backfill_s"] = {
+                "p50": round(statistics.median(crossed), 2), "max": round(max(crossed), 2)}
+            out["runs_incomplete_after_crossings"] = sum(
+                1 for r in get(chart)["runs"] if r["cursor"] < steps)
         while True:  # every replica complete, and read by the UI
             assert time.perf_counter() - t0 < 1800, "the replicas never completed"
             answer = get(chart)
@@ -341,14 +368,15 @@ def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str,
 
     from trackmux.ui.mirror import StoreMirror
 
-    dsn, names, loaded = _load_ui_store(pg, runs, keys, steps)
+    dsn, names, loaded, cross = _load_ui_store(pg, runs, keys, steps)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {**os.environ, "XDG_CACHE_HOME": str(work / "ui-cache")}  # cold: no replicas
     out: dict[str, Any] = {"runs": runs, "keys": keys, "steps": steps,
                            "points": runs * keys * steps, "written_to_store_s": round(loaded, 1)}
-    out["cold"] = _ui_start(dsn, names, runs, steps, env, port, warm_requests=True)
+    out["cold"] = _ui_start(dsn, names, runs, steps, env, port, warm_requests=True,
+                            cross=cross)
     # started again: the replicas are kept, only what is new is copied
     out["restart"] = _ui_start(dsn, names, runs, steps, env, port, warm_requests=False)
     previous = os.environ.get("XDG_CACHE_HOME")
