@@ -2,6 +2,7 @@
 
     python -m benchmarks.store                    # all three, default sizes
     python -m benchmarks.store --points 1000000 --crossings 20 --trainers 10
+    python -m benchmarks.store --only ui       # trackmux ui DSN from a cold start
 
 - sync: ``trackmux sync`` of a run of ``--points`` points (10,000 ``log()`` calls of 100
   floats at 1M) into the store, through core's delivery worker and the postgres backend
@@ -230,19 +231,15 @@ def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, 
             "finish_after_last_loop_s": round(time.time() - last_loop_end, 2)}
 
 
-def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str, Any]:
-    """``trackmux ui DSN`` over ``runs`` x ``keys`` metrics x ``steps`` points written
-    straight into the store: the replicas made cold, then the first paint of the run
-    list and of a chart of every run after the UI's warm-up (as ``trackmux ui`` over
-    spools is measured, docs/performance.md "UI at scale"), server side (no browser)."""
-    import urllib.request
-
+def _load_ui_store(pg: Any, runs: int, keys: int, steps: int
+                   ) -> tuple[str, list[str], float, Any]:
+    """``runs`` finished runs of ``keys`` metrics x ``steps`` steps on 10 hosts, written
+    straight into a fresh store (StoreWriter), and a small running run; its DSN, the
+    keys, the seconds taken, and ``cross(i)``: write step ``i`` to the running run."""
     from trackmux.core.events import MetricsEvent
     from trackmux.store import schema
     from trackmux.store.connect import connect
     from trackmux.store.ingest import StoreWriter
-    from trackmux.ui.app import Server
-    from trackmux.ui.mirror import StoreMirror
 
     dsn = _fresh_db(pg, "b12_ui")
     conn = connect(dsn, autocommit=True)
@@ -260,48 +257,142 @@ def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str,
                                              for i, k in enumerate(names)}, s, 1.7e9 + s, s + 1)
                                for s in range(start, min(steps, start + 5000))])
     loaded = time.perf_counter() - t0
-    conn.close()
-    mirror = StoreMirror(dsn, work / "ui-replicas")
+    # a small running run beside them: steps written to it while the UI copies the rest
+    probe = writer.register({"run_id": "live-probe", "project": "bench", "name": "live-probe",
+                             "started_at": 1.7e9 + runs}, host="node-live", user="bench")
+    writer.status(probe, "running", 1.7e9 + runs, {"run_id": "live-probe"})
+    writer.write(probe, [MetricsEvent({names[0]: 0.0}, 0, time.time(), 1)])
+
+    def cross(i: int) -> None:
+        writer.write(probe, [MetricsEvent({names[0]: float(i)}, i, time.time(), i + 1)])
+
+    return dsn, names, loaded, cross
+
+
+def _ui_start(dsn: str, names: list[str], runs: int, steps: int, env: dict[str, str],
+              port: int, warm_requests: bool, cross: Any = None) -> dict[str, Any]:
+    """Start ``trackmux ui DSN`` as a process; seconds from its start until the run list
+    has every run, until a chart of one metric has points of every run, and until every
+    run is complete in that chart (polled once a second then, as the page does).
+    ``cross``: also time steps written to the running probe run during the backfill."""
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+
+    url = f"http://127.0.0.1:{port}/"
+
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(url + path, timeout=600) as response:
+            return orjson.loads(response.read())
+
+    def timed(path: str) -> tuple[float, Any]:
+        t0 = time.perf_counter()
+        body = get(path)
+        return time.perf_counter() - t0, body
+
     t0 = time.perf_counter()
-    mirror.sync_once()
-    cold = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    mirror.sync_once()
-    warm = time.perf_counter() - t0
-    mirror.start(wait=False)
-    server = Server([mirror.root], warm=True).start()
-    t0 = time.perf_counter()
-    while server.store.memory()["cached_runs"] < runs:  # as over spools: after warm-up
-        time.sleep(0.5)
-    warmed = time.perf_counter() - t0
+    proc = subprocess.Popen([sys.executable, "-c", "from trackmux.cli.main import main; main()",
+                             "ui", dsn, "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    out: dict[str, Any] = {}
     try:
-        def get(path: str) -> Any:
-            with urllib.request.urlopen(server.url + path, timeout=600) as response:
-                return orjson.loads(response.read())
-
-        def timed(path: str) -> tuple[float, Any]:
-            t0 = time.perf_counter()
-            body = get(path)
-            return time.perf_counter() - t0, body
-
-        time.sleep(5)  # the warm-up's last pass over the run list ends
+        listed: list[dict[str, Any]] = []
+        first_answer = None
+        while len(listed) < runs + 1:  # the list: every run with host, user and state
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.perf_counter() - t0 < 600, "the run list never filled"
+            try:
+                listed = get("api/runs")["runs"]
+                first_answer = first_answer or time.perf_counter() - t0
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            time.sleep(0.02)
+        out["first_api_runs_answer_s"] = round(first_answer or 0, 2)
+        out["list_has_every_run_s"] = round(time.perf_counter() - t0, 2)
+        out["listed_with_host_and_user"] = sum(1 for r in listed if r.get("host")
+                                               and r.get("user"))
+        probe = next(r["id"] for r in listed if r["name"] == "live-probe")
+        rids = ",".join(r["id"] for r in listed if r["name"] != "live-probe")
+        chart = f"api/series?key={names[0]}&runs={rids}"
+        while True:  # a 100-run chart with points of every run
+            assert time.perf_counter() - t0 < 600, "the chart never filled"
+            answer = get(chart)
+            if len(answer["runs"]) == runs and all(r["cursor"] > 0 for r in answer["runs"]):
+                break
+            time.sleep(0.1)
+        out["chart_has_every_run_s"] = round(time.perf_counter() - t0, 2)
+        if cross is not None:  # steps of a running run while the others are copied
+            crossed = []
+            for i in range(1, 11):
+                cross(i)
+                logged = time.perf_counter()
+                while get(f"api/series?key={names[0]}&runs={probe}")["runs"][0]["cursor"] <= i:
+                    assert time.perf_counter() - logged < 60, "a live step never arrived"
+                    time.sleep(0.05)
+                crossed.append(time.perf_counter() - logged)
+                time.sleep(0.5)
+            out["live_step_during_backfill_s"] = {
+                "p50": round(statistics.median(crossed), 2), "max": round(max(crossed), 2)}
+            out["runs_incomplete_after_crossings"] = sum(
+                1 for r in get(chart)["runs"] if r["cursor"] < steps)
+        while True:  # every replica complete, and read by the UI
+            assert time.perf_counter() - t0 < 1800, "the replicas never completed"
+            answer = get(chart)
+            if all(r["cursor"] >= steps for r in answer["runs"]):
+                break
+            time.sleep(1.0)  # the page's live refresh: once a second
+        out["every_run_complete_s"] = round(time.perf_counter() - t0, 1)
+        if not warm_requests:
+            return out
+        time.sleep(2)
         lists = [timed("api/runs") for _ in range(5)]
-        listed = lists[0][1]["runs"]
-        rids = ",".join(r["id"] for r in listed)
-        first_chart, _ = timed(f"api/series?key={names[0]}&runs={rids}")
-        charts = [timed(f"api/series?key={names[i]}&runs={rids}")[0] for i in range(1, 6)]
-        first_list = statistics.median(t for t, _ in lists)
-        second_chart = statistics.median(charts)
+        out["warm_api_runs_median_of_5_s"] = round(statistics.median(t for t, _ in lists), 3)
+        out["warm_api_series_100_runs_first_key_s"] = round(timed(chart)[0], 3)
+        out["warm_api_series_100_runs_next_keys_median_s"] = round(statistics.median(
+            timed(f"api/series?key={names[i]}&runs={rids}")[0] for i in range(1, 6)), 3)
     finally:
-        server.stop()
-        mirror.stop()
-    return {"runs": runs, "keys": keys, "steps": steps, "points": runs * keys * steps,
-            "written_to_store_s": round(loaded, 1), "replicas_cold_s": round(cold, 1),
-            "replicas_unchanged_poll_s": round(warm, 3), "ui_warm_up_s": round(warmed, 1),
-            "listed": len(listed),
-            "api_runs_median_of_5_s": round(first_list, 3),
-            "api_series_100_runs_first_key_s": round(first_chart, 3),
-            "api_series_100_runs_next_keys_median_s": round(second_chart, 3)}
+        proc.terminate()
+        proc.wait(30)
+    return out
+
+
+def bench_ui(pg: Any, work: Path, runs: int, keys: int, steps: int) -> dict[str, Any]:
+    """``trackmux ui DSN`` over ``runs`` x ``keys`` metrics x ``steps`` points written
+    straight into the store, from a cold start: the command started as a process with an
+    empty replica cache, and the wall time from starting it until ``/api/runs`` lists
+    every run, until a chart of one metric of every run has data for each, and until
+    every replica is complete; then, warm, the same requests (as over spools, "UI at
+    scale"); then started again with the replicas kept. Server side, no browser."""
+    import socket
+
+    from trackmux.ui.mirror import StoreMirror
+
+    dsn, names, loaded, cross = _load_ui_store(pg, runs, keys, steps)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "XDG_CACHE_HOME": str(work / "ui-cache")}  # cold: no replicas
+    out: dict[str, Any] = {"runs": runs, "keys": keys, "steps": steps,
+                           "points": runs * keys * steps, "written_to_store_s": round(loaded, 1)}
+    out["cold"] = _ui_start(dsn, names, runs, steps, env, port, warm_requests=True,
+                            cross=cross)
+    # started again: the replicas are kept, only what is new is copied
+    out["restart"] = _ui_start(dsn, names, runs, steps, env, port, warm_requests=False)
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = env["XDG_CACHE_HOME"]
+    try:  # the UI's replicas: the first round finds them complete, the next polls
+        mirror = StoreMirror(dsn)
+    finally:
+        os.environ.pop("XDG_CACHE_HOME")
+        if previous is not None:
+            os.environ["XDG_CACHE_HOME"] = previous
+    mirror.sync_once(budget=None)
+    t1 = time.perf_counter()
+    mirror.sync_once()
+    out["replicas_unchanged_poll_s"] = round(time.perf_counter() - t1, 3)
+    mirror.stop()
+    return out
 
 
 def main() -> None:

@@ -84,3 +84,107 @@ def test_ui_serves_the_store_live_with_a_read_only_role(
         server.stop()
         mirror.stop()
         live.finish(timeout=60)
+
+
+def _fill(dsn: str, sizes: list[int], first_seq: int = 1, runs: list[int] | None = None
+          ) -> list[int]:
+    """Runs of ``sizes`` metrics events written straight into the store (as many
+    machines' deliveries would); more events to ``runs`` when given. The store ids."""
+    from trackmux.core.events import MetricsEvent
+    from trackmux.store import schema
+    from trackmux.store.connect import connect
+    from trackmux.store.ingest import StoreWriter
+
+    conn = connect(dsn, autocommit=True)
+    schema.migrate(conn)
+    writer = StoreWriter(conn)
+    out = []
+    for r, size in enumerate(sizes):
+        if runs is None:
+            run = writer.register({"run_id": f"run-{r:02d}", "project": "cold",
+                                   "name": f"run-{r:02d}", "started_at": 1.7e9 + r},
+                                  host=f"node-{r % 3}", user="alice")
+            writer.status(run, "finished", 1.7e9 + r, {"run_id": f"run-{r:02d}"})
+        else:
+            run = runs[r]
+        writer.write(run, [MetricsEvent({"loss": float(s)}, s, 1.7e9 + s, s)
+                           for s in range(first_seq, first_seq + size)])
+        out.append(run)
+    conn.close()
+    return out
+
+
+def test_the_run_list_has_every_run_before_their_events_are_copied(
+        dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold start over a store of many runs: the first /api/runs lists them all, with
+    host, user and state, before one event is copied; then events come in bounded chunks
+    per run (a huge run does not hold the others back), and the UI picks up the growth."""
+    from trackmux.ui import mirror as mirror_module
+    from trackmux.ui.app import Server
+    from trackmux.ui.mirror import StoreMirror
+
+    sizes = [20] * 24 + [400]  # the newest run is huge
+    _fill(dsn, sizes)
+    monkeypatch.setattr(mirror_module, "FIRST_CHUNK", 5)
+    monkeypatch.setattr(mirror_module, "CHUNK", 10)
+    mirror = StoreMirror(dsn, tmp_path / "replicas")
+    mirror.sync_once(budget=0.0)  # what start() does before the server starts
+    server = Server([mirror.root], warm=False).start()
+    try:
+        listed = get(server.url + "api/runs")["runs"]
+        assert sorted(r["name"] for r in listed) == [f"run-{r:02d}" for r in range(25)]
+        assert all(r["host"] == f"node-{int(r['name'][4:]) % 3}" for r in listed)
+        assert all(r["user"] == "alice" and r["state"] == "finished" for r in listed)
+        assert [r["events"] for r in listed] == [0] * 25  # nothing copied yet
+        rids = ",".join(r["id"] for r in listed)
+
+        mirror.sync_once(budget=600)  # a round: one bounded chunk for every run
+        listed = get(server.url + "api/runs")["runs"]
+        assert [r["events"] for r in listed] == [5] * 25
+        mirror.sync_once(budget=600)
+        assert [r["events"] for r in get(server.url + "api/runs")["runs"]] == [15] * 25
+
+        rounds = 0
+        while mirror.pending:
+            mirror.sync_once(budget=600)
+            rounds += 1
+            assert rounds < 100
+        chart = get(server.url + f"api/series?key=loss&runs={rids}")
+        by_events = {r["id"]: r["events"] for r in get(server.url + "api/runs")["runs"]}
+        assert sorted(by_events.values()) == sorted(sizes)
+        assert all(r["cursor"] == by_events[r["id"]] for r in chart["runs"])
+        assert mirror.behind == 0
+    finally:
+        server.stop()
+        mirror.stop()
+
+
+def test_a_live_run_is_copied_before_the_backlog(dsn: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose replica caught up gets its new steps in the next round, even when
+    the round has no time left for the backlog of other runs."""
+    from trackmux.core.spool.reader import SpoolReader
+    from trackmux.store.read import replica_folder
+    from trackmux.ui import mirror as mirror_module
+    from trackmux.ui.mirror import StoreMirror
+
+    small, big = _fill(dsn, [3, 200])
+    monkeypatch.setattr(mirror_module, "FIRST_CHUNK", 5)
+    monkeypatch.setattr(mirror_module, "CHUNK", 5)
+    mirror = StoreMirror(dsn, tmp_path / "replicas")
+    mirror.sync_once(budget=600)
+    assert mirror.behind == 1 and mirror.pending  # the small run caught up, not the big
+    _fill(dsn, [4], first_seq=4, runs=[small])
+    mirror.sync_once(budget=0.0)  # no time for the backlog
+    entries = {e.ref: e for e in mirror.source.runs()}
+
+    def copied(ref: int) -> int:
+        reader = SpoolReader(replica_folder(entries[str(ref)], mirror.root))
+        try:
+            return reader.last_seq()
+        finally:
+            reader.close()
+
+    assert copied(small) == 7
+    assert copied(big) == 5
+    mirror.stop()

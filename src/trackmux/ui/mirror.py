@@ -1,22 +1,40 @@
 """``trackmux ui postgresql://...``: the team store's runs as local spool replicas, kept
 up to date on a thread, so the UI serves them with the code that serves spools.
 
-Every ``POLL`` seconds each run's highest seq and state are read from the store (one
-query, an index lookup per run); each run that moved is copied forward from where its
-replica ended (only new rows).
-A step committed on another machine is therefore in the replica within ``POLL`` seconds
-plus one query, and the UI picks it up at its next refresh. Only SELECTs are sent: the UI
-runs with a read-only role. A store that goes away is retried; the replicas stay.
+A cold start must not wait for every event (100 runs of 10k steps are 1M rows to
+copy), so the mirror fills the replicas in an order the UI can show at once:
+
+1. every run's meta first (one query and an empty replica each): the run list has every
+   run, with host, user and state, within the first round;
+2. then events, in bounded chunks per run (``FIRST_CHUNK`` growing to ``CHUNK``), runs
+   that received fewer chunks first, running and most recently active runs first among
+   equals: every run soon has a beginning to chart, and one huge run does not hold the
+   others back; a round copies for about ``ROUND_BUDGET`` seconds, then polls again;
+3. a run whose replica has caught up is live: its new events are copied first in every
+   round, before any backlog, so a step committed on another machine is in the replica
+   within ``POLL`` seconds plus a round, also while the backlog is copied.
+
+The UI's refresh picks up each replica's growth like a growing spool. Every
+``POLL`` seconds each run's highest seq and state are read (one query, an index lookup
+per run). Only SELECTs are sent: the UI runs with a read-only role. A store that goes
+away is retried; the replicas stay.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
+
+from trackmux.readers.base import RunEntry
 
 log = logging.getLogger("trackmux")
 POLL = 0.5
+FIRST_CHUNK = 64  # events of a run's first chunk: a beginning to chart, for every run soon
+CHUNK = 4000  # at most this many events of one run per turn
+ROUND_BUDGET = 0.4  # seconds of backlog copying per round, then live runs again
+LIVE_CHUNK = 10 * CHUNK  # a live run's burst (a backfill) is copied over several rounds
 
 
 class StoreMirror:
@@ -27,21 +45,67 @@ class StoreMirror:
         self.root = root if root is not None else replica_root(dsn)
         self.poll = poll
         self.source = StoreSource(dsn)  # fails now on bad credentials, not later
-        self._seen: dict[str, tuple[int, str]] = {}
+        self._entries: dict[str, RunEntry] = {}  # by store id, as last replicated
+        self._states: dict[str, str] = {}  # the state each run had then (as marks() says)
+        self._copied: dict[str, int] = {}  # highest seq each replica holds
+        self._turns: dict[str, int] = {}  # chunks each run received while catching up
+        self._live: set[str] = set()  # runs whose replica caught up once
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self.rounds = 0
+        #: whether the last round left events to copy (the next round then comes at once)
+        self.pending = False
 
-    def sync_once(self) -> int:
-        """Bring every changed run's replica up to date; returns how many moved."""
+    @property
+    def behind(self) -> int:
+        """How many runs' replicas have not caught up with the store once yet."""
+        return sum(1 for ref in self._entries if ref not in self._live)
+
+    def sync_once(self, budget: float | None = ROUND_BUDGET) -> int:
+        """One round: the meta of new or changed runs, the new events of live runs, then
+        backlog chunks for about ``budget`` seconds (0: none; None: until every replica
+        has caught up). Returns how many runs moved."""
+        from trackmux.store.read import replica_folder
+
         marks = self.source.marks()
-        changed = [int(ref) for ref, mark in marks.items() if self._seen.get(ref) != mark]
+        stale = [int(ref) for ref, (_, state) in marks.items()
+                 if ref not in self._entries or self._states.get(ref) != state]
         moved = 0
-        for entry in self.source.runs(ids=changed) if changed else []:
-            self.source.replica(entry, self.root)
-            self._seen[entry.ref] = marks[entry.ref]
+        history = self.source.history(stale) if stale else {}
+        for entry in self.source.runs(ids=stale, counts=False) if stale else []:
+            # meta, attempts and marks only: the list shows the run before its events
+            self._copied[entry.ref] = self.source.copy_forward(
+                entry, replica_folder(entry, self.root), limit=0,
+                history=history.get(entry.ref, ([], [])))
+            self._entries[entry.ref] = entry
+            self._states[entry.ref] = marks[entry.ref][1]
             moved += 1
+        due = [ref for ref, (seq, _) in marks.items()
+               if ref in self._entries and self._copied.get(ref, 0) < seq]
+        live = [ref for ref in due if ref in self._live]
+        backlog = sorted((ref for ref in due if ref not in self._live),
+                         key=lambda ref: (self._turns.get(ref, 0),
+                                          _recency(self._entries[ref])))
+        started = time.monotonic()
+        for ref in live + backlog:
+            if (budget is not None and ref not in self._live
+                    and (budget <= 0 or time.monotonic() - started > budget)):
+                break
+            entry = self._entries[ref]
+            turns = self._turns.get(ref, 0)
+            limit = (None if budget is None else LIVE_CHUNK if ref in self._live
+                     else min(CHUNK, FIRST_CHUNK << turns))
+            self._copied[ref] = self.source.copy_forward(
+                entry, replica_folder(entry, self.root), limit=limit)
+            self._turns[ref] = turns + 1
+            moved += 1
+        self.pending = False
+        for ref, (seq, _) in marks.items():
+            if ref in self._entries and self._copied.get(ref, 0) >= seq:
+                self._live.add(ref)
+            else:
+                self.pending = True
         self.rounds += 1
         return moved
 
@@ -56,7 +120,8 @@ class StoreMirror:
                                 type(exc).__name__, exc)
                 self.error = f"{type(exc).__name__}: {exc}"
                 self._reconnect()
-            self._stop.wait(self.poll)
+            # a backlog is copied round after round; caught up, poll at the pace
+            self._stop.wait(0.02 if self.pending and self.error is None else self.poll)
 
     def _reconnect(self) -> None:
         from trackmux.store.read import StoreSource
@@ -67,11 +132,11 @@ class StoreMirror:
         except Exception as exc:
             log.debug("trackmux ui: store still unreachable: %s", exc)
 
-    def start(self, wait: bool = True) -> StoreMirror:
-        """Start polling; ``wait``: copy every run once first (the first page then shows
-        them all), else the runs appear as their replicas are made."""
-        if wait:
-            self.sync_once()
+    def start(self, wait: bool = False) -> StoreMirror:
+        """Replicate every run's meta now (a few ms a run: the server's first run list
+        then has them all), then copy their events on a thread; ``wait``: copy every run
+        completely first."""
+        self.sync_once(budget=None if wait else 0.0)
         self._thread = threading.Thread(target=self._loop, name="trackmux-store-mirror",
                                         daemon=True)
         self._thread.start()
@@ -82,3 +147,11 @@ class StoreMirror:
         if self._thread is not None:
             self._thread.join(10)
         self.source.close()
+
+
+def _recency(entry: RunEntry) -> tuple[int, float]:
+    """Sort key: running runs first, then the most recently finished or started."""
+    ended = entry.finished_at
+    if entry.state == "running" or ended is None:
+        return (0, -(entry.started_at or 0.0))
+    return (1, -float(ended))
