@@ -7,20 +7,19 @@ results marked and unfolded, per-turn reward and latency, jumps to a group or sa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from test_report_browser import ARGS, CHROMIUM, open_page
+from report_support import needs_chromium
+from test_report_browser import open_page
 
 import trackmux
 from trackmux.report import build_report
 from trackmux.samples.read import step_payload
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason=f"{CHROMIUM} is missing (apt-get install chromium)")
+pytestmark = needs_chromium
 ASSETS = Path(trackmux.__file__).parent / "report" / "assets"
 
 SCRIPT = "<script>window.__pwned = 'script'</script>"
@@ -44,18 +43,6 @@ def hostile(i: int) -> list[dict[str, Any]]:
         {"role": "assistant", "content": f"final {i} {LINK}", "reward": 1.0,
          "latency_ms": 80.5},
     ]
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()
 
 
 @pytest.fixture(scope="module")
@@ -147,9 +134,9 @@ def exercise(page: Any) -> None:
     assert (page.locator(".tms-info").text_content() or "").strip() == "2 of 4 samples"
 
 
-def test_bare_view_keeps_hostile_text_inert(chromium: Any, run_dir: Path,
+def test_bare_view_keeps_hostile_text_inert(browser: Any, run_dir: Path,
                                             tmp_path: Path) -> None:
-    page, problems, requests = open_page(chromium, bare_page(run_dir, tmp_path))
+    page, problems, requests = open_page(browser, bare_page(run_dir, tmp_path))
     try:
         page.wait_for_selector("#m[data-ready='1']", timeout=15000)
         check_inert(page, requests, problems)
@@ -160,10 +147,10 @@ def test_bare_view_keeps_hostile_text_inert(chromium: Any, run_dir: Path,
         page.close()
 
 
-def test_report_shows_conversations_inert(chromium: Any, run_dir: Path,
+def test_report_shows_conversations_inert(browser: Any, run_dir: Path,
                                           tmp_path: Path) -> None:
     report = build_report([run_dir], tmp_path / "report.html")
-    page, problems, requests = open_page(chromium, report)
+    page, problems, requests = open_page(browser, report)
     try:
         page.wait_for_selector(".sample-browser[data-ready='1']", timeout=15000)
         assert page.locator(".tms-steplabel").inner_text() == "step 2"
@@ -179,7 +166,7 @@ def test_report_shows_conversations_inert(chromium: Any, run_dir: Path,
         page.close()
 
 
-def test_far_conversations_are_built_when_reached(chromium: Any, tmp_path: Path) -> None:
+def test_far_conversations_are_built_when_reached(browser: Any, tmp_path: Path) -> None:
     """Past the first 24 a conversation is built near the screen or when jumped to (a
     step of hundreds opens fast), and unfold-all reaches every one."""
     run = trackmux.init(project="p", name="many", backends=[], dir=tmp_path / "runs")
@@ -187,7 +174,7 @@ def test_far_conversations_are_built_when_reached(chromium: Any, tmp_path: Path)
                                        "reward": [float(i) for i in range(40)]},
                     step=1, strict=True)
     run.finish(timeout=30)
-    page, problems, requests = open_page(chromium, bare_page(run.dir, tmp_path, step=1))
+    page, problems, requests = open_page(browser, bare_page(run.dir, tmp_path, step=1))
     try:
         page.wait_for_selector("#m[data-ready='1']", timeout=15000)
         assert page.locator(".tm-conv").count() == 40

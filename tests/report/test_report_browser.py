@@ -8,35 +8,16 @@ the ``playwright`` pip package with ``executable_path`` (never ``playwright inst
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from PIL import Image
-from report_support import DEMO_STEPS, DemoRun, embedded
+from report_support import DEMO_STEPS, DemoRun, embedded, needs_chromium
 
 import trackmux
 from trackmux.report import build_report
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason=f"{CHROMIUM} is missing (apt-get install chromium)")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()
+pytestmark = needs_chromium
 
 
 def open_page(browser: Any, path: Path) -> tuple[Any, list[str], list[str]]:

@@ -5,19 +5,18 @@ a capped table says so, and group ids such as ``__proto__`` are ordinary ids."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report_browser import ARGS, CHROMIUM, drawn, open_page
+from report_support import needs_chromium
+from test_report_browser import drawn, open_page
 
 import trackmux
 from trackmux.report import build_report
 from trackmux.report.sections import MAX_TABLE_ROWS
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason=f"{CHROMIUM} is missing (apt-get install chromium)")
+pytestmark = needs_chromium
 HANDLE = "(key) => window.trackmuxExport.charts[key]"
 INK_AT = """(a) => {
   const u = window.trackmuxExport.charts[a.key].plot;
@@ -29,18 +28,6 @@ INK_AT = """(a) => {
   return n;
 }"""
 GROUPS = ["__proto__", "constructor", "toString", "valueOf"]
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()
 
 
 @pytest.fixture(scope="module")
@@ -62,15 +49,15 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_report([run.dir], root / "report.html")
 
 
-def test_a_single_point_is_drawn(chromium: Any, report: Path) -> None:
-    page, problems, requests = open_page(chromium, report)
+def test_a_single_point_is_drawn(browser: Any, report: Path) -> None:
+    page, problems, requests = open_page(browser, report)
     drawn(page)
     assert page.evaluate(INK_AT, {"key": "train/train_loss", "x": 59, "y": 0.4321}) >= 9
     assert problems == [] and requests == []
 
 
-def test_axis_labels_fit_and_a_spike_is_marked_not_the_range(chromium: Any, report: Path) -> None:
-    page, problems, _ = open_page(chromium, report)
+def test_axis_labels_fit_and_a_spike_is_marked_not_the_range(browser: Any, report: Path) -> None:
+    page, problems, _ = open_page(browser, report)
     drawn(page)
     fit = page.evaluate("""() => {
       const u = window.trackmuxExport.charts['perf/throughput'].plot;
@@ -89,8 +76,8 @@ def test_axis_labels_fit_and_a_spike_is_marked_not_the_range(chromium: Any, repo
     assert problems == []
 
 
-def test_a_finding_leads_to_its_chart(chromium: Any, report: Path) -> None:
-    page, problems, _ = open_page(chromium, report)
+def test_a_finding_leads_to_its_chart(browser: Any, report: Path) -> None:
+    page, problems, _ = open_page(browser, report)
     drawn(page)
     page.click(".tm-finding-list a.key[data-rule=nonfinite][data-key='reward/mean']")
     page.wait_for_function(f"() => ({HANDLE})('reward/mean').zoomed()")
@@ -100,9 +87,9 @@ def test_a_finding_leads_to_its_chart(chromium: Any, report: Path) -> None:
     assert problems == []
 
 
-def test_group_ids_that_name_object_members_and_a_capped_table(chromium: Any,
+def test_group_ids_that_name_object_members_and_a_capped_table(browser: Any,
                                                                report: Path) -> None:
-    page, problems, _ = open_page(chromium, report)
+    page, problems, _ = open_page(browser, report)
     drawn(page)
     page.wait_for_selector(".sample-browser[data-ready='1'] .tms-card")
     groups = page.eval_on_selector_all(".tms-group", "els => els.map(e => e.dataset.group)")

@@ -11,26 +11,14 @@ from typing import Any
 
 import pytest
 from PIL import Image
-from test_report_browser import ARGS, CHROMIUM, open_page
+from report_support import needs_chromium
+from test_report_browser import open_page
 
 import trackmux
 from trackmux.report import build_report
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason=f"{CHROMIUM} is missing (apt-get install chromium)")
+pytestmark = needs_chromium
 STEPS = list(range(0, 60, 5))
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +41,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield build_report([run.dir], root / "report.html")
 
 
-def test_sample_browser_in_chromium(chromium: Any, report: Path, tmp_path: Path) -> None:
+def test_sample_browser_in_chromium(browser: Any, report: Path, tmp_path: Path) -> None:
     assert list(report.parent.glob("report_*")) == []  # one file, no side pages
-    page, problems, requests = open_page(chromium, report)
+    page, problems, requests = open_page(browser, report)
     try:
         page.wait_for_selector(".sample-browser[data-ready='1']", timeout=15000)
         assert page.locator(".tms-steplabel").inner_text() == "step 55"  # the last step
