@@ -301,26 +301,35 @@
     node.appendChild(el("p", {"class": "hint"}, same + " keys are the same in every chosen run"));
     node.appendChild(el("h3", {}, "Hyperparameter importance for " + c.metric));
     node.appendChild(el("p", {"class": "hint method"}, c.method));
-    var it = el("table", {id: "importance"});
-    var h = el("tr");
-    ["key", "method", "value", "90% interval", "n", ""].forEach(function (x) { h.appendChild(el("th", {}, x)); });
+    var it = importanceTable("importance", "key", "", c.importance, function (imp) {
+      var bar = el("td", {"class": "ci"});
+      var track = el("div", {"class": "ci-track"}), span = el("div", {"class": "ci-span"}), dot = el("div", {"class": "ci-dot"});
+      function pos(v) { return (50 + 50 * Math.max(-1, Math.min(1, v))) + "%"; }
+      span.style.left = pos(imp.low); span.style.width = (50 * (imp.high - imp.low)) + "%"; dot.style.left = pos(imp.value);
+      track.appendChild(span); track.appendChild(dot); bar.appendChild(track);
+      return bar;
+    });
+    if (!c.importance.length) node.appendChild(el("p", {"class": "hint"}, "no config key differs across 3 or more runs with this metric"));
+    else node.appendChild(it);
+  }
+
+  /* The importance table of the compare view (config keys over runs) and of the sweep
+   * view (parameters over trials): one row per key, its last cell drawn by ``lastCell``. */
+  function importanceTable(id, keyHeader, lastHeader, rows, lastCell) {
+    var it = el("table", {id: id}), h = el("tr");
+    [keyHeader, "method", "value", "90% interval", "n", lastHeader].forEach(function (x) { h.appendChild(el("th", {}, x)); });
     it.appendChild(h);
-    c.importance.forEach(function (imp) {
+    rows.forEach(function (imp) {
       var tr = el("tr", {"data-key": imp.key});
       tr.appendChild(el("td", {"class": "mono"}, imp.key));
       tr.appendChild(el("td", {}, imp.method === "spearman" ? "Spearman ρ" : "η (ranks)"));
       tr.appendChild(el("td", {"class": "num"}, C.fmt(imp.value)));
       tr.appendChild(el("td", {"class": "num"}, C.fmt(imp.low) + " .. " + C.fmt(imp.high)));
       tr.appendChild(el("td", {"class": "num"}, String(imp.n)));
-      var bar = el("td", {"class": "ci"});
-      var track = el("div", {"class": "ci-track"}), span = el("div", {"class": "ci-span"}), dot = el("div", {"class": "ci-dot"});
-      function pos(v) { return (50 + 50 * Math.max(-1, Math.min(1, v))) + "%"; }
-      span.style.left = pos(imp.low); span.style.width = (50 * (imp.high - imp.low)) + "%"; dot.style.left = pos(imp.value);
-      track.appendChild(span); track.appendChild(dot); bar.appendChild(track); tr.appendChild(bar);
+      tr.appendChild(lastCell(imp));
       it.appendChild(tr);
     });
-    if (!c.importance.length) node.appendChild(el("p", {"class": "hint"}, "no config key differs across 3 or more runs with this metric"));
-    else node.appendChild(it);
+    return it;
   }
 
   // ---- histograms, media, findings, samples -------------------------------------
@@ -549,20 +558,11 @@
     node.appendChild(el("h3", {}, "Parameter importance for " + (d.metric.name || "the value")));
     node.appendChild(el("p", {"class": "hint method"}, d.importance_method));
     if (!d.importance.length) { node.appendChild(el("p", {"class": "hint"}, "no parameter varies over 3 or more trials with a value")); return; }
-    var it = el("table", {id: "sweep-importance"}), h = el("tr");
-    ["parameter", "method", "value", "90% interval", "n", "importance"].forEach(function (x) { h.appendChild(el("th", {}, x)); });
-    it.appendChild(h);
-    d.importance.forEach(function (imp) {
-      var tr = el("tr", {"data-key": imp.key});
-      tr.appendChild(el("td", {"class": "mono"}, imp.key));
-      tr.appendChild(el("td", {}, imp.method === "spearman" ? "Spearman ρ" : "η (ranks)"));
-      tr.appendChild(el("td", {"class": "num"}, C.fmt(imp.value)));
-      tr.appendChild(el("td", {"class": "num"}, C.fmt(imp.low) + " .. " + C.fmt(imp.high)));
-      tr.appendChild(el("td", {"class": "num"}, String(imp.n)));
+    var it = importanceTable("sweep-importance", "parameter", "importance", d.importance, function (imp) {
       var cell = el("td"), track = el("div", {"class": "imp-track"}), bar = el("div", {"class": "imp-bar"});
       bar.style.width = Math.round(100 * Math.min(1, imp.importance)) + "%";
-      track.appendChild(bar); cell.appendChild(track); tr.appendChild(cell);
-      it.appendChild(tr);
+      track.appendChild(bar); cell.appendChild(track);
+      return cell;
     });
     node.appendChild(it);
   }
