@@ -217,3 +217,36 @@ def test_cli_reports_damage_in_sync_show_and_runs(
     listed = trackmux_cli("runs", str(tmp_path / "runs"))
     assert listed.returncode == 0, listed.stderr
     assert "damage:" in listed.stdout
+
+
+@pytest.mark.parametrize("content", ["empty", "foreign sqlite"])
+def test_reading_a_file_that_is_not_a_spool_writes_nothing_into_it(
+        tmp_path: Path, content: str) -> None:
+    """An empty ``spool.db`` (a writer that died before its schema) or another program's
+    SQLite file: every reader says so once and leaves the file as it was (opening it
+    read-write in WAL mode would write a header, the spool's schema would add tables)."""
+    run_dir = tmp_path / "runs" / "proj" / "r1"
+    run_dir.mkdir(parents=True)
+    spool = run_dir / "spool.db"
+    spool.touch()
+    if content == "foreign sqlite":
+        with sqlite3.connect(spool) as conn:
+            conn.execute("CREATE TABLE notes (x TEXT)")
+        conn.close()
+    def state() -> tuple[bytes, int, list[str]]:
+        return (spool.read_bytes(), spool.stat().st_mtime_ns,
+                sorted(p.name for p in run_dir.iterdir()))
+
+    before = state()
+
+    reader = SpoolReader(run_dir)
+    assert reader.meta() == {} and reader.read(0, 10).events == []
+    assert reader.damage.errors == [
+        "no spool tables: empty, half-written or not a trackmux spool"]
+    reader.close()
+    listed = trackmux_cli("runs", str(tmp_path / "runs"))
+    shown = trackmux_cli("show", str(run_dir))
+    assert listed.returncode == 0 and "not a trackmux spool" in listed.stdout, listed.stderr
+    assert shown.returncode == 2 and "not a trackmux spool" in shown.stderr, shown.stderr
+
+    assert state() == before

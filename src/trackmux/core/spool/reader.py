@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS quarantine (
 
 # A damaged file can also fail with a UnicodeDecodeError (of SQLite's error message).
 _READ_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
+NOT_A_SPOOL = "no spool tables: empty, half-written or not a trackmux spool"
 
 @dataclass(frozen=True)
 class Cursor:
@@ -77,6 +78,23 @@ class Damage:
         return bool(self.bad_rows or self.errors)
 
 
+def _has_events_table(path: Path) -> bool:
+    """Whether ``path`` already holds a spool's tables (asked read-only: opening a file
+    read-write in WAL mode writes a header into it). A damaged header answers True, so
+    the reader opens it the usual way and reports what it can read."""
+    if os.path.getsize(path) == 0:
+        return False
+    try:
+        probe = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            return bool(probe.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                      "AND name = 'events'").fetchone())
+        finally:
+            probe.close()
+    except _READ_ERRORS:
+        return True
+
+
 class SpoolReader:
     """Reads events, meta and cursors; writes cursors (acknowledgements) only."""
 
@@ -92,6 +110,14 @@ class SpoolReader:
             raise SpoolUnsafeError(f"{self.path} is {kind}; refusing to read or acknowledge "
                                    "into it (a spool is a regular file inside its run folder)")
         self.damage = Damage([], [])
+        self._tables = True  # False: no spool tables, so every "no such table" is implied
+        if not _has_events_table(self.path):
+            # empty, half-created or not a spool: read it as it is, never write tables into it
+            self.damage.errors.append(NOT_A_SPOOL)
+            self._tables = False
+            self._conn = connect(self.path, readonly=True)
+            self._conn.text_factory = lambda data: data.decode("utf-8", "replace")
+            return
         try:
             self._conn = connect(self.path)
         except _READ_ERRORS as exc:  # a damaged header: read what can be read
@@ -340,6 +366,8 @@ class SpoolReader:
             self.damage.errors.append(f"event {seq}: {why}")
 
     def _note(self, error: str) -> None:
+        if not self._tables and "no such table" in error:
+            return  # said once, as NOT_A_SPOOL
         if error not in self.damage.errors:
             self.damage.errors.append(error)
 
