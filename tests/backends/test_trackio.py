@@ -298,15 +298,16 @@ def test_a_finding_of_the_doctor_is_a_trackio_alert(tmp_path: Path) -> None:
     backend = TrackioBackend({"dir": str(TRACKIO_DIR), "project": project})
     backend.open(_info(project, tmp_path), ResumeState())
     finding = FindingEvent("reward_collapse", "critical", ("critic/score/mean",),
-                           "critic/score/mean fell 61%", 120, 1_700_000_100.0, seq=1)
+                           "critic/score/mean fell 61% <!here>", 120, 1_700_000_100.0,
+                           seq=1)
     backend.write([finding])
     again = TrackioBackend({"dir": str(TRACKIO_DIR), "project": project})
     again.open(_info(project, tmp_path), ResumeState(remote_id=backend.remote_id))
     again.write([finding])  # a batch delivered again after a lost acknowledgement
     alerts = SQLiteStorage.get_alerts(project)
     assert [(a["title"], a["text"], a["level"], a["step"]) for a in alerts] == [
-        ("trackmux doctor: reward_collapse at step 120", "critic/score/mean fell 61%",
-         "error", 120)]
+        ("trackmux doctor: reward_collapse at step 120",
+         "critic/score/mean fell 61% &lt;!here&gt;", "error", 120)]  # Slack's escaping
 
 
 def test_trajectories_are_trackio_traces_at_each_step(tmp_path: Path) -> None:

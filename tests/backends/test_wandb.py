@@ -564,14 +564,17 @@ def test_a_finding_of_the_doctor_is_an_alert_a_summary_line_and_a_table_row(
     and the ``doctor/findings`` table are what the UI shows."""
     from trackmux.core.events import FindingEvent
 
+    # the message quotes the model's words: Slack must not read them as a mention or a link
     finding = FindingEvent("kl_blowup", "warning", ("actor/ppo_kl",),
-                           "actor/ppo_kl rose 3.4x above its level", 3, T0 + 3)
+                           "actor/ppo_kl rose 3.4x; the samples say <!channel> & "
+                           "<http://x.example|look>", 3, T0 + 3)
     deliver_wandb(spool(tmp_path, [MetricsEvent({"x": 1.0}, 1, T0), finding]))
     [path] = all_run_files(tmp_path)
     records = leet_records(path)
     alerts = [r["alert"] for r in records if r.get("type") == "alert"]
     assert alerts and alerts[0]["title"] == "trackmux doctor: kl_blowup at step 3"
-    assert alerts[0]["text"] == finding.message
+    assert alerts[0]["text"] == ("actor/ppo_kl rose 3.4x; the samples say &lt;!channel&gt; "
+                                 "&amp; &lt;http://x.example|look&gt;")
     out = subprocess.run([wandb_cli(), "leet", "inspect", "--json", "--summary", str(path)],
                          capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(out.stdout)["summary"]["doctor/kl_blowup"] == finding.line()

@@ -20,7 +20,8 @@ import trackmux
 from trackmux.core.backends.contract import ResumeState, RunInfo
 from trackmux.core.errors import PermanentBackendError
 from trackmux.core.events import FindingEvent
-from trackmux.plugins.webhook import WebhookBackend, slack_escape
+from trackmux.plugins.chat import slack_escape
+from trackmux.plugins.webhook import WebhookBackend
 from trackmux.plugins.webhook_fold import Folder
 
 

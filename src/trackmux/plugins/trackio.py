@@ -64,6 +64,7 @@ from trackmux.core.events import (
     TextEvent,
 )
 from trackmux.hookspecs import RegisterBackend, hookimpl
+from trackmux.plugins.chat import slack_escape
 
 OPTIONS = frozenset({"dir", "project", "name", "id", "group"})
 #: Keys trackio renames to ``__<key>`` (its ``RESERVED_KEYS``, and anything starting ``__``).
@@ -207,7 +208,7 @@ class TrackioBackend(Backend):
             SQLiteStorage.bulk_alert(
                 project=self._project, run=self._run_name, run_id=self._run_id,
                 titles=[f"trackmux doctor: {f.rule} at step {f.step}" for f in findings],
-                texts=[f.message for f in findings],
+                texts=[slack_escape(f.message) for f in findings],  # forwarded to Slack
                 levels=[ALERT_LEVELS.get(f.severity, "info") for f in findings],
                 steps=[f.step for f in findings], timestamps=[iso_time(f.time) for f in findings],
                 alert_ids=[self.log_id(f.seq) + "-alert" for f in findings])

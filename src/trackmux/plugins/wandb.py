@@ -86,6 +86,7 @@ from trackmux.core.events import (
 )
 from trackmux.hookspecs import RegisterBackend, hookimpl
 from trackmux.plugins import wandb_provenance
+from trackmux.plugins.chat import slack_escape
 
 log = logging.getLogger("trackmux")
 
@@ -437,7 +438,7 @@ class WandbBackend(Backend):
         level = {"critical": "ERROR", "warning": "WARN"}.get(event.severity, "INFO")
         try:
             self._run.alert(title=f"trackmux doctor: {event.rule} at step {event.step}",
-                            text=event.message, level=level, wait_duration=0)
+                            text=slack_escape(event.message), level=level, wait_duration=0)
         except Exception as exc:  # an alert is a courtesy; the record below is the data
             log.info("trackmux: wandb alert for %s not sent: %s", event.rule, exc)
         self._run.summary[f"doctor/{event.rule}"] = event.line()

@@ -48,14 +48,10 @@ from trackmux.core.errors import PermanentBackendError
 from trackmux.core.events import SEVERITIES, Event, FindingEvent
 from trackmux.hookspecs import RegisterBackend, hookimpl
 from trackmux.plugins import webhook_fold
+from trackmux.plugins.chat import slack_escape
 from trackmux.plugins.webhook_fold import Folder, Group
 
 FORMATS = ("auto", "slack", "json")
-
-
-def slack_escape(text: str) -> str:
-    """Slack's own escaping of message text: ``&``, ``<`` and ``>`` as entities."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
