@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("psycopg")
+# the UI tests' browser helpers (headless Chromium, a page with its problems recorded)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ui"))
+from ui_support import browser  # noqa: F401
 
 _numbers = itertools.count()
 
