@@ -94,10 +94,12 @@ def log_batch(run: trackmux.Run, step: int) -> None:
 
 
 def open_ui(browser: Any, server: Any, fragment: str = "",
-            asked: list[str] | None = None) -> tuple[Any, list[str]]:
-    """A new page at the UI (``fragment``: its hash state), recording console problems and
-    any request outside the server; ``asked`` collects the page's API requests from its
-    first one (a page of its own, so no earlier page's late request is counted)."""
+            asked: list[str] | None = None, *, page_path: str = "",
+            ready: str = "#runs tbody tr") -> tuple[Any, list[str]]:
+    """A new page at the UI (``fragment``: its hash state; ``page_path``: another page,
+    such as ``board``; ``ready``: what to wait for), recording console problems, dialogs
+    and any request outside the server; ``asked`` collects the page's API requests from
+    its first one (a page of its own, so no earlier page's late request is counted)."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     if asked is not None:
         page.on("request", lambda r: asked.append(r.url.split("/api/")[-1])
@@ -106,6 +108,12 @@ def open_ui(browser: Any, server: Any, fragment: str = "",
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
             if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+    def dialog(d: Any) -> None:  # an alert() would mean injected script ran
+        problems.append(f"dialog: {d.message}")
+        d.dismiss()
+
+    page.on("dialog", dialog)
     base = f"http://127.0.0.1:{server.port}/"
 
     def route(r: Any) -> None:
@@ -116,8 +124,11 @@ def open_ui(browser: Any, server: Any, fragment: str = "",
             r.abort()
 
     page.route("**/*", route)
-    page.goto(server.url + fragment)
-    page.wait_for_selector("#runs tbody tr")
+    url = server.url
+    if page_path:
+        url = url.replace("/?", f"/{page_path}?") if "/?" in url else url + page_path
+    page.goto(url + fragment)
+    page.wait_for_selector(ready)
     return page, problems
 
 
