@@ -47,7 +47,7 @@ def browser() -> Iterator[Any]:
 def make_run(root: Path, name: str, steps: int, *, config: dict[str, Any] | None = None,
              scale: float = 1.0, project: str = "sweep", nan_at: int | None = None,
              kl_blowup_at: int | None = None, samples_at: Sequence[int] = (),
-             doctor: bool = True) -> Path:
+             doctor: bool = True, **init_options: Any) -> Path:
     """A finished spool-only run: reward rising by ``scale``, KL, a system metric, a
     histogram every 10 steps, a table and an image at the last step.
 
@@ -55,11 +55,13 @@ def make_run(root: Path, name: str, steps: int, *, config: dict[str, Any] | None
     step (the ``nonfinite`` finding, critical), ``kl_blowup_at`` doubles the KL every step
     from there on (``kl_blowup``, warning, one step later). ``samples_at`` logs a real
     batch of 8 samples (2 groups of ``GROUP``, string and logprob token arrays) at those
-    steps under the key ``rollouts``."""
+    steps under the key ``rollouts``. ``init_options``: more for ``trackmux.init`` (no
+    backend unless given)."""
     import numpy as np
 
-    run = trackmux.init(project=project, name=name, backends=[], dir=root, config=config,
-                        doctor=doctor)
+    init_options.setdefault("backends", [])
+    run = trackmux.init(project=project, name=name, dir=root, config=config, doctor=doctor,
+                        **init_options)
     assert isinstance(run, trackmux.Run)
     for step in range(steps):
         kl = 0.01 * step * scale
