@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("psycopg")
-# the UI tests' browser helpers (headless Chromium, a page with its problems recorded)
+# the UI tests' browser helpers (ui_support: a page with its problems recorded, the ink
+# of a chart); the browser itself is the session fixture of tests/conftest.py
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ui"))
-from ui_support import browser  # noqa: F401
 
 _numbers = itertools.count()
 

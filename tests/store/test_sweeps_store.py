@@ -38,10 +38,19 @@ def optuna_tables(dsn: str) -> list[tuple[Any, ...]]:
     return rows(dsn, "SELECT to_regclass('studies'), to_regclass('version_info')")
 
 
-def write_counts(dsn: str) -> list[tuple[Any, ...]]:
-    """Rows inserted, updated and deleted per Optuna table, as the server counts them."""
-    return rows(dsn, "SELECT relname, n_tup_ins, n_tup_upd, n_tup_del FROM "
-                     "pg_stat_user_tables WHERE schemaname = 'public' ORDER BY relname")
+def contents(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every Optuna table, wherever Optuna put them."""
+    from trackmux.store.connect import connect
+    from trackmux.store.sweeps import sweep_tables
+
+    conn = connect(dsn, autocommit=True)
+    try:
+        tables = sweep_tables(conn)
+    finally:
+        conn.close()
+    assert len(tables) == 13
+    return {f"{schema}.{table}": sorted(rows(dsn, f'SELECT * FROM "{schema}"."{table}"'),
+                                        key=repr) for schema, table in tables}
 
 
 def test_the_sweeps_of_the_store_are_listed_with_the_reader_role(
@@ -69,7 +78,7 @@ def test_the_sweeps_of_the_store_are_listed_with_the_reader_role(
                                           .split(":")[0]])
         assert result.exit_code == 0 and "13 Optuna tables" in result.output, result.output
 
-        before = write_counts(dsn)
+        before = contents(dsn)
         listed = get(server.url + "api/sweeps")
         assert listed["errors"] == []
         (sweep,) = listed["sweeps"]
@@ -98,7 +107,7 @@ def test_the_sweeps_of_the_store_are_listed_with_the_reader_role(
             f"trial-{n}" for n in (pruned_n, *complete_n)}
         assert one["best"]["number"] == complete_n[-1]
         assert [i["key"] for i in one["importance"]] != []
-        assert write_counts(dsn) == before  # the UI wrote nothing
+        assert contents(dsn) == before  # the UI wrote nothing
 
         # in the browser: the trials with the doctor's reason, a trial told meanwhile
         page, problems = open_ui(browser, server, "#tab=sweeps",

@@ -17,6 +17,9 @@ pytest.importorskip("starlette")
 pytest.importorskip("playwright")
 
 WAIT_MS = 60_000  # generous: three trainers, a server and Chromium share two cores
+# the loss chart is drawn with this many curves (it is rebuilt when the selection changes)
+CURVES = (f"(n) => {{ const c = ({CHART})('loss'); "
+          "return !!(c && c.handle && c.handle.plot.series.length === n + 1); }")
 
 
 def names_and_hosts(page: Any) -> dict[str, str]:
@@ -63,6 +66,14 @@ def test_the_store_ui_paints_every_machines_runs(
                 assert page.evaluate(INK_AT, {"key": "loss", "x": step, "y": value}) > 0
             empty = page.evaluate(INK_AT, {"key": "loss", "x": 25, "y": 0.9})
             assert empty == 0  # no curve passes there: the check can fail
+            # selecting in the list: alpha off leaves two curves, on again paints three
+            alpha_box = '#runs tbody tr:has-text("alpha") input[type=checkbox]'
+            page.uncheck(alpha_box)
+            page.wait_for_function(CURVES, arg=2, timeout=WAIT_MS)
+            page.check(alpha_box)
+            page.wait_for_function(CURVES, arg=3, timeout=WAIT_MS)
+            page.wait_for_function(f"() => ({INK_AT})({{key: 'loss', x: 29, y: 1 / 30}}) > 0",
+                                   timeout=WAIT_MS)
 
             # a step logged on node-c after the page opened reaches the page
             gamma.log({"loss": 0.75, "reward": 1.0}, step=40)

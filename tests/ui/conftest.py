@@ -1,5 +1,5 @@
 """Fixtures for the UI tests: spool-only runs made with the real run API, a server on a
-free loopback port (stopped at the end), and headless Chromium as tests/report drives it."""
+free loopback port (stopped at the end); headless Chromium is tests/conftest.py's."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-from ui_support import browser  # noqa: F401  (the session's Chromium, shared with tests/store)
 
 from trackmux.ui.app import Server
 

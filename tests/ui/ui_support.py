@@ -1,20 +1,16 @@
 """Shared by the UI tests and the store UI's browser tests (tests/store puts this folder
-on sys.path): a uniquely named module, since several conftest.py exist."""
+on sys.path): a uniquely named module, since several conftest.py exist. The session's
+Chromium is the ``browser`` fixture of tests/conftest.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 import trackmux
 
 GROUP = 4  # samples per GRPO group in the logged batches
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 CHART = "(key) => window.trackmuxUI.state.charts.find(c => c.key === key)"
 # coloured (not white, not transparent, not a light grid line) pixels in a 9x9 square
 # around a value of a chart's canvas
@@ -27,21 +23,6 @@ INK_AT = """(a) => {
     if (d[i + 3] > 128 && Math.min(d[i], d[i + 1], d[i + 2]) < 180) n++;
   return n;
 }"""
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """Headless Chromium for the session (Debian's binary, driven by Playwright)."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()
 
 
 def make_run(root: Path, name: str, steps: int, *, config: dict[str, Any] | None = None,
