@@ -82,13 +82,13 @@ def test_the_board_shows_goals_best_runs_curves_and_live_findings(
     ro = reader_dsn(pg, dsn)
     steps = 20
     # project HOSTILE: a finished run reaching acc 0.95 at step 19, and a live run whose
-    # doctor finds a non-finite loss
+    # doctor finds a non-finite value of the key with markup in its name
     done = run_in(tmp_path / "a", "node-a", dsn, HOSTILE, IMG,
                   [{TAG_KEY: s / steps, "__proto__": 1.0 - s / steps} for s in range(steps)],
                   monkeypatch)
     done.finish(timeout=60)
     live = run_in(tmp_path / "b", "node-b", dsn, HOSTILE, QUOTED,
-                  [{TAG_KEY: 0.1, "loss": 1.0}] * 5 + [{TAG_KEY: 0.1, "loss": math.nan}],
+                  [{TAG_KEY: 0.1, "loss": 1.0}] * 5 + [{TAG_KEY: math.nan, "loss": 1.0}],
                   monkeypatch, doctor=True)
     # project __proto__: one finished run, evaluated once at its end
     proto = run_in(tmp_path / "c", "node-c", dsn, "__proto__", "plain",
@@ -130,6 +130,7 @@ def test_the_board_shows_goals_best_runs_curves_and_live_findings(
             assert len(live_text) == 1 and live_text[0].startswith(
                 f"live: {QUOTED} ({_user()}@node-b)")
             assert "critical nonfinite @ step 5" in live_text[0]
+            assert TAG_KEY in live_text[0]  # the finding names the key, as text
 
             other = section(page, "__proto__")
             loss, never, once = other.evaluate(ROWS)
