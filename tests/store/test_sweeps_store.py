@@ -161,3 +161,35 @@ def test_store_init_grants_every_table_of_optunas_storage() -> None:
 
     assert sorted(OPTUNA_TABLES) == sorted([*models.BaseModel.metadata.tables,
                                             "alembic_version"])
+
+
+def test_store_init_says_which_sweep_tables_it_could_not_grant(
+        pg: Any, dsn: str, tmp_path: Path) -> None:
+    """PostgreSQL only warns when a role grants on tables it does not own: a sweep made by
+    another role stays unreadable, and `grant_read` names each such table and its owner."""
+    from trackmux.store.connect import connect
+    from trackmux.store.sweeps import grant_read
+    from trackmux.sweeps.storage import resolve_url
+
+    database = dsn.rsplit("/", 1)[1]
+    sweeper, lead, reader = (f"{kind}_{database}" for kind in ("sw", "lead", "rd"))
+    for role in (sweeper, lead, reader):
+        pg.sql(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+    pg.sql(f"GRANT CREATE ON SCHEMA public TO {sweeper}", database=database)
+    make_sweep(tmp_path / "root", tmp_path / "elsewhere",
+               resolve_url(pg.dsn_for(sweeper, "pw", database)))
+    conn = connect(pg.dsn_for(lead, "pw", database), autocommit=True)
+    try:
+        tables, missing = grant_read(conn, [reader])
+    finally:
+        conn.close()
+    assert len(tables) == 13 and len(missing) == 13
+    assert all(m.startswith(f"{reader} may not read public.") and f"owned by {sweeper}" in m
+               for m in missing)
+    conn = connect(pg.dsn_for(sweeper, "pw", database), autocommit=True)
+    try:  # the tables' owner can
+        assert grant_read(conn, [reader]) == (tables, [])
+    finally:
+        conn.close()
+    assert rows(pg.dsn_for(reader, "pw", database), "SELECT count(*) FROM public.trials") == [
+        (6,)]

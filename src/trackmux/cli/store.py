@@ -73,7 +73,7 @@ def init(dsn: str, writers: tuple[str, ...], readers: tuple[str, ...],
     try:
         before, after = schema.migrate(conn)
         schema.grant(conn, writers=writers, readers=readers, goal_setters=goal_setters)
-        sweep_tables = sweeps.grant_read(conn, (*readers, *goal_setters))
+        sweep_tables, not_granted = sweeps.grant_read(conn, (*readers, *goal_setters))
     except StoreConfigError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -84,4 +84,9 @@ def init(dsn: str, writers: tuple[str, ...], readers: tuple[str, ...],
         for role in roles:
             click.echo(f"  {role}: {kind}")
     if sweep_tables and (readers or goal_setters):
-        click.echo(f"  sweeps: {len(sweep_tables)} Optuna tables readable by the readers")
+        click.echo(f"  sweeps: {len(sweep_tables)} Optuna tables readable by the readers"
+                   if not not_granted else "  sweeps: some Optuna tables are not readable:")
+    for line in not_granted[:5]:
+        click.echo(f"    {line}", err=True)
+    if len(not_granted) > 5:
+        click.echo(f"    ... and {len(not_granted) - 5} more", err=True)

@@ -51,25 +51,39 @@ def sweep_tables(conn: Any) -> list[tuple[str, str]]:
         return [(str(schema), str(table)) for schema, table in cur.fetchall()]
 
 
-def grant_read(conn: Any, roles: Iterable[str]) -> list[tuple[str, str]]:
-    """SELECT on Optuna's tables (and USAGE on their schema) for ``roles``; the tables."""
+def grant_read(conn: Any, roles: Iterable[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """SELECT on Optuna's tables (and USAGE on their schema) for ``roles``. Returns the
+    tables, and what could not be granted: a sweep created by another role can only be
+    granted by that role or a superuser (PostgreSQL refuses, or only warns when the
+    granting role has some rights but no grant option, so each right is checked)."""
     from trackmux.store.connect import psycopg
 
-    sql = psycopg().sql
+    pg = psycopg()
+    sql = pg.sql
     tables = sweep_tables(conn)
     roles = list(roles)
-    if not tables or not roles:
-        return tables
-    with conn.transaction(), conn.cursor() as cur:
-        for role in roles:
-            ident = sql.Identifier(role)
-            for schema in sorted({s for s, _ in tables}):
-                cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-                    sql.Identifier(schema), ident))
-            for schema, table in tables:
-                cur.execute(sql.SQL("GRANT SELECT ON {}.{} TO {}").format(
-                    sql.Identifier(schema), sql.Identifier(table), ident))
-    return tables
+    missing: list[str] = []
+    for role in roles:
+        ident = sql.Identifier(role)
+        for schema, table in tables:
+            name = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                        sql.Identifier(schema), ident))
+                    cur.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(name, ident))
+            except pg.errors.InsufficientPrivilege:
+                pass  # named below, with the owner who can grant it
+            with conn.cursor() as cur:
+                cur.execute("SELECT has_table_privilege(%s, c.oid, 'SELECT'), "
+                            "pg_get_userbyid(c.relowner) FROM pg_class c JOIN pg_namespace n "
+                            "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
+                            (role, schema, table))
+                row = cur.fetchone()
+            if row is not None and not row[0]:
+                missing.append(f"{role} may not read {schema}.{table} (owned by {row[1]}: "
+                               f"run store init as {row[1]} or a superuser)")
+    return tables, missing
 
 
 def has_version_rows(conn: Any, schema: str) -> bool:
