@@ -6,6 +6,7 @@ step logged after the page opened appears, and a run's findings show."""
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,10 +78,13 @@ def test_the_store_ui_paints_every_machines_runs(
 
             # a step logged on node-c after the page opened reaches the page
             gamma.log({"loss": 0.75, "reward": 1.0}, step=40)
+            logged = time.monotonic()
             page.wait_for_function(
-                f"() => ({CHART})('loss').handle.plot.data[0].includes(40)", timeout=WAIT_MS)
+                f"() => {{ const c = ({CHART})('loss'); return !!(c && c.handle && "
+                "c.handle.plot.data[0].includes(40)); }", timeout=WAIT_MS)
             page.wait_for_function(
                 f"() => ({INK_AT})({{key: 'loss', x: 40, y: 0.75}}) > 0", timeout=WAIT_MS)
+            print(f"a step logged on node-c was painted after {time.monotonic() - logged:.2f} s")
 
             # beta's finding, stored by its live doctor and copied from the store
             assert page.locator("#runs tbody td.num.bad").text_content() == "1"
