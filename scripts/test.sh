@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v chromium >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || echo "warning: could not install chromium; the report browser test will fail" >&2
+    || echo "warning: could not install chromium; the browser tests (tox envs report, ui," \
+            "postgres) will be skipped or fail" >&2
 fi
 # The team store's tests (tox env postgres) start a private PostgreSQL cluster of their own
 # (trackmux/testing/postgres.py): they need the server binaries, not a running server.

@@ -6,6 +6,7 @@ import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,3 +118,27 @@ def strict(monkeypatch: pytest.MonkeyPatch) -> None:
     """Bad input raises in this test (``TRACKMUX_STRICT=1``), as in development: for tests
     that check the error's words. The default (drop, name once, count) has its own tests."""
     monkeypatch.setenv("TRACKMUX_STRICT", "1")
+
+
+#: Debian's Chromium (``apt-get install chromium``; CI installs it), driven by the
+#: ``playwright`` pip package with ``executable_path`` (never ``playwright install``)
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for every browser test of the session (a page each), here
+    once for every suite: a second session fixture would start a second sync Playwright
+    while the first one's event loop runs, which Playwright refuses."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()

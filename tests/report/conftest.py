@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from typing import Any
 
 # The demo's matrices are tiny; BLAS threads only contend for the 2 cores. This must be
 # set before numpy is first imported to take effect.
@@ -14,7 +12,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 from click.testing import CliRunner
-from report_support import ARGS, CHROMIUM, DemoRun
+from report_support import DemoRun
 
 from trackmux.cli.main import cli
 
@@ -31,16 +29,3 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     run_dirs = [p.parent for p in root.glob("*/*/spool.db")]
     assert len(run_dirs) == 1, run_dirs
     return DemoRun(root, run_dirs[0], result.output, seconds)
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for every browser test of the session (a page each)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()

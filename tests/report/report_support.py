@@ -11,11 +11,8 @@ import pytest
 
 DEMO_STEPS = 200  # the demo's default
 
-#: Debian's Chromium (``apt-get install chromium``; CI installs it), driven by the
-#: ``playwright`` pip package with ``executable_path`` (never ``playwright install``)
+#: Debian's Chromium, as the session's ``browser`` fixture (tests/conftest.py) launches it
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(),
                                     reason=f"{CHROMIUM} is missing (apt-get install chromium)")
 

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("psycopg")
+# the UI tests' browser helpers (ui_support: a page with its problems recorded, the ink
+# of a chart); the browser itself is the session fixture of tests/conftest.py
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ui"))
 
 _numbers = itertools.count()
 

@@ -1,5 +1,5 @@
 """Fixtures for the UI tests: spool-only runs made with the real run API, a server on a
-free loopback port (stopped at the end), and headless Chromium as tests/report drives it."""
+free loopback port (stopped at the end); headless Chromium is tests/conftest.py's."""
 
 from __future__ import annotations
 
@@ -14,10 +14,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from trackmux.ui.app import Server
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-
 
 @pytest.fixture
 def server_for() -> Iterator[Any]:
@@ -31,17 +27,3 @@ def server_for() -> Iterator[Any]:
     yield start
     for server in started:
         server.stop()
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield instance
-        finally:
-            instance.close()

@@ -17,16 +17,20 @@ SWEEP = {"program": "train.py", "method": "random",
 REASON = "reward_collapse (critical) at step 12: reward/mean fell from 0.8 to 0.1"
 
 
-def make_sweep(root: Path, elsewhere: Path) -> dict[str, Any]:
+def make_sweep(root: Path, elsewhere: Path, storage: str | None = None,
+               **run_options: Any) -> dict[str, Any]:
     """Six trials: the lowest lr pruned by the doctor (REASON), the next failed (no run),
     four complete with value 10 * lr, the largest lr's run in ``elsewhere`` (not served).
-    Returns the sweep id, the trials by number and each one's run folder."""
+    Returns the sweep id, the trials by number and each one's run folder.
+
+    ``storage``: Optuna's storage URL (default: the SQLite file under ``root``);
+    ``run_options``: for each trial's ``make_run`` (backends that deliver it)."""
     from trackmux.sweeps import study
     from trackmux.sweeps.agent import Agent, Outcome
     from trackmux.sweeps.spec import parse
     from trackmux.sweeps.storage import default_url
 
-    sweep = study.create(parse(SWEEP), default_url(root))
+    sweep = study.create(parse(SWEEP), storage or default_url(root))
     agent = Agent(sweep, root=root, echo=lambda line: None)
     trials = [agent._ask() for _ in range(6)]
     by_lr = sorted(trials, key=lambda t: t.params["lr"])
@@ -41,7 +45,8 @@ def make_sweep(root: Path, elsewhere: Path) -> dict[str, Any]:
         folder = elsewhere if rank == len(by_lr) - 1 else root
         run_dir = make_run(folder, f"trial-{trial.number}", 20 if rank else 13,
                            config={"sweep": {"id": sweep.id, "trial": trial.number,
-                                             "params": params}}, doctor=False)
+                                             "params": params}}, doctor=False,
+                           **run_options)
         runs[trial.number] = run_dir
         if rank == 0:
             out = Outcome(trial.number, "pruned", params, value=0.05, reason=REASON,

@@ -1,4 +1,6 @@
-"""Shared by the UI tests (a uniquely named module: several conftest.py exist)."""
+"""Shared by the UI tests and the store UI's browser tests (tests/store puts this folder
+on sys.path): a uniquely named module, since several conftest.py exist. The session's
+Chromium is the ``browser`` fixture of tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -9,12 +11,24 @@ from typing import Any
 import trackmux
 
 GROUP = 4  # samples per GRPO group in the logged batches
+CHART = "(key) => window.trackmuxUI.state.charts.find(c => c.key === key)"
+# coloured (not white, not transparent, not a light grid line) pixels in a 9x9 square
+# around a value of a chart's canvas
+INK_AT = """(a) => {
+  const u = window.trackmuxUI.state.charts.find(c => c.key === a.key).handle.plot;
+  const X = Math.round(u.valToPos(a.x, 'x', true)), Y = Math.round(u.valToPos(a.y, 'y', true));
+  const d = u.ctx.getImageData(X - 4, Y - 4, 9, 9).data;
+  let n = 0;
+  for (let i = 0; i < d.length; i += 4)
+    if (d[i + 3] > 128 && Math.min(d[i], d[i + 1], d[i + 2]) < 180) n++;
+  return n;
+}"""
 
 
 def make_run(root: Path, name: str, steps: int, *, config: dict[str, Any] | None = None,
              scale: float = 1.0, project: str = "sweep", nan_at: int | None = None,
              kl_blowup_at: int | None = None, samples_at: Sequence[int] = (),
-             doctor: bool = True) -> Path:
+             doctor: bool = True, **init_options: Any) -> Path:
     """A finished spool-only run: reward rising by ``scale``, KL, a system metric, a
     histogram every 10 steps, a table and an image at the last step.
 
@@ -22,11 +36,13 @@ def make_run(root: Path, name: str, steps: int, *, config: dict[str, Any] | None
     step (the ``nonfinite`` finding, critical), ``kl_blowup_at`` doubles the KL every step
     from there on (``kl_blowup``, warning, one step later). ``samples_at`` logs a real
     batch of 8 samples (2 groups of ``GROUP``, string and logprob token arrays) at those
-    steps under the key ``rollouts``."""
+    steps under the key ``rollouts``. ``init_options``: more for ``trackmux.init`` (no
+    backend unless given)."""
     import numpy as np
 
-    run = trackmux.init(project=project, name=name, backends=[], dir=root, config=config,
-                        doctor=doctor)
+    init_options.setdefault("backends", [])
+    run = trackmux.init(project=project, name=name, dir=root, config=config, doctor=doctor,
+                        **init_options)
     assert isinstance(run, trackmux.Run)
     for step in range(steps):
         kl = 0.01 * step * scale
@@ -61,10 +77,12 @@ def log_batch(run: trackmux.Run, step: int) -> None:
 
 
 def open_ui(browser: Any, server: Any, fragment: str = "",
-            asked: list[str] | None = None) -> tuple[Any, list[str]]:
-    """A new page at the UI (``fragment``: its hash state), recording console problems and
-    any request outside the server; ``asked`` collects the page's API requests from its
-    first one (a page of its own, so no earlier page's late request is counted)."""
+            asked: list[str] | None = None, *, page_path: str = "",
+            ready: str = "#runs tbody tr") -> tuple[Any, list[str]]:
+    """A new page at the UI (``fragment``: its hash state; ``page_path``: another page,
+    such as ``board``; ``ready``: what to wait for), recording console problems, dialogs
+    and any request outside the server; ``asked`` collects the page's API requests from
+    its first one (a page of its own, so no earlier page's late request is counted)."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     if asked is not None:
         page.on("request", lambda r: asked.append(r.url.split("/api/")[-1])
@@ -73,6 +91,12 @@ def open_ui(browser: Any, server: Any, fragment: str = "",
     page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
             if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+    def dialog(d: Any) -> None:  # an alert() would mean injected script ran
+        problems.append(f"dialog: {d.message}")
+        d.dismiss()
+
+    page.on("dialog", dialog)
     base = f"http://127.0.0.1:{server.port}/"
 
     def route(r: Any) -> None:
@@ -83,8 +107,11 @@ def open_ui(browser: Any, server: Any, fragment: str = "",
             r.abort()
 
     page.route("**/*", route)
-    page.goto(server.url + fragment)
-    page.wait_for_selector("#runs tbody tr")
+    url = server.url
+    if page_path:
+        url = url.replace("/?", f"/{page_path}?") if "/?" in url else url + page_path
+    page.goto(url + fragment)
+    page.wait_for_selector(ready)
     return page, problems
 
 

@@ -33,7 +33,9 @@ STORE_READERS = ("show", "doctor", "samples", "diff", "report")
 
 
 def _select_store(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    """Checks the store once (a bad DSN is a usage error) and selects it for resolve_run."""
+    """Checks the store once (a bad DSN is a usage error) and selects it for resolve_run
+    for this command only: a process that runs the CLI in-process (a test, a notebook)
+    and then reads runs itself must not keep reading a store it no longer names."""
     from trackmux.readers import is_store_uri, select_store
 
     if value and is_store_uri(value):
@@ -47,6 +49,8 @@ def _select_store(ctx: click.Context, param: click.Parameter, value: str | None)
             raise click.BadParameter(f"cannot reach the store: {type(exc).__name__}: {exc}",
                                      param_hint="--store") from None
     select_store(value)
+    if value:
+        ctx.call_on_close(lambda: select_store(None))
 
 
 def store_option() -> click.Option:

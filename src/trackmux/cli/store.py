@@ -60,8 +60,10 @@ def store() -> None:
               help="A role that may set the team's goals (trackmux goals set).")
 def init(dsn: str, writers: tuple[str, ...], readers: tuple[str, ...],
          goal_setters: tuple[str, ...]) -> None:
-    """Create or upgrade the store's tables in DSN (as the database owner) and grant ROLEs."""
-    from trackmux.store import schema
+    """Create or upgrade the store's tables in DSN (as the database owner) and grant ROLEs
+    (readers may also read the sweeps kept in DSN's database: run it again after the
+    first `sweep create --storage DSN`)."""
+    from trackmux.store import schema, sweeps
     from trackmux.store.connect import StoreConfigError, StoreUnavailable, connect
 
     try:
@@ -71,6 +73,7 @@ def init(dsn: str, writers: tuple[str, ...], readers: tuple[str, ...],
     try:
         before, after = schema.migrate(conn)
         schema.grant(conn, writers=writers, readers=readers, goal_setters=goal_setters)
+        sweep_tables, not_granted = sweeps.grant_read(conn, (*readers, *goal_setters))
     except StoreConfigError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -80,3 +83,10 @@ def init(dsn: str, writers: tuple[str, ...], readers: tuple[str, ...],
     for kind, roles in (("writer", writers), ("reader", readers), ("goals", goal_setters)):
         for role in roles:
             click.echo(f"  {role}: {kind}")
+    if sweep_tables and (readers or goal_setters):
+        click.echo(f"  sweeps: {len(sweep_tables)} Optuna tables readable by the readers"
+                   if not not_granted else "  sweeps: some Optuna tables are not readable:")
+    for line in not_granted[:5]:
+        click.echo(f"    {line}", err=True)
+    if len(not_granted) > 5:
+        click.echo(f"    ... and {len(not_granted) - 5} more", err=True)

@@ -57,7 +57,7 @@ def build_app(roots: Sequence[Path], *, token: str | None = None, loopback: bool
     store = Store(roots, budget_mb)
     from trackmux.ui.board import Board
 
-    goal_boards = [Board(dsn) for dsn in boards]  # team stores served (their goals)
+    goal_boards = [Board(dsn) for dsn in boards]  # team stores served (goals, sweeps)
     static, assets = listing(STATIC), listing(ASSETS)
 
     def page(request: Request, name: str = "index.html") -> Response:
@@ -96,6 +96,7 @@ def build_app(roots: Sequence[Path], *, token: str | None = None, loopback: bool
     app = Starlette(routes=[Route("/", page), Route("/static/{name:path}", static_file),
                             Route("/assets/{name:path}", asset_file), *api])
     app.state.store = store
+    app.state.stores = list(boards)  # their sweeps are listed too
     if warm:
         threading.Thread(target=store.warm, name="trackmux-ui-warm", daemon=True).start()
     guard = Guard(app, token, loopback)

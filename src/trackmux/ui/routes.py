@@ -51,6 +51,12 @@ def store_of(request: Request) -> Store:
     return store
 
 
+def stores_of(request: Request) -> list[str]:
+    """The team stores served (``trackmux ui postgresql://...``): their DSNs."""
+    stores: list[str] = getattr(request.app.state, "stores", [])
+    return stores
+
+
 def run_list(request: Request, name: str = "runs") -> list[str]:
     text = request.query_params.get(name, "")
     if text == "all":  # every run under the folders (a page opened with #runs=all)
@@ -214,8 +220,9 @@ def sample_step(request: Request) -> Response:
 
 @guarded
 def sweeps(request: Request) -> Response:
-    """The sweeps under the served folders (``available: false`` without Optuna)."""
-    return JSON(sweepview.list_sweeps(store_of(request).roots))
+    """The sweeps under the served folders and in the served team stores
+    (``available: false`` without Optuna)."""
+    return JSON(sweepview.list_sweeps(store_of(request).roots, stores_of(request)))
 
 
 @guarded
@@ -223,4 +230,5 @@ def sweep(request: Request) -> Response:
     """One sweep's trials, best trial and importance; each trial's UI run id if served."""
     store = store_of(request)
     runs = {path: rid for rid, path in store.scan().items()}
-    return JSON(sweepview.detail(store.roots, request.path_params["sid"], runs))
+    return JSON(sweepview.detail(store.roots, request.path_params["sid"], runs,
+                                 stores_of(request)))

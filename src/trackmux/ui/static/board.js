@@ -30,16 +30,25 @@
     var x0 = c.steps[0], x1 = c.steps[c.steps.length - 1] || 1;
     function X(s) { return pad + (x1 === x0 ? 0 : (s - x0) / (x1 - x0)) * (w - 2 * pad); }
     function Y(v) { return h - pad - (v - lo) / (hi - lo) * (h - 2 * pad); }
-    var d = "";
+    // a gap (NaN) starts a new segment; a point alone (an eval logged once, or between
+    // gaps) is a dot, since a path of one point paints nothing
+    var d = "", dots = [], run = [];
+    function close() { if (run.length === 1) dots.push(run[0]); run = []; }
     c.steps.forEach(function (s, i) {
       var v = c.values[i];
-      if (v === null) return;
-      d += (d ? "L" : "M") + X(s).toFixed(1) + " " + Y(v).toFixed(1);
+      if (v === null) { close(); return; }
+      var x = X(s).toFixed(1), y = Y(v).toFixed(1);
+      d += (run.length ? "L" : "M") + x + " " + y;
+      run.push([x, y]);
     });
+    close();
+    var colour = goal.met ? "#2a8a3e" : "#c0392b";
     box.appendChild(svg("line", {x1: pad, x2: w - pad, y1: Y(goal.target), y2: Y(goal.target),
                                  stroke: "#999", "stroke-dasharray": "4 3"}));
-    box.appendChild(svg("path", {d: d, fill: "none", stroke: goal.met ? "#2a8a3e" : "#c0392b",
-                                 "stroke-width": 1.5}));
+    box.appendChild(svg("path", {d: d, fill: "none", stroke: colour, "stroke-width": 1.5}));
+    dots.forEach(function (p) {
+      box.appendChild(svg("circle", {cx: p[0], cy: p[1], r: 2.5, fill: colour, "class": "dot"}));
+    });
     return box;
   }
   function render(body) {
