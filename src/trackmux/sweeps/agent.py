@@ -253,8 +253,8 @@ class Agent:
                         trial.set_user_attr("run_dir", running.run.get("run_dir"))
                 if running.follower is not None:
                     points, found = running.follower.poll()
-                    if running.stop_reason is None:
-                        self._check(trial, running, points, found, reported)
+                    if running.stop_reason is None and not exited:  # an ended program
+                        self._check(trial, running, points, found, reported)  # is no stop
                 if exited:
                     break
                 if time.monotonic() - self._last_beat >= self.heartbeat:
