@@ -58,6 +58,10 @@ def _finding(rule: str, severity: str) -> dict[str, object]:
     ("prune: false\n", set()),
 ])
 def test_which_findings_stop_a_trial(prune: str, stopped: set[str]) -> None:
+    from trackmux.doctor.registry import rules
+    from trackmux.sweeps.spec import WRONG_RULES
+
+    assert set(WRONG_RULES) <= set(rules())  # the default names rules the doctor has
     spec = load(ARTICLE + prune)
     findings = [_finding("reward_collapse", "critical"), _finding("nonfinite", "critical"),
                 _finding("degenerate_text", "warning"),
