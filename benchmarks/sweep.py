@@ -11,10 +11,10 @@ high learning rate with a small KL coefficient finds the flaw and the verifiable
 collapses; a moderate one learns the task. The metric is ``reward/mean_last10``
 (maximise). The three ways:
 
-- ``doctor``: the default, the doctor's critical findings stop a trial;
-- ``doctor+precursors``: also its warnings that precede reward hacking in the demo
-  (``prune: {rules: [degenerate_text, component_divergence]}``: the samples start to
-  repeat, a reward component turns against the total);
+- ``doctor``: the default: the doctor's critical findings and its signs of reward
+  hacking (``spec.WRONG_RULES``: the samples start to repeat, a reward component turns
+  against the total) stop a trial;
+- ``doctor-critical``: critical findings only (``prune: {rules: []}``);
 - ``median``: ``prune: false`` and ``early_terminate: {type: median}`` (Optuna's median
   pruner: 4 startup trials, 20 warm-up steps);
 - ``none``: ``prune: false``, no early_terminate.
@@ -26,11 +26,18 @@ steps run (the compute a real trainer spends), the trials' CPU seconds (``wait4`
 program: trainer and what it waited for), wall time, the best final reward and its trial;
 for the doctor, how many steps after the finding reached the spool each pruned trial
 stopped, and after the finding's onset.
+
+``--bar`` runs the shape of issue 36's acceptance bar instead (B13c): ``method: bayes``
+unseeded, ``run_cap: 12``, two ``trackmux agent`` at once, the default pruning. Each
+pruned trial is then run again to the end without pruning (no pacing: about 2 s), so the
+table says what it would have become: its final reward and how far it fell from its own
+peak (the verifiable reward falling 10% or more from its peak is a trial gone wrong).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -44,14 +51,15 @@ from typing import Any
 
 WAYS = {
     "doctor": "",
-    "doctor+precursors": "prune: {rules: [degenerate_text, component_divergence]}\n",
+    "doctor-critical": "prune: {rules: []}\n",
     "median": "prune: false\nearly_terminate: {type: median, n_startup_trials: 4, "
               "n_warmup_steps: 20}\n",
     "none": "prune: false\n",
 }
 
 
-def sweep_file(method: str, steps: int, step_seconds: float, trials: int) -> str:
+def sweep_file(method: str, steps: int, step_seconds: float, trials: int,
+               seeded: bool = True) -> str:
     return textwrap.dedent(f"""\
         method: {method}
         metric: {{name: reward/mean_last10, goal: maximize}}
@@ -61,9 +69,8 @@ def sweep_file(method: str, steps: int, step_seconds: float, trials: int) -> str
         parameters:
           learning_rate: {{distribution: log_uniform_values, min: 0.004, max: 0.06}}
           kl_coef: {{values: [0.01, 0.05, 0.2]}}
-        sampler: {{seed: 0, n_startup_trials: 6}}
         run_cap: {trials}
-        """)
+        """) + ("sampler: {seed: 0, n_startup_trials: 6}\n" if seeded else "")
 
 
 def _cli(root: Path, *args: str) -> str:
@@ -73,15 +80,26 @@ def _cli(root: Path, *args: str) -> str:
     return done.stdout
 
 
+def _agents(root: Path, sweep_id: str, count: int | None, agents: int) -> None:
+    env = dict(os.environ, TRACKMUX_DIR=str(root), OPENBLAS_NUM_THREADS="1")
+    extra = [] if count is None else ["--count", str(count)]
+    procs = [subprocess.Popen([sys.executable, "-m", "trackmux", "agent", sweep_id, *extra],
+                              env=env, cwd=root, stdout=subprocess.DEVNULL)
+             for _ in range(agents)]
+    codes = [p.wait() for p in procs]
+    if any(codes):
+        raise SystemExit(f"an agent exited with {codes}")
+
+
 def run_way(name: str, method: str, steps: int, step_seconds: float, trials: int,
-            base: Path) -> dict[str, Any]:
+            base: Path, agents: int = 1, seeded: bool = True) -> dict[str, Any]:
     root = base / name.replace("+", "-")
     root.mkdir(parents=True)
     path = root / "sweep.yaml"
-    path.write_text(sweep_file(method, steps, step_seconds, trials) + WAYS[name])
+    path.write_text(sweep_file(method, steps, step_seconds, trials, seeded) + WAYS[name])
     sweep_id = _cli(root, "sweep", "create", str(path)).strip().splitlines()[-1]
     started = time.monotonic()
-    _cli(root, "agent", sweep_id, "--count", str(trials))
+    _agents(root, sweep_id, trials if agents == 1 else None, agents)
     wall = time.monotonic() - started
     data = json.loads(_cli(root, "sweep", "show", sweep_id, "--json"))
     rows = data["trials"]
@@ -105,9 +123,70 @@ def run_way(name: str, method: str, steps: int, step_seconds: float, trials: int
         "stopped_steps_after_finding": after_found,
         "stopped_steps_after_onset": after_onset,
         "trials": [{k: t[k] for k in ("number", "state", "value", "steps", "params",
-                                      "pruned_by", "reason", "found_at_step")}
+                                      "pruned_by", "reason", "found_at_step", "finding")}
                    for t in rows],
     }
+
+
+def unpruned(params: dict[str, Any], steps: int) -> dict[str, float]:
+    """A trial's parameters run to the end without pruning or pacing: its final reward
+    (mean of the last 10 steps) and the peak of that mean."""
+    from trackmux.cli.demo import FAILURES
+    from trackmux.demo import DemoConfig, train
+
+    class Rewards:
+        def __init__(self) -> None:
+            self.rewards: list[float] = []
+
+        def log(self, data: dict[str, Any], step: int | None = None) -> None:
+            if "reward/mean" in data:
+                self.rewards.append(data["reward/mean"])
+
+        def log_table(self, *args: Any, **kwargs: Any) -> None: ...
+        def log_image(self, *args: Any, **kwargs: Any) -> None: ...
+        def log_samples(self, *args: Any, **kwargs: Any) -> None: ...
+
+    chosen = {"learning_rate": params["learning_rate"], "kl_coef": params["kl_coef"]}
+    config = dataclasses.replace(DemoConfig(steps=steps, seed=0),
+                                 **{**FAILURES["reward-hacking"], **chosen})
+    sink = Rewards()
+    train(config, sink)
+    r = sink.rewards
+    smooth = [sum(r[max(0, i - 9):i + 1]) / len(r[max(0, i - 9):i + 1]) for i in range(len(r))]
+    return {"final": round(smooth[-1], 4), "peak": round(max(smooth), 4),
+            "fell": round(1 - smooth[-1] / max(smooth), 4)}
+
+
+def bar(steps: int, step_seconds: float, trials: int, base: Path) -> dict[str, Any]:
+    """B13c: the acceptance bar's shape, and what each trial would have become."""
+    result = run_way("doctor", "bayes", steps, step_seconds, trials, base, agents=2,
+                     seeded=False)
+    for t in result["trials"]:
+        t["unpruned"] = unpruned(t["params"], steps)
+    return result
+
+
+def bar_table(result: dict[str, Any], steps: int) -> str:
+    lines = ["| trial | learning rate | kl_coef | state | steps | value | unpruned final "
+             "(peak, fall) | reason |", "|---|---|---|---|---|---|---|---|"]
+    for t in sorted(result["trials"], key=lambda t: t["params"]["learning_rate"]):
+        u = t["unpruned"]
+        value = "-" if t["value"] is None else f"{t['value']:.3f}"
+        reason = (t["reason"] or "").split(":")[0]
+        lines.append(f"| {t['number']} | {t['params']['learning_rate']:.4f} | "
+                     f"{t['params']['kl_coef']} | {t['state']} | {t['steps']} | {value} | "
+                     f"{u['final']:.3f} ({u['peak']:.3f}, {u['fell']:.0%}) | {reason} |")
+    wrong = [t for t in result["trials"] if t["unpruned"]["fell"] >= 0.1]
+    caught = [t for t in wrong if t["state"] == "pruned" and t["steps"] <= steps * 2 // 3]
+    healthy = [t for t in result["trials"] if t not in wrong]
+    best = result["best"]
+    best_healthy = best is not None and best["trial"] in [t["number"] for t in healthy]
+    lines.append(f"\ngone wrong (unpruned, the reward falls >= 10% from its peak): "
+                 f"{len(wrong)}, pruned by step {steps * 2 // 3}: {len(caught)}; "
+                 f"healthy: {len(healthy)}, complete: "
+                 f"{sum(t['state'] == 'complete' for t in healthy)}; best trial "
+                 f"{best and best['trial']} ({'healthy' if best_healthy else 'NOT healthy'})")
+    return "\n".join(lines)
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -140,9 +219,19 @@ def main() -> None:
     parser.add_argument("--method", choices=("random", "bayes"), default="random")
     parser.add_argument("--ways", default=",".join(WAYS))
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--bar", action="store_true",
+                        help="the acceptance bar's shape (B13c): bayes, 12 trials, 2 agents")
     args = parser.parse_args()
+    if args.bar:
+        with tempfile.TemporaryDirectory(prefix="trackmux-b13c-") as tmp:
+            result = bar(args.steps, args.step_seconds, 12, Path(tmp))
+        print(table([result]))
+        print(bar_table(result, args.steps))
+        if args.out:
+            args.out.write_text(json.dumps(result, indent=1, default=str))
+        return
     results = []
-    with tempfile.TemporaryDirectory(prefix="trackmux-b12-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="trackmux-b13-") as tmp:
         for way in args.ways.split(","):
             print(f"B13 {way}: {args.trials} trials ...", file=sys.stderr, flush=True)
             results.append(run_way(way, args.method, args.steps, args.step_seconds,

@@ -172,6 +172,45 @@ def test_the_median_pruner_stops_a_trial_behind_the_others(
     assert _meta(slow["run_dir"])["state"] == "pruned"
 
 
+def test_hyperband_stops_a_trial_behind_its_bracket_beside_the_doctor(
+        root: Path, program: Path) -> None:
+    """wandb's ``early_terminate: {type: hyperband}`` through a real agent: Optuna's
+    HyperbandPruner (brackets of successive halving) fed with the metric as the agent reads
+    it. Five trials, each worse than the one before, over three brackets: a later
+    trial shares a bracket with a better one and is stopped at a rung. A NaN trial in the
+    same sweep is stopped by the doctor (a NaN is never reported to the pruner)."""
+    sweep_id = create(root, f"""
+        program: {program}
+        command: ["${{interpreter}}", "${{program}}", "--steps=30", "--pause=0.04",
+                  "${{args}}"]
+        method: random
+        metric: {{name: score, goal: maximize}}
+        parameters:
+          lr: {{min: 0.0, max: 2.0}}
+          mode: {{values: [ok, nan]}}
+        early_terminate: {{type: hyperband, min_iter: 2, max_iter: 30, eta: 3}}
+    """)
+    sweeps = study.load(sweep_id, default_url(root))
+    lrs = (1.0, 0.7, 0.5, 0.3, 0.1)
+    for lr in lrs:
+        sweeps.study.enqueue_trial({"lr": lr, "mode": "ok"})
+    sweeps.study.enqueue_trial({"lr": 2.0, "mode": "nan"})  # ahead until its NaN
+    cli(root, "agent", sweep_id, "--count", str(len(lrs) + 1))
+    trials = show(root, sweep_id)["trials"]
+    by_hyperband = [t for t in trials if t["pruned_by"] == "hyperband"]
+    assert by_hyperband, [(t["state"], t["steps"], t["reason"]) for t in trials]
+    for t in by_hyperband:
+        assert t["state"] == "pruned" and t["steps"] < 30
+        assert t["reason"].startswith("the hyperband pruner: score ")
+        assert "behind the other trials" in t["reason"]
+        assert t["params"]["mode"] == "ok" and t["number"] > 0  # the first leads its rungs
+        assert _meta(t["run_dir"])["state"] == "pruned"
+    assert trials[0]["state"] == "complete" and trials[0]["steps"] == 30
+    nan = trials[-1]
+    assert nan["state"] == "pruned" and nan["pruned_by"] == "doctor"  # not "behind"
+    assert nan["reason"].startswith("nonfinite (critical)")
+
+
 def test_show_json_lists_a_running_trial(root: Path, program: Path) -> None:
     sweep_id = create(root, f"""
         program: {program}

@@ -1,50 +1,98 @@
-"""The demo's reward hacking as a sweep: the collapsing trial is pruned with the doctor's
-reason while the healthy one completes and is the best; and two agents sharing a sweep in
-a private PostgreSQL."""
+"""The demo's reward hacking as a sweep in the shape of issue 36's bar: the collapsing
+trials are pruned with the doctor's reason while the healthy ones complete and the best is
+healthy; and two agents sharing a sweep in a private PostgreSQL."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sweep_support import agent, cli, create, show
 
 from trackmux.core.spool.reader import SpoolReader
+from trackmux.sweeps import study
+from trackmux.sweeps.spec import WRONG_RULES
+from trackmux.sweeps.storage import default_url
 
 pytest.importorskip("numpy")
 
 
-def test_the_collapsing_demo_trial_is_pruned_with_the_doctors_reason(root: Path) -> None:
-    sweep_id = create(root, """
-        method: grid
-        metric: {name: reward/mean_last10, goal: maximize}
-        command: ["${interpreter}", "-m", "trackmux.demo.sweep_trial",
-                  "--failure=reward-hacking", "--steps=150", "--step_seconds=0.04",
-                  "${args}"]
-        parameters:
-          learning_rate: {values: [0.03, 0.008]}
-          kl_coef: {value: 0.01}
-    """)
-    cli(root, "agent", sweep_id)
-    data = show(root, sweep_id)
-    by_lr = {t["params"]["learning_rate"]: t for t in data["trials"]}
-    collapsing, healthy = by_lr[0.03], by_lr[0.008]
-    assert collapsing["state"] == "pruned" and collapsing["pruned_by"] == "doctor"
-    assert collapsing["finding"]["rule"] == "reward_collapse"
-    assert collapsing["reason"].startswith("reward_collapse (critical) at step ")
-    assert collapsing["steps"] <= 120  # of 150: stopped soon after the finding
-    assert collapsing["steps"] - 1 - collapsing["found_at_step"] <= 30
-    reader = SpoolReader(Path(collapsing["run_dir"]))
+def _meta(run_dir: str) -> dict[str, Any]:
+    reader = SpoolReader(Path(run_dir))
     try:
-        meta = reader.meta()
-        findings = [e.rule for e in reader.events_of_kind("finding")]  # type: ignore[attr-defined]
+        return reader.meta()
     finally:
         reader.close()
-    assert meta["state"] == "pruned" and "reward_collapse" in str(meta["pruned_reason"])
-    assert "reward_collapse" in findings
-    assert healthy["state"] == "complete" and healthy["steps"] == 150
-    assert data["best"]["number"] == healthy["number"]
-    assert healthy["value"] > 0.6 and (collapsing["value"] or 0) < healthy["value"]
+
+
+def _config(run_dir: str) -> dict[str, Any]:
+    reader = SpoolReader(Path(run_dir))
+    try:
+        events = reader.events_of_kind("config")
+    finally:
+        reader.close()
+    merged: dict[str, Any] = {}
+    for event in events:
+        merged.update(event.config)  # type: ignore[attr-defined]
+    return merged
+
+
+#: (learning rate, kl_coef) of the reduced bar: three that go wrong early in the demo's
+#: reward hacking (the samples repeat a digit, the repeat bonus turns against the digits,
+#: from step 29-48) and three healthy settings (no finding in 150 steps, seeds 0-2)
+COLLAPSING = ((0.03, 0.01), (0.0487, 0.01), (0.06, 0.05))
+HEALTHY = ((0.0049, 0.05), (0.0075, 0.01), (0.0061, 0.2))
+
+
+def test_a_bayes_sweep_of_two_agents_prunes_the_collapsing_trials_by_default(
+        root: Path) -> None:
+    """The shape of issue 36's acceptance bar, reduced to run in seconds: a wandb-format
+    file (bayes, log-uniform learning rate, kl_coef values, no ``prune:`` key), two agents
+    at once, 100 steps instead of 150. The trials' parameters are enqueued (TPE still asks
+    for each) so the test knows which go wrong; the full bar, with TPE sampling freely, is
+    benchmark B13c (benchmarks/sweep.py --bar)."""
+    steps = 100
+    sweep_id = create(root, f"""
+        method: bayes
+        metric: {{name: reward/mean_last10, goal: maximize}}
+        command: ["${{interpreter}}", "-m", "trackmux.demo.sweep_trial",
+                  "--failure=reward-hacking", "--steps={steps}", "--step_seconds=0.02",
+                  "${{args}}"]
+        parameters:
+          learning_rate: {{distribution: log_uniform_values, min: 0.004, max: 0.06}}
+          kl_coef: {{values: [0.01, 0.05, 0.2]}}
+        run_cap: {len(COLLAPSING) + len(HEALTHY)}
+    """)
+    sweeps = study.load(sweep_id, default_url(root))
+    for lr, kl in (*COLLAPSING, *HEALTHY):
+        sweeps.study.enqueue_trial({"learning_rate": lr, "kl_coef": kl})
+    agents = [agent(root, sweep_id) for _ in range(2)]
+    outputs = [a.communicate(timeout=600) for a in agents]
+    assert [a.returncode for a in agents] == [0, 0], outputs
+    data = show(root, sweep_id)
+    trials = {(t["params"]["learning_rate"], t["params"]["kl_coef"]): t
+              for t in data["trials"]}
+    assert len(trials) == 6 and len({t["agent"] for t in data["trials"]}) == 2
+    for key in COLLAPSING:
+        t = trials[key]
+        assert t["state"] == "pruned" and t["pruned_by"] == "doctor", (key, t["reason"])
+        rule = t["finding"]["rule"]
+        assert t["reason"].startswith(f"{rule} ({t['finding']['severity']}) at step ")
+        assert rule in WRONG_RULES or t["finding"]["severity"] == "critical"
+        # the bar's "by step 100 of 150" (0.05 s a step there, 0.02 s here: a stop that
+        # takes the same time takes 2.5 times the steps)
+        assert t["steps"] <= 90, (key, t["steps"], t["found_at_step"], t["reason"])
+        assert _meta(t["run_dir"])["state"] == "pruned"
+    for key in HEALTHY:
+        t = trials[key]
+        assert t["state"] == "complete" and t["steps"] == steps, (key, t["reason"])
+        assert t["value"] > 0.55
+    best = data["best"]
+    assert (best["params"]["learning_rate"], best["params"]["kl_coef"]) in HEALTHY
+    for t in data["trials"]:  # every trial is a trackmux run that joined the sweep
+        config = _config(t["run_dir"])
+        assert config["sweep"]["id"] == sweep_id, config.get("sweep")
 
 
 def test_two_agents_share_a_sweep_in_postgres(root: Path, program: Path) -> None:

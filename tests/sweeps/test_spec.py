@@ -43,6 +43,34 @@ def test_the_articles_bayes_sweep_parses_into_tpe_with_its_distributions() -> No
     assert spec.prune.doctor and spec.prune.severity == "critical"  # on by default
 
 
+def _finding(rule: str, severity: str) -> dict[str, object]:
+    return {"rule": rule, "severity": severity, "step": 40, "keys": ["k"], "message": "m"}
+
+
+@pytest.mark.parametrize(("prune", "stopped"), [
+    # the default: critical findings and the signs of reward hacking, whatever severity
+    ("", {"reward_collapse", "nonfinite", "degenerate_text", "component_divergence",
+          "reward_hacking"}),
+    ("prune: {rules: []}\n", {"reward_collapse", "nonfinite"}),  # critical only
+    ("prune: {ignore: [degenerate_text, nonfinite]}\n",  # ignore wins over both
+     {"reward_collapse", "component_divergence", "reward_hacking"}),
+    ("prune: {rules: [kl_blowup], severity: off}\n", {"kl_blowup"}),
+    ("prune: false\n", set()),
+])
+def test_which_findings_stop_a_trial(prune: str, stopped: set[str]) -> None:
+    from trackmux.doctor.registry import rules
+    from trackmux.sweeps.spec import WRONG_RULES
+
+    assert set(WRONG_RULES) <= set(rules())  # the default names rules the doctor has
+    spec = load(ARTICLE + prune)
+    findings = [_finding("reward_collapse", "critical"), _finding("nonfinite", "critical"),
+                _finding("degenerate_text", "warning"),
+                _finding("component_divergence", "warning"),
+                _finding("reward_hacking", "warning"), _finding("kl_blowup", "warning"),
+                _finding("entropy_collapse", "warning"), _finding("doctor", "info")]
+    assert {str(f["rule"]) for f in findings if spec.prune.stops(f)} == stopped
+
+
 def test_grid_and_random_parse_and_the_grid_enumerates_every_point() -> None:
     grid = load("""
         program: t.py

@@ -4,10 +4,11 @@ One trial at a time, as wandb's agent does; run several agents (on one machine o
 to run trials in parallel: they share the sweep through its storage.
 
 While the program runs, the agent reads the trial's run every ``poll`` seconds (default
-0.5, read-only) and stops the trial when
+0.2, read-only: one indexed query of the rows after the last it saw) and stops the trial
+when
 
 - the doctor appended a finding the sweep's ``prune:`` names (by default any critical
-  one: a reward collapse, NaN), or
+  one, a reward collapse or NaN, and the signs of reward hacking: spec.WRONG_RULES), or
 - Optuna's pruner (``early_terminate``: median or hyperband) says so, fed with the
   metric's points as they are logged.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -43,7 +45,9 @@ from trackmux.sweeps.follow import Follower
 from trackmux.sweeps.storage import SWEEPS_DIR, heartbeat_seconds
 from trackmux.sweeps.study import Sweep
 
-POLL_SECONDS = 0.5
+#: a trainer's step can last well under a second: the stop should follow the finding
+#: within a few steps (the trial's doctor reads its spool every 0.25 s)
+POLL_SECONDS = 0.2
 
 
 @dataclass
@@ -249,8 +253,8 @@ class Agent:
                         trial.set_user_attr("run_dir", running.run.get("run_dir"))
                 if running.follower is not None:
                     points, found = running.follower.poll()
-                    if running.stop_reason is None:
-                        self._check(trial, running, points, found, reported)
+                    if running.stop_reason is None and not exited:  # an ended program
+                        self._check(trial, running, points, found, reported)  # is no stop
                 if exited:
                     break
                 if time.monotonic() - self._last_beat >= self.heartbeat:
@@ -285,13 +289,13 @@ class Agent:
         early = self.spec.early_terminate
         if early is None or not points:
             return
-        for step, value in points:
-            if step in reported:
-                continue
-            trial.report(value, step)
+        fresh = [(step, value) for step, value in points
+                 if step not in reported and math.isfinite(value)]
+        for step, value in fresh:  # a NaN is the doctor's (``nonfinite``, with its reason):
+            trial.report(value, step)  # Optuna's pruners would stop it as "behind"
             reported.add(step)
-        if trial.should_prune():
-            step, value = points[-1]
+        if fresh and trial.should_prune():
+            step, value = fresh[-1]
             self._stop(running, early.type,
                        f"the {early.type} pruner: {self.spec.metric_name} {value:.4g} at "
                        f"step {step} is behind the other trials")
@@ -325,10 +329,10 @@ class Agent:
             out.finding, out.found_at_step = running.finding, running.found_at_step
             if out.run_dir:
                 self._mark_pruned(Path(out.run_dir), out)
-            if follower is not None and follower.progress.points:
-                step, value = follower.progress.points[-1]
-                if step not in reported:
-                    trial.report(value, step)
+            finite = [p for p in (follower.progress.points if follower else [])
+                      if math.isfinite(p[1])]
+            if finite and finite[-1][0] not in reported:
+                trial.report(finite[-1][1], finite[-1][0])
             return out
         if running.status != 0:
             code = running.status

@@ -8,6 +8,7 @@
       kl_coef: {values: [0.001, 0.01, 0.1]}
     early_terminate: {type: hyperband, min_iter: 10}
     prune: {severity: critical}        # trackmux: the doctor stops trials that go wrong
+                                       # (default: critical findings and WRONG_RULES)
 
 Everything wrong is reported at once, each error naming its field
 (``parameters.lr.min: must be below max (0.1 >= 0.01)``), so a sweep never starts with a
@@ -97,14 +98,22 @@ class Param:
         return out
 
 
+#: the doctor's rules whose findings say "this trial is going wrong", whatever their
+#: severity: they are the signs of reward hacking (the samples turn repetitive, a reward
+#: component turns against the rest, a component rises while the held-out reward falls),
+#: and they come tens of steps before the reward collapses (benchmark B13). A sweep prunes
+#: on them by default; ``prune: {rules: []}`` keeps critical findings only.
+WRONG_RULES = ("component_divergence", "degenerate_text", "reward_hacking")
+
+
 @dataclass(frozen=True)
 class Prune:
     """When the doctor stops a trial: a finding of ``rules`` (any severity), or of any rule
-    not in ``ignore`` at ``severity`` or above (None: severity alone stops nothing)."""
+    at ``severity`` or above (None: severity alone stops nothing); never one of ``ignore``."""
 
     doctor: bool = True
     severity: str | None = "critical"
-    rules: tuple[str, ...] = ()
+    rules: tuple[str, ...] = WRONG_RULES
     ignore: tuple[str, ...] = ()
     grace_seconds: float = 30.0
 
@@ -112,9 +121,11 @@ class Prune:
         if not self.doctor:
             return False
         rule, severity = str(finding.get("rule")), str(finding.get("severity"))
+        if rule in self.ignore or rule == "doctor":
+            return False
         if rule in self.rules:
             return True
-        if rule in self.ignore or rule == "doctor" or self.severity is None:
+        if self.severity is None:
             return False
         return severity in SEVERITIES and (SEVERITIES.index(severity)
                                            >= SEVERITIES.index(self.severity))
@@ -332,18 +343,18 @@ def _prune(errors: list[str], given: Any) -> Prune:
                       f"{severity!r}")
         severity = "critical"
     lists: dict[str, tuple[str, ...]] = {}
-    for key in ("rules", "ignore"):
-        value = given.get(key, [])
+    for key, default in (("rules", list(WRONG_RULES)), ("ignore", [])):
+        value = given.get(key, default)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             errors.append(f"prune.{key}: must be a list of doctor rule names, got {value!r}")
             value = []
         lists[key] = tuple(value)
-    if lists["rules"] or lists["ignore"]:
+    if "rules" in given or "ignore" in given:  # the defaults need no check (nor the import)
         from trackmux.doctor.registry import rules as known_rules
 
         known = known_rules()
         for key, names in lists.items():
-            bad = [n for n in names if n not in known]
+            bad = [n for n in names if n not in known and key in given]
             if bad:
                 errors.append(f"prune.{key}: unknown doctor rule(s) {bad}; known: "
                               f"{sorted(known)}")

@@ -70,8 +70,14 @@ class Sweep:
         return list(self.study.get_trials(deepcopy=False))
 
     def budget_left(self) -> bool:
-        """Whether the sweep wants another trial: under ``run_cap``, the grid not done."""
-        count = len(self.trials())
+        """Whether the sweep wants another trial: under ``run_cap``, the grid not done.
+        A trial enqueued and not yet asked for (WAITING) is work to do, not budget used."""
+        from optuna.trial import TrialState
+
+        trials = self.trials()
+        if any(t.state == TrialState.WAITING for t in trials):
+            return True
+        count = len(trials)
         if self.spec.run_cap is not None and count >= self.spec.run_cap:
             return False
         return not (self.spec.method == "grid" and count >= space.grid_size(self.spec.params))
