@@ -16,10 +16,10 @@ from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.spool.writer import SpoolWriter
 
 pytest.importorskip("numpy")
-from trackmux.ui import queries  # noqa: E402
-from trackmux.ui import store as store_mod  # noqa: E402
-from trackmux.ui.runcache import RunCache  # noqa: E402
-from trackmux.ui.store import Store, run_id_of  # noqa: E402
+from trackmux.ui import queries
+from trackmux.ui import store as store_mod
+from trackmux.ui.runcache import RunCache
+from trackmux.ui.store import Store, run_id_of
 
 
 def write_spool(run_dir: Path, steps: int, *, mixed: bool = False) -> Path:
