@@ -59,6 +59,7 @@ class Store:
         #: what the live doctor stored per run, read with the run's row (same freshness)
         self.stored: dict[str, list[dict[str, Any]] | None] = {}
         self.inflight = 0  # requests being served (see serving)
+        self._listing = threading.Lock()  # held while the run list's rows are computed
 
     # -- discovery -------------------------------------------------------------------
     def scan(self, force: bool = False) -> dict[str, Path]:
@@ -173,8 +174,9 @@ class Store:
     # -- the run list ----------------------------------------------------------------
     def rows(self) -> list[dict[str, Any]]:
         out = []
-        for rid, path in self.scan().items():
-            out.append(self._row(rid, path))
+        with self._listing:  # one thread computes the rows; another then finds them kept
+            for rid, path in self.scan().items():
+                out.append(self._row(rid, path))
         out.sort(key=lambda r: (-(r.get("started_at") or 0), r["name"]))
         return out
 
