@@ -122,7 +122,7 @@
   function mountChart(node, key) {
     var runs = S.selected.slice(), mode = xmode(), width = Math.max(200, Math.floor(node.clientWidth || 560) - 20);
     var entry = {key: key, runs: runs, mode: mode, handle: null, cursors: C.dict(), lo: null, hi: null, busy: false,
-                 partial: false, note: el("p", {"class": "hint loading"}, "loading: the curves fill in as the runs are read")};
+                 partial: false, note: el("p", {"class": "hint loading", "data-key": key}, "loading: the curves fill in as the runs are read")};
     entry.note.hidden = true;
     // opened from a finding: zoomed to its onset, its evidence ringed
     var focus = S.focus && S.focus.key === key && mode === "step" ? S.focus : null;
