@@ -166,3 +166,15 @@ def test_the_warm_up_steps_aside_while_a_request_is_served(tmp_path: Path) -> No
     store.step_aside(longest=30)
     assert time.monotonic() - began < 10  # nothing in flight: at once
     assert store.inflight == 0
+
+
+def test_the_report_asks_for_whole_runs_never_a_partial_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dirs = [write_spool(tmp_path / "bounded" / f"run-{i}", 800) for i in range(2)]
+    monkeypatch.setattr(queries, "REQUEST_BUDGET", 0.0)
+    monkeypatch.setattr(queries, "REQUEST_FIRST", 50)
+    store = Store([tmp_path])  # no warm-up: the caches are empty
+    rids = [run_id_of(d.resolve()) for d in dirs]
+    answer = queries.series(store, "reward", rids, width=100000, whole=True)
+    assert answer["partial"] is False and len(answer["x"]) == 800
+    assert queries.keys(store, rids, whole=True)["groups"] == {"other": ["loss", "reward"]}

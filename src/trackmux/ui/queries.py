@@ -72,16 +72,19 @@ def _x(cache: RunCache, rows: np.ndarray, xmode: str) -> np.ndarray:
     return x
 
 
-def bounded(store: Store, rids: Sequence[str]) -> list[tuple[str, RunCache]]:
+def bounded(store: Store, rids: Sequence[str], whole: bool = False
+            ) -> list[tuple[str, RunCache]]:
     """The runs' caches, each brought up to date as far as a request may read: pages
     while the request is within ``REQUEST_BUDGET`` seconds, then ``REQUEST_FIRST`` events
     a run. A run not read to its end is ``partial`` (the answer says so, the page asks
     again, and the warm-up reads on): a chart of 100 big runs answers at once, with
-    curves that fill in, instead of after every run's whole read."""
+    curves that fill in, instead of after every run's whole read. ``whole``: read every
+    run to its end (the static report)."""
     deadline = time.monotonic() + REQUEST_BUDGET
     out = []
     for rid in rids:
-        limit = REQUEST_PAGE if time.monotonic() < deadline else REQUEST_FIRST
+        limit = (None if whole else REQUEST_PAGE if time.monotonic() < deadline
+                 else REQUEST_FIRST)
         cache = store.cache(rid, limit=limit)
         if cache is not None:
             out.append((rid, cache))
@@ -95,14 +98,15 @@ def check_xmode(xmode: str) -> str:
 
 
 def series(store: Store, key: str, rids: Sequence[str], xmode: str = "step",
-           lo: float | None = None, hi: float | None = None, width: int = 1000
-           ) -> dict[str, Any]:
+           lo: float | None = None, hi: float | None = None, width: int = 1000,
+           whole: bool = False) -> dict[str, Any]:
     """One metric of several runs on one x array: exact in a narrow range, min/max per
-    bucket over a wide one (downsample.py)."""
+    bucket over a wide one (downsample.py). ``whole``: every run read to its end first,
+    never a partial answer (see bounded)."""
     check_xmode(xmode)
     buckets = max(10, min(int(width), MAX_BUCKETS))
     loaded, partial = [], set()
-    for rid, cache in bounded(store, rids):
+    for rid, cache in bounded(store, rids, whole):
         x, y, cursor = points(cache, key, xmode)
         loaded.append((rid, x, y, cursor))
         if cache.partial:
@@ -163,10 +167,11 @@ def tail(store: Store, key: str, after: dict[str, int], xmode: str = "step"
             "partial": any(run["partial"] for run in out)}
 
 
-def keys(store: Store, rids: Sequence[str]) -> dict[str, Any]:
-    """Metric keys of the runs grouped by prefix (before the first '/'), as the report."""
+def keys(store: Store, rids: Sequence[str], whole: bool = False) -> dict[str, Any]:
+    """Metric keys of the runs grouped by prefix (before the first '/'), as the report
+    (``whole``: of every run read to its end, see bounded)."""
     groups: dict[str, list[str]] = {}
-    for _, cache in bounded(store, rids):
+    for _, cache in bounded(store, rids, whole):
         with cache.lock:
             names = list(cache.keys)
         for key in names:
