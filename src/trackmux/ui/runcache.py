@@ -184,13 +184,14 @@ class RunCache:
         except Exception as exc:  # damaged, half-written, or vanished: show, never raise
             self.error = f"{type(exc).__name__}: {exc}"
             self.stamp = ()  # try again at the next poll
+            self.partial = False  # nothing more to read now (the warm-up moves on)
             return 0
 
     def _take_metrics(self, rows: list[tuple[int, int, float, bytes]],
                       reader: SpoolReader) -> None:
-        """Metrics rows in bulk: per set of keys one
-        float matrix whose columns are appended to the key's arrays (a per-point append
-        in Python was most of a run's read: 20M points for 100 big runs)."""
+        """Metrics rows in bulk: per set of keys, one float matrix whose columns are
+        appended to the keys' arrays (an event object and a Python append per point were
+        most of a run's read: 20M points for 100 big runs)."""
         if not rows:
             return
         loads, dicts = orjson.loads, []
@@ -219,7 +220,7 @@ class RunCache:
             try:  # "nan", "inf" and "-inf" (how the spool stores them) convert too
                 matrix = np.array([list(dicts[i].values()) for i in index],
                                   dtype=np.float64).reshape(len(index), len(names))
-            except (TypeError, ValueError):  # not a number: the value is dropped
+            except (TypeError, ValueError):  # a value that is not a number: NaN, a gap
                 matrix = np.array([[_number(v) for v in dicts[i].values()] for i in index],
                                   dtype=np.float64).reshape(len(index), len(names))
             where = np.asarray(index, dtype=np.int32) + base
