@@ -14,6 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from trackmux.ui.runcache import RunCache
 
 DEFAULT_BUDGET_MB = 768
 SCAN_EVERY = 1.0  # seconds between folder scans (a new run appears by itself)
+ROW_THREADS = max(1, min(4, os.cpu_count() or 1))  # threads computing a first run list
 WARM_PAGE = 2000  # events of one run the warm-up reads before turning to the next run
 
 
@@ -175,7 +177,14 @@ class Store:
     def rows(self) -> list[dict[str, Any]]:
         out = []
         with self._listing:  # one thread computes the rows; another then finds them kept
-            for rid, path in self.scan().items():
+            found = list(self.scan().items())
+            new = [(rid, path) for rid, path in found if rid not in self.listed]
+            if len(new) >= 2 * ROW_THREADS:  # the first list: SQLite's scans of each
+                # spool (its event count, stored findings) release the GIL, so they run
+                # side by side
+                with ThreadPoolExecutor(ROW_THREADS, "trackmux-ui-rows") as pool:
+                    list(pool.map(lambda item: self._row(*item), new))
+            for rid, path in found:
                 out.append(self._row(rid, path))
         out.sort(key=lambda r: (-(r.get("started_at") or 0), r["name"]))
         return out
