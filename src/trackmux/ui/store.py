@@ -28,7 +28,7 @@ from trackmux.ui.runcache import RunCache
 DEFAULT_BUDGET_MB = 768
 SCAN_EVERY = 1.0  # seconds between folder scans (a new run appears by itself)
 ROW_THREADS = max(1, min(4, os.cpu_count() or 1))  # threads computing a first run list
-WARM_PAGE = 2000  # events of one run the warm-up reads before turning to the next run
+WARM_PAGE = 1000  # events of one run the warm-up reads before turning to the next run
 
 
 def run_id_of(path: Path) -> str:
