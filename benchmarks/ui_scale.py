@@ -3,7 +3,9 @@
     python -m benchmarks.ui_scale [--root DIR] [--out ui_scale.json]
 
 Makes the folder (benchmarks/ui_spools.py) unless it is there, starts ``trackmux ui`` in
-its own process, waits until it is warm (every run read once), then measures:
+its own process, times its cold start (the run list and a first, partial, 100-run chart,
+from the command's start and from the server accepting connections), waits until it is
+warm (every run read to its end), then measures:
 
 - first paint in Chromium, from navigation start: the run list with its 100 rows, and a
   chart of one metric over all 100 runs (uPlot drawn with 101 series); 5 page loads each;
