@@ -3,7 +3,9 @@
     python -m benchmarks.ui_scale [--root DIR] [--out ui_scale.json]
 
 Makes the folder (benchmarks/ui_spools.py) unless it is there, starts ``trackmux ui`` in
-its own process, waits until it is warm (every run read once), then measures:
+its own process, times its cold start (the run list and a first, partial, 100-run chart,
+from the command's start and from the server accepting connections), waits until it is
+warm (every run read to its end), then measures:
 
 - first paint in Chromium, from navigation start: the run list with its 100 rows, and a
   chart of one metric over all 100 runs (uPlot drawn with 101 series); 5 page loads each;
@@ -77,6 +79,40 @@ def timed(fn: Any, pid: int, repeat: int = 5) -> dict[str, float]:
             "server_cpu_median_s": statistics.median(cpu), "n": repeat}
 
 
+def cold_start(base: str, runs: int, started: float) -> dict[str, float]:
+    """Seconds from the command's start (and from the server accepting connections)
+    until ``/api/runs`` lists every run and a chart of ``KEY`` over all of them has
+    points of each (flagged partial while runs are read), before the warm-up is done."""
+    import socket
+
+    port = int(base.rsplit(":", 1)[1])
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.01)
+    up = time.monotonic() - started
+    while True:
+        rows = httpx.get(base + "/api/runs", timeout=60).json()["runs"]
+        if len(rows) >= runs:
+            break
+        time.sleep(0.02)
+    listed = time.monotonic() - started
+    ids = ",".join(r["id"] for r in rows)
+    while True:
+        answer = httpx.get(base + "/api/series", params={"key": KEY, "runs": ids, "width": 500},
+                           timeout=120).json()
+        if len(answer["runs"]) >= runs and all(r["cursor"] > 0 for r in answer["runs"]):
+            break
+        time.sleep(0.02)
+    charted = time.monotonic() - started
+    return {"server_accepts_s": round(up, 2), "list_s": round(listed, 2),
+            "list_after_server_up_s": round(listed - up, 2), "chart_s": round(charted, 2),
+            "chart_after_server_up_s": round(charted - up, 2),
+            "chart_partial": bool(answer.get("partial"))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", type=Path, default=Path("/tmp/trackmux-ui-scale"))
@@ -89,15 +125,19 @@ def main() -> None:
     result["generate_s"] = generate(args.root, args.runs, 20, args.steps)
     shutil.rmtree(args.root / "live", ignore_errors=True)  # an earlier run's live run
     port = free_port()
+    started = time.monotonic()
     server = subprocess.Popen([sys.executable, "-m", "trackmux", "ui", str(args.root),
                                "--port", str(port)], stdout=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
+        result["cold"] = cold_start(base, args.runs, started)
         began = time.monotonic()
-        while True:
+        while True:  # warm: every run read to its end (its cursor at its last seq)
             try:
                 rows = httpx.get(base + "/api/runs", timeout=30).json()["runs"]
-                if len(rows) >= args.runs and all(r["last_step"] is not None for r in rows):
+                if len(rows) >= args.runs and all(
+                        r.get("cursor") is not None and r["cursor"] >= r["last_seq"]
+                        for r in rows):
                     break
             except httpx.HTTPError:
                 pass

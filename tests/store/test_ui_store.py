@@ -114,11 +114,12 @@ def _fill(dsn: str, sizes: list[int], first_seq: int = 1, runs: list[int] | None
     return out
 
 
-def test_the_run_list_has_every_run_before_their_events_are_copied(
+def test_the_run_list_has_every_run_with_its_first_chunk_at_once(
         dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A cold start over a store of many runs: the first /api/runs lists them all, with
-    host, user and state, before one event is copied; then events come in bounded chunks
-    per run (a huge run does not hold the others back), and the UI picks up the growth."""
+    host, user and state, and each with its first chunk of events (copied with its meta,
+    for all runs at once); then events come in bounded chunks per run (a huge run does
+    not hold the others back), and the UI picks up the growth."""
     from trackmux.ui import mirror as mirror_module
     from trackmux.ui.app import Server
     from trackmux.ui.mirror import StoreMirror
@@ -135,13 +136,15 @@ def test_the_run_list_has_every_run_before_their_events_are_copied(
         assert sorted(r["name"] for r in listed) == [f"run-{r:02d}" for r in range(25)]
         assert all(r["host"] == f"node-{int(r['name'][4:]) % 3}" for r in listed)
         assert all(r["user"] == "alice" and r["state"] == "finished" for r in listed)
-        assert [r["events"] for r in listed] == [0] * 25  # nothing copied yet
+        # every run's first chunk came with its meta (two queries for all runs), so the
+        # first list and the first chart have a beginning of every run
+        assert [r["events"] for r in listed] == [5] * 25
         rids = ",".join(r["id"] for r in listed)
+        first = get(server.url + f"api/series?key=loss&runs={rids}")
+        assert len(first["runs"]) == 25 and first["x"] == [1, 2, 3, 4, 5]
+        assert all(r["cursor"] == 5 and r["y"] == [1, 2, 3, 4, 5] for r in first["runs"])
 
         mirror.sync_once(budget=600)  # a round: one bounded chunk for every run
-        listed = get(server.url + "api/runs")["runs"]
-        assert [r["events"] for r in listed] == [5] * 25
-        mirror.sync_once(budget=600)
         assert [r["events"] for r in get(server.url + "api/runs")["runs"]] == [15] * 25
 
         rounds = 0
@@ -186,5 +189,5 @@ def test_a_live_run_is_copied_before_the_backlog(dsn: str, tmp_path: Path,
             reader.close()
 
     assert copied(small) == 7
-    assert copied(big) == 5
+    assert copied(big) == 10  # its first chunk with its meta, one more in the round
     mirror.stop()

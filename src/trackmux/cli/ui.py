@@ -49,6 +49,8 @@ def ui(directories: tuple[str, ...], host: str, port: int, use_token: bool,
     server = Server(roots, host=host, port=port, budget_mb=cache_mb,
                     token=new_token() if use_token else None,
                     boards=[m.dsn for m in mirrors])
+    for mirror in mirrors:  # copying steps aside while a request is served
+        mirror.step_aside = server.store.step_aside
     echo(f"trackmux ui: serving {', '.join(str(r) for r in roots)}")
     echo(f"open {server.url}")
     if mirrors:

@@ -214,6 +214,32 @@ class StoreSource:
             if limit is not None:
                 limit -= len(rows)
 
+    def first_events(self, ids: list[int], count: int) -> dict[str, list[Event]]:
+        """Per run (store id): its first ``count`` events, superseded ones included (as
+        :meth:`copy_forward` copies them), for many runs in two queries: a cold start
+        gives every replica a beginning before the UI's first answer."""
+        out: dict[str, list[Event]] = {str(pk): [] for pk in ids}
+        if not ids or count <= 0:
+            return out
+        rows = self._rows(
+            "SELECT r.id, e.seq, e.kind, e.step, e.time, e.body::text, b.data "
+            "FROM unnest(%s::bigint[]) AS r(id) CROSS JOIN LATERAL ("
+            " SELECT * FROM trackmux.events x WHERE x.run = r.id ORDER BY x.seq LIMIT %s) e "
+            "LEFT JOIN trackmux.blobs b ON b.hash = e.blob ORDER BY r.id, e.seq",
+            (ids, count))
+        points: dict[tuple[int, int], dict[str, float]] = {}
+        for pk, seq, keys, values in self._rows(  # a run's metrics rows are among its events
+                "SELECT r.id, m.seq, m.keys, m.vals FROM unnest(%s::bigint[]) AS r(id) "
+                "CROSS JOIN LATERAL (SELECT * FROM trackmux.metrics x WHERE x.run = r.id "
+                "ORDER BY x.seq LIMIT %s) m", (ids, count), binary=True):
+            points[(pk, seq)] = dict(zip(keys, values, strict=True))
+        for pk, seq, kind, step, ts, body, blob in rows:
+            out[str(pk)].append(
+                MetricsEvent(points.get((pk, seq), {}), step, ts, seq) if kind == "metrics"
+                else codec.decode(seq, kind, step, ts, body.encode(),
+                                  None if blob is None else bytes(blob)))
+        return out
+
     def _points(self, run: int, first: int, last: int) -> dict[int, dict[str, float]]:
         out: dict[int, dict[str, float]] = {}
         for seq, keys, values in self._rows(
@@ -247,12 +273,13 @@ class StoreSource:
 
     def copy_forward(self, run: RunEntry, folder: Path, limit: int | None = None,
                      history: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
-                     | None = None) -> int:
+                     | None = None, events: list[Event] | None = None) -> int:
         """Bring the replica in ``folder`` forward by at most ``limit`` events (None: all;
         0: only its meta, attempts and superseded marks, so a list shows the run before
         any of its events is copied); returns the highest seq the replica now holds.
         ``history``: the run's superseded marks and attempts, read after its events
-        (:meth:`history`), else read here."""
+        (:meth:`history`), else read here. ``events``: the run's first events, already
+        read (:meth:`first_events`), copied instead of reading (those it lacks)."""
         make_private_dir(folder)
         path = folder / SPOOL_FILE
         touch_private(path)
@@ -265,7 +292,8 @@ class StoreSource:
             conn.executescript(SPOOL_SCHEMA)
             have = int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
             pk = int(run.ref)
-            new = list(self._events(pk, have, live_only=False, limit=limit))
+            new = ([e for e in events if e.seq > have] if events is not None
+                   else list(self._events(pk, have, live_only=False, limit=limit)))
             rows, blobs = [], {}
             for event in new:
                 (kind, step, ts, body), blob = codec.encode(event)

@@ -62,8 +62,8 @@ def payload(run_dirs: Sequence[Path]) -> dict[str, Any]:
         row["label"] = (row["name"] if names.count(row["name"]) == 1
                         else f"{row['name']} ({Path(row['dir']).name})")
     rids = [r["id"] for r in rows]
-    groups = queries.keys(store, rids)["groups"]
-    series = {key: queries.series(store, key, rids, "step", width=WIDTH)
+    groups = queries.keys(store, rids, whole=True)["groups"]
+    series = {key: queries.series(store, key, rids, "step", width=WIDTH, whole=True)
               for keys in groups.values() for key in keys}
     data: dict[str, Any] = {"runs": rows, "groups": groups, "series": series,
                             "compare": queries.compare(store, rids, None) if rids else {},

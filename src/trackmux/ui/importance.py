@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:  # numpy.typing costs 0.1-0.2 s of `trackmux ui`'s start
+    import numpy.typing as npt
 
 METHOD = ("Target: each run's final value of the metric (mean of its last 10% of points). "
           "Numeric hyperparameters: Spearman's rank correlation with the target (signed); "

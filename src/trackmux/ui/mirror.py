@@ -4,8 +4,9 @@ up to date on a thread, so the UI serves them with the code that serves spools.
 A cold start must not wait for every event (100 runs of 10k steps are 1M rows to
 copy), so the mirror fills the replicas in an order the UI can show at once:
 
-1. every run's meta first (one query and an empty replica each): the run list has every
-   run, with host, user and state, within the first round;
+1. every run's meta first, with its first ``FIRST_CHUNK`` events (a few queries for all
+   runs, and one replica write each): the run list has every run, with host, user and
+   state, and a chart a beginning of each, within the first round;
 2. then events, in bounded chunks per run (``FIRST_CHUNK`` growing to ``CHUNK``), runs
    that received fewer chunks first, running and most recently active runs first among
    equals: every run soon has a beginning to chart, and one huge run does not hold the
@@ -25,8 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from trackmux.core.spool.writer import SPOOL_FILE
 from trackmux.readers.base import RunEntry
 
 log = logging.getLogger("trackmux")
@@ -56,6 +59,9 @@ class StoreMirror:
         self.rounds = 0
         #: whether the last round left events to copy (the next round then comes at once)
         self.pending = False
+        #: called before each backlog chunk: the UI's Store.step_aside, so a request in
+        #: flight is not starved by copying (one process, one GIL)
+        self.step_aside: Callable[[], None] | None = None
 
     @property
     def behind(self) -> int:
@@ -72,12 +78,23 @@ class StoreMirror:
         stale = [int(ref) for ref, (_, state) in marks.items()
                  if ref not in self._entries or self._states.get(ref) != state]
         moved = 0
+        entries = self.source.runs(ids=stale, counts=False) if stale else []
+        # a run without a replica gets its first chunk with its meta: every such run's
+        # first events in two queries (not two per run), read before the history that
+        # marks them
+        fresh = [int(e.ref) for e in entries if e.ref not in self._entries
+                 and not (replica_folder(e, self.root) / SPOOL_FILE).exists()]
+        firsts = self.source.first_events(fresh, FIRST_CHUNK) if fresh else {}
         history = self.source.history(stale) if stale else {}
-        for entry in self.source.runs(ids=stale, counts=False) if stale else []:
-            # meta, attempts and marks only: the list shows the run before its events
+        for entry in entries:
+            # meta, attempts and marks (and a new run's first chunk): the list shows the
+            # run, and a chart its beginning, before the rest of its events is copied
+            first = firsts.get(entry.ref)
             self._copied[entry.ref] = self.source.copy_forward(
                 entry, replica_folder(entry, self.root), limit=0,
-                history=history.get(entry.ref, ([], [])))
+                history=history.get(entry.ref, ([], [])), events=first)
+            if first:
+                self._turns[entry.ref] = max(1, self._turns.get(entry.ref, 0))
             self._entries[entry.ref] = entry
             self._states[entry.ref] = marks[entry.ref][1]
             moved += 1
@@ -92,6 +109,8 @@ class StoreMirror:
             if (budget is not None and ref not in self._live
                     and (budget <= 0 or time.monotonic() - started > budget)):
                 break
+            if self.step_aside is not None and ref not in self._live:
+                self.step_aside()
             entry = self._entries[ref]
             turns = self._turns.get(ref, 0)
             limit = (None if budget is None else LIVE_CHUNK if ref in self._live

@@ -5,6 +5,7 @@ shape by one script."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,9 @@ X_MODES = ("step", "time", "relative")
 MAX_BUCKETS = 4000
 ANSWERS = 32  # chart answers kept per server, the most recently asked ...
 ANSWER_BYTES = 32 * 1024 * 1024  # ... within this many bytes of arrays together
+REQUEST_BUDGET = 0.15  # seconds of spool reading a chart request does in pages ...
+REQUEST_PAGE = 2000  # ... of this many events a run, then ...
+REQUEST_FIRST = 100  # ... this many a run (a beginning for every run, a live run's tail)
 
 
 class BadRequest(ValueError):
@@ -68,6 +72,25 @@ def _x(cache: RunCache, rows: np.ndarray, xmode: str) -> np.ndarray:
     return x
 
 
+def bounded(store: Store, rids: Sequence[str], whole: bool = False
+            ) -> list[tuple[str, RunCache]]:
+    """The runs' caches, each brought up to date as far as a request may read: pages
+    while the request is within ``REQUEST_BUDGET`` seconds, then ``REQUEST_FIRST`` events
+    a run. A run not read to its end is ``partial`` (the answer says so, the page asks
+    again, and the warm-up reads on): a chart of 100 big runs answers at once, with
+    curves that fill in, instead of after every run's whole read. ``whole``: read every
+    run to its end (the static report)."""
+    deadline = time.monotonic() + REQUEST_BUDGET
+    out = []
+    for rid in rids:
+        limit = (None if whole else REQUEST_PAGE if time.monotonic() < deadline
+                 else REQUEST_FIRST)
+        cache = store.cache(rid, limit=limit)
+        if cache is not None:
+            out.append((rid, cache))
+    return out
+
+
 def check_xmode(xmode: str) -> str:
     if xmode not in X_MODES:
         raise BadRequest(f"x must be one of {', '.join(X_MODES)}, got {xmode!r}")
@@ -75,19 +98,19 @@ def check_xmode(xmode: str) -> str:
 
 
 def series(store: Store, key: str, rids: Sequence[str], xmode: str = "step",
-           lo: float | None = None, hi: float | None = None, width: int = 1000
-           ) -> dict[str, Any]:
+           lo: float | None = None, hi: float | None = None, width: int = 1000,
+           whole: bool = False) -> dict[str, Any]:
     """One metric of several runs on one x array: exact in a narrow range, min/max per
-    bucket over a wide one (downsample.py)."""
+    bucket over a wide one (downsample.py). ``whole``: every run read to its end first,
+    never a partial answer (see bounded)."""
     check_xmode(xmode)
     buckets = max(10, min(int(width), MAX_BUCKETS))
-    loaded = []
-    for rid in rids:
-        cache = store.cache(rid)
-        if cache is None:
-            continue
+    loaded, partial = [], set()
+    for rid, cache in bounded(store, rids, whole):
         x, y, cursor = points(cache, key, xmode)
         loaded.append((rid, x, y, cursor))
+        if cache.partial:
+            partial.add(rid)
     asked = (key, xmode, lo, hi, buckets, tuple((rid, c) for rid, _, _, c in loaded))
     with store.lock:
         answer = store.answers.get(asked)
@@ -96,6 +119,11 @@ def series(store: Store, key: str, rids: Sequence[str], xmode: str = "step",
             return answer
     answer = _series(key, xmode, lo, hi, buckets, loaded)
     answer["nbytes"] = answer["x"].nbytes + sum(r["y"].nbytes for r in answer["runs"])
+    answer["partial"] = bool(partial)
+    for run in answer["runs"]:
+        run["partial"] = run["id"] in partial
+    if partial:  # what was read so far: asked again, it is built again
+        return answer
     with store.lock:
         store.answers[asked] = answer
         total = sum(a["nbytes"] for a in store.answers.values())
@@ -131,22 +159,19 @@ def tail(store: Store, key: str, after: dict[str, int], xmode: str = "step"
     live page asks for this every second and never re-reads a history."""
     check_xmode(xmode)
     out = []
-    for rid, seq in after.items():
-        cache = store.cache(rid)
-        if cache is None:
-            continue
-        x, y, cursor = points(cache, key, xmode, after=seq)
-        out.append({"id": rid, "x": x.tolist(), "y": _finite(y), "cursor": cursor})
-    return {"key": key, "x_mode": xmode, "runs": out}
+    for rid, cache in bounded(store, list(after)):
+        x, y, cursor = points(cache, key, xmode, after=after[rid])
+        out.append({"id": rid, "x": x.tolist(), "y": _finite(y), "cursor": cursor,
+                    "partial": cache.partial})
+    return {"key": key, "x_mode": xmode, "runs": out,
+            "partial": any(run["partial"] for run in out)}
 
 
-def keys(store: Store, rids: Sequence[str]) -> dict[str, Any]:
-    """Metric keys of the runs grouped by prefix (before the first '/'), as the report."""
+def keys(store: Store, rids: Sequence[str], whole: bool = False) -> dict[str, Any]:
+    """Metric keys of the runs grouped by prefix (before the first '/'), as the report
+    (``whole``: of every run read to its end, see bounded)."""
     groups: dict[str, list[str]] = {}
-    for rid in rids:
-        cache = store.cache(rid)
-        if cache is None:
-            continue
+    for _, cache in bounded(store, rids, whole):
         with cache.lock:
             names = list(cache.keys)
         for key in names:

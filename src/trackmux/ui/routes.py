@@ -36,7 +36,8 @@ def guarded(handler: Callable[..., Response]) -> Callable[[Request], Response]:
     @wraps(handler)
     def run(request: Request) -> Response:
         try:
-            return handler(request)
+            with store_of(request).serving():  # background reading steps aside
+                return handler(request)
         except queries.BadRequest as exc:
             return error(400, str(exc))
         except (sources.Unavailable, LookupError) as exc:

@@ -13,7 +13,9 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ from trackmux.ui.runcache import RunCache
 
 DEFAULT_BUDGET_MB = 768
 SCAN_EVERY = 1.0  # seconds between folder scans (a new run appears by itself)
+ROW_THREADS = max(1, min(4, os.cpu_count() or 1))  # threads computing a first run list
+WARM_PAGE = 1000  # events of one run the warm-up reads before turning to the next run
 
 
 def run_id_of(path: Path) -> str:
@@ -56,6 +60,8 @@ class Store:
         self.answers: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         #: what the live doctor stored per run, read with the run's row (same freshness)
         self.stored: dict[str, list[dict[str, Any]] | None] = {}
+        self.inflight = 0  # requests being served (see serving)
+        self._listing = threading.Lock()  # held while the run list's rows are computed
 
     # -- discovery -------------------------------------------------------------------
     def scan(self, force: bool = False) -> dict[str, Path]:
@@ -94,8 +100,10 @@ class Store:
         return self.scan().get(rid)
 
     # -- caches ----------------------------------------------------------------------
-    def cache(self, rid: str, refresh: bool = True) -> RunCache | None:
-        """The run's cache, brought up to date (only the events since the last read)."""
+    def cache(self, rid: str, refresh: bool = True, limit: int | None = None
+              ) -> RunCache | None:
+        """The run's cache, brought up to date (only the events since the last read; at
+        most about ``limit`` of them, see RunCache.refresh)."""
         path = self.path(rid)
         if path is None:
             return None
@@ -103,15 +111,43 @@ class Store:
             cache = self.caches.get(rid)
             if cache is None:
                 cache = self.caches[rid] = RunCache(path)
-        if refresh and cache.refresh():
+        if refresh and cache.refresh(limit):
             self._evict(keep=rid)
         return cache
 
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        """Mark a request in flight: background reading (warm, the store's mirror) steps
+        aside meanwhile, since it shares the GIL with the request's thread."""
+        with self.lock:
+            self.inflight += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.inflight -= 1
+
+    def step_aside(self, longest: float = 0.5) -> None:
+        """Wait (up to ``longest`` seconds) while a request is in flight."""
+        deadline = time.monotonic() + longest
+        while self.inflight and time.monotonic() < deadline:
+            time.sleep(0.005)
+
     def warm(self) -> None:
-        """Read every run once (started in the background when the server starts)."""
+        """Read every run (started in the background when the server starts), a page of
+        each in turn: every run soon has a beginning, no request waits behind a run's
+        whole read (a page holds its cache's lock, not the read), and a request in flight
+        goes first."""
         self.rows()
-        for rid in self.scan(force=True):
-            self.cache(rid)
+        pending = list(self.scan(force=True))
+        while pending:
+            for rid in pending:
+                self.step_aside()
+                self.cache(rid, limit=WARM_PAGE)
+            with self.lock:
+                caches = [self.caches.get(rid) for rid in pending]
+            pending = [rid for rid, c in zip(pending, caches, strict=True)
+                       if c is not None and c.partial]
         self.rows()
 
     def _evict(self, keep: str) -> None:
@@ -140,8 +176,16 @@ class Store:
     # -- the run list ----------------------------------------------------------------
     def rows(self) -> list[dict[str, Any]]:
         out = []
-        for rid, path in self.scan().items():
-            out.append(self._row(rid, path))
+        with self._listing:  # one thread computes the rows; another then finds them kept
+            found = list(self.scan().items())
+            new = [(rid, path) for rid, path in found if rid not in self.listed]
+            if len(new) >= 2 * ROW_THREADS:  # the first list: SQLite's scans of each
+                # spool (its event count, stored findings) release the GIL, so they run
+                # side by side
+                with ThreadPoolExecutor(ROW_THREADS, "trackmux-ui-rows") as pool:
+                    list(pool.map(lambda item: self._row(*item), new))
+            for rid, path in found:
+                out.append(self._row(rid, path))
         out.sort(key=lambda r: (-(r.get("started_at") or 0), r["name"]))
         return out
 

@@ -13,7 +13,7 @@ import sqlite3
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,9 @@ class Batch:
 
     events: list[Event]
     upto: int
+    #: rows of the kinds asked ``raw``, CRC-checked but not decoded: (seq, step, time,
+    #: body), in seq order (the UI decodes metrics bodies in bulk, runcache.py)
+    raw: list[tuple[int, int, float, bytes]] = field(default_factory=list)
 
 
 @dataclass
@@ -203,11 +206,13 @@ class SpoolReader:
             self._note(f"kind counts: {exc}")
             return {}
 
-    def read(self, after: int, limit: int = 1000, skip: frozenset[str] = frozenset()) -> Batch:
+    def read(self, after: int, limit: int = 1000, skip: frozenset[str] = frozenset(),
+             raw: frozenset[str] = frozenset()) -> Batch:
         """Up to ``limit`` intact events with seq > ``after``, in order, and the highest seq
         examined. Damaged rows are skipped and recorded in ``damage``; a damaged page falls
         back to row-by-row reads. Kinds in ``skip`` are passed over undecoded (a report
-        that reads samples per step does not decode every step's payload)."""
+        that reads samples per step does not decode every step's payload); rows of the
+        kinds in ``raw`` are checked but returned undecoded in ``Batch.raw``."""
         try:
             rows = self._conn.execute(
                 "SELECT e.seq, e.kind, e.step, e.time, e.body, e.crc, s.seq FROM events e "
@@ -220,7 +225,18 @@ class SpoolReader:
         # superseded events (core/spool/attempts.py) are passed over, live and offline alike
         live = [r[:6] for r in self._in_key_range(rows, after, upto)
                 if r[6] is None and r[1] not in skip]
-        return Batch(self._decode_rows(live), upto)
+        if not raw:
+            return Batch(self._decode_rows(live), upto)
+        undecoded = []
+        for seq, kind, step, ts, body, crc in live:
+            if kind not in raw:
+                continue
+            if isinstance(body, bytes) and codec.crc_ok(seq, kind, step, ts, body, crc):
+                undecoded.append((seq, step, ts, body))
+            else:
+                self._bad(seq, "checksum mismatch")
+        return Batch(self._decode_rows([r for r in live if r[1] not in raw]), upto,
+                     undecoded)
 
     def _in_key_range(self, rows: list[tuple[Any, ...]], after: int,
                       upto: int) -> list[tuple[Any, ...]]:
@@ -359,6 +375,10 @@ class SpoolReader:
             except _READ_ERRORS:
                 continue
         return 0
+
+    def mark_bad(self, seq: int, why: str) -> None:
+        """Record a row the caller could not decode (a ``raw`` row of :meth:`read`)."""
+        self._bad(seq, why)
 
     def _bad(self, seq: int, why: str) -> None:
         if seq not in self.damage.bad_rows:

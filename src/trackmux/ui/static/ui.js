@@ -121,7 +121,9 @@
 
   function mountChart(node, key) {
     var runs = S.selected.slice(), mode = xmode(), width = Math.max(200, Math.floor(node.clientWidth || 560) - 20);
-    var entry = {key: key, runs: runs, mode: mode, handle: null, cursors: C.dict(), lo: null, hi: null, busy: false};
+    var entry = {key: key, runs: runs, mode: mode, handle: null, cursors: C.dict(), lo: null, hi: null, busy: false,
+                 partial: false, note: el("p", {"class": "hint loading", "data-key": key}, "loading: the curves fill in as the runs are read")};
+    entry.note.hidden = true;
     // opened from a finding: zoomed to its onset, its evidence ringed
     var focus = S.focus && S.focus.key === key && mode === "step" ? S.focus : null;
     if (focus) { entry.lo = focus.lo; entry.hi = focus.hi; }
@@ -130,11 +132,13 @@
       return api("/api/series?" + q({key: key, runs: runs.join(","), x: mode, lo: lo, hi: hi, width: Math.ceil(width / 2)}))
         .then(function (p) {
           p.runs.forEach(function (r) { entry.cursors[r.id] = r.cursor; });
+          loading(entry, !!p.partial);
           var payload = {key: key, x_mode: mode, runs: p.runs.map(function (r) { return {id: r.id, x: p.x, y: r.y, nonfinite: r.nonfinite}; })};
           entry.payload = payload;
           return payload;
         });
     }
+    entry.refetch = fetchRange;
     fetchRange(entry.lo, entry.hi).then(function (payload) {
       askFindings();
       var y = ymode();
@@ -145,6 +149,7 @@
           entry.lo = lo; entry.hi = hi;
           fetchRange(lo, hi).then(function (p) { entry.handle.update(p, lo !== null); });
         }});
+      node.appendChild(entry.note);
       if (focus) node.scrollIntoView({block: "center"});
     }).catch(function (e) { node.appendChild(el("p", {"class": "error"}, key + ": " + e.message)); });
     S.charts.push(entry);
@@ -162,12 +167,24 @@
     });
     return out;
   }
+  // an answer from runs read only in part: the chart says so, and polls the whole
+  // (downsampled) series again until every run is read, instead of tailing it
+  function loading(entry, partial) {
+    entry.partial = partial;
+    entry.note.hidden = !partial;
+  }
   function tailChart(entry) {
     if (!entry.handle || entry.busy || !entry.payload) return Promise.resolve();
+    if (entry.partial) {
+      entry.busy = true;
+      return entry.refetch(entry.lo, entry.hi).then(function (p) { entry.handle.update(p, entry.lo !== null); })
+        .finally(function () { entry.busy = false; });
+    }
     var after = entry.runs.map(function (id) { return id + ":" + (entry.cursors[id] || 0); }).join(",");
     entry.busy = true;
     return api("/api/tail?" + q({key: entry.key, after: after, x: entry.mode})).then(function (p) {
       var changed = false;
+      if (p.partial) loading(entry, true);  // a burst to read: the whole series next time
       p.runs.forEach(function (r) {
         entry.cursors[r.id] = r.cursor;
         if (!r.x.length) return;
