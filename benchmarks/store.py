@@ -177,28 +177,48 @@ def bench_crossing(pg: Any, work: Path, crossings: int) -> dict[str, Any]:
             "ui_replica_s": summary(mirror_s), "goal_2s": max(mirror_s) <= 2.0}
 
 
+def _work(seconds: float) -> None:
+    """A step's own work: the CPU busy for ``seconds`` (a sleep would hide contention)."""
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+
+
 def trainer_child(tag: str, root: str, dsn: str, steps: int) -> None:
-    """One trainer process: ``steps`` log() calls of 100 floats; prints its costs."""
+    """One trainer process: ``steps`` steps of 2 ms of CPU work and one log() call of 100
+    floats; prints the log() costs and the loop's wall time. ``dsn`` "-": no tracking."""
     import trackmux
 
-    backends = ["postgres"] if dsn else []
-    options = {"postgres": {"dsn": dsn}} if dsn else None
-    run = trackmux.init("bench", tag, backends=backends, dir=root, backend_options=options)
+    run: Any = None
+    if dsn != "-":
+        backends = ["postgres"] if dsn else []
+        options = {"postgres": {"dsn": dsn}} if dsn else None
+        run = trackmux.init("bench", tag, backends=backends, dir=root,
+                            backend_options=options)
     costs = []
+    started, cpu = time.perf_counter(), time.process_time()
     for step in range(steps):
         data = payload(step)
-        t = time.perf_counter_ns()
-        run.log(data, step=step)
-        costs.append((time.perf_counter_ns() - t) / 1000.0)
-        time.sleep(0.002)  # a loop that does some work between steps
+        _work(0.002)
+        if run is not None:
+            t = time.perf_counter_ns()
+            run.log(data, step=step)
+            costs.append((time.perf_counter_ns() - t) / 1000.0)
+    loop_s, loop_cpu_s = time.perf_counter() - started, time.process_time() - cpu
     ended = time.time()
-    run.finish(timeout=600)
+    if run is not None:
+        run.finish(timeout=600)
     costs.sort()
-    print(orjson.dumps({"median_us": statistics.median(costs),
-                        "p99_us": costs[int(0.99 * (len(costs) - 1))], "ended": ended}).decode())
+    print(orjson.dumps({"median_us": statistics.median(costs) if costs else 0.0,
+                        "p99_us": costs[int(0.99 * (len(costs) - 1))] if costs else 0.0,
+                        "loop_s": loop_s, "loop_cpu_s": loop_cpu_s, "ended": ended}).decode())
 
 
 def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, Any]:
+    """The same ``trainers`` loops three ways, one after another: untracked, spool only,
+    into the store; each loop's wall time is what the trainer pays (its own work plus
+    log(), on a machine every loop and delivery process share)."""
     import subprocess
     import sys
 
@@ -215,15 +235,24 @@ def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, 
             results.append(orjson.loads(out.strip().splitlines()[-1]))
         return results, max(r["ended"] for r in results)
 
+    untracked, _ = loops("-", "untracked")
     spool_only, _ = loops("", "spool-only")
     with_store, last_loop_end = loops(dsn, "store")
     stored = _count(dsn, "SELECT count(*) FROM trackmux.points")
 
     def med(rs: list[dict[str, float]], key: str) -> float:
-        return round(statistics.median(r[key] for r in rs), 1)
+        return round(statistics.median(r[key] for r in rs), 3)
 
     return {"trainers": trainers, "steps": steps, "points": trainers * steps * N_METRICS,
             "stored": stored, "everything_stored": stored == trainers * steps * N_METRICS,
+            "loop_s_median_untracked": med(untracked, "loop_s"),
+            "loop_s_median_spool_only": med(spool_only, "loop_s"),
+            "loop_s_median_with_store": med(with_store, "loop_s"),
+            # the trainer process's CPU (its threads too): free of the contention with
+            # the delivery processes and the server, which a real cluster puts elsewhere
+            "loop_cpu_s_median_untracked": med(untracked, "loop_cpu_s"),
+            "loop_cpu_s_median_spool_only": med(spool_only, "loop_cpu_s"),
+            "loop_cpu_s_median_with_store": med(with_store, "loop_cpu_s"),
             "log_us_median_spool_only": med(spool_only, "median_us"),
             "log_us_median_with_store": med(with_store, "median_us"),
             "log_us_p99_spool_only": med(spool_only, "p99_us"),
