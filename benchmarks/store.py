@@ -177,17 +177,22 @@ def bench_crossing(pg: Any, work: Path, crossings: int) -> dict[str, Any]:
             "ui_replica_s": summary(mirror_s), "goal_2s": max(mirror_s) <= 2.0}
 
 
-def _work(seconds: float) -> None:
-    """A step's own work: the CPU busy for ``seconds`` (a sleep would hide contention)."""
-    end = time.perf_counter() + seconds
+#: about 2 ms of one core here: a fixed amount of work, so a loop's CPU time is what its
+#: process did and its wall time grows only with what it waited for (a core, a lock)
+WORK_ITERATIONS = 60_000
+
+
+def _work() -> int:
     x = 0
-    while time.perf_counter() < end:
-        x += 1
+    for i in range(WORK_ITERATIONS):
+        x += i
+    return x
 
 
-def trainer_child(tag: str, root: str, dsn: str, steps: int) -> None:
-    """One trainer process: ``steps`` steps of 2 ms of CPU work and one log() call of 100
-    floats; prints the log() costs and the loop's wall time. ``dsn`` "-": no tracking."""
+def trainer_child(tag: str, root: str, dsn: str, steps: int, work: str) -> None:
+    """One trainer process: ``steps`` steps and one log() call of 100 floats each; a step
+    is ~2 ms of CPU (``work`` "cpu") or 2 ms of waiting, as for a GPU's kernels ("wait").
+    Prints the log() costs and the loop's wall and CPU time. ``dsn`` "-": no tracking."""
     import trackmux
 
     run: Any = None
@@ -200,7 +205,10 @@ def trainer_child(tag: str, root: str, dsn: str, steps: int) -> None:
     started, cpu = time.perf_counter(), time.process_time()
     for step in range(steps):
         data = payload(step)
-        _work(0.002)
+        if work == "cpu":
+            _work()
+        else:
+            time.sleep(0.002)
         if run is not None:
             t = time.perf_counter_ns()
             run.log(data, step=step)
@@ -217,17 +225,16 @@ def trainer_child(tag: str, root: str, dsn: str, steps: int) -> None:
 
 def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, Any]:
     """The same ``trainers`` loops three ways, one after another: untracked, spool only,
-    into the store; each loop's wall time is what the trainer pays (its own work plus
-    log(), on a machine every loop and delivery process share)."""
+    into the store; twice: steps that wait (a GPU trainer's thread) and steps that keep a
+    core busy (on this 2-core machine, 10 of them and the PostgreSQL server compete for
+    the cores: an upper bound of what the store's server costs a trainer beside it)."""
     import subprocess
     import sys
 
-    dsn = _fresh_db(pg, "b12_trainers")
-
-    def loops(store: str, tag: str) -> tuple[list[dict[str, float]], float]:
+    def loops(store: str, tag: str, kind: str) -> tuple[list[dict[str, float]], float]:
         procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.store", "--trainer-child",
-                                   f"{tag}-{i}", str(work / tag), store, str(steps)],
-                                  stdout=subprocess.PIPE, text=True)
+                                   f"{tag}-{kind}-{i}", str(work / tag), store, str(steps),
+                                   kind], stdout=subprocess.PIPE, text=True)
                  for i in range(trainers)]
         results = []
         for proc in procs:
@@ -235,29 +242,35 @@ def bench_trainers(pg: Any, work: Path, trainers: int, steps: int) -> dict[str, 
             results.append(orjson.loads(out.strip().splitlines()[-1]))
         return results, max(r["ended"] for r in results)
 
-    untracked, _ = loops("-", "untracked")
-    spool_only, _ = loops("", "spool-only")
-    with_store, last_loop_end = loops(dsn, "store")
-    stored = _count(dsn, "SELECT count(*) FROM trackmux.points")
-
     def med(rs: list[dict[str, float]], key: str) -> float:
         return round(statistics.median(r[key] for r in rs), 3)
 
-    return {"trainers": trainers, "steps": steps, "points": trainers * steps * N_METRICS,
-            "stored": stored, "everything_stored": stored == trainers * steps * N_METRICS,
-            "loop_s_median_untracked": med(untracked, "loop_s"),
-            "loop_s_median_spool_only": med(spool_only, "loop_s"),
-            "loop_s_median_with_store": med(with_store, "loop_s"),
-            # the trainer process's CPU (its threads too): free of the contention with
-            # the delivery processes and the server, which a real cluster puts elsewhere
-            "loop_cpu_s_median_untracked": med(untracked, "loop_cpu_s"),
-            "loop_cpu_s_median_spool_only": med(spool_only, "loop_cpu_s"),
-            "loop_cpu_s_median_with_store": med(with_store, "loop_cpu_s"),
-            "log_us_median_spool_only": med(spool_only, "median_us"),
-            "log_us_median_with_store": med(with_store, "median_us"),
-            "log_us_p99_spool_only": med(spool_only, "p99_us"),
-            "log_us_p99_with_store": med(with_store, "p99_us"),
-            "finish_after_last_loop_s": round(time.time() - last_loop_end, 2)}
+    out: dict[str, Any] = {"trainers": trainers, "steps": steps,
+                           "points": trainers * steps * N_METRICS}
+    for kind in ("wait", "cpu"):
+        dsn = _fresh_db(pg, f"b12_trainers_{kind}")
+        ways = {"untracked": loops("-", "untracked", kind)[0],
+                "spool_only": loops("", "spool-only", kind)[0]}
+        ways["with_store"], last_loop_end = loops(dsn, "store", kind)
+        finished = round(time.time() - last_loop_end, 2)
+        stored = _count(dsn, "SELECT count(*) FROM trackmux.points")
+        # the same with the server in the idle class: as if on its own machine
+        idle_dsn = _fresh_db(pg, f"b12_trainers_{kind}_idle")
+        pg.set_idle(True)
+        try:
+            ways["with_store_server_idle"], _ = loops(idle_dsn, "store-idle", kind)
+        finally:
+            pg.set_idle(False)
+        out[kind] = {"stored": stored,
+                     "everything_stored": stored == trainers * steps * N_METRICS,
+                     "finish_after_last_loop_s": finished,
+                     **{f"loop_s_{w}": med(rs, "loop_s") for w, rs in ways.items()},
+                     **{f"loop_cpu_s_{w}": med(rs, "loop_cpu_s") for w, rs in ways.items()},
+                     **{f"log_us_median_{w}": med(rs, "median_us") for w, rs in ways.items()
+                        if w != "untracked"},
+                     **{f"log_us_p99_{w}": med(rs, "p99_us") for w, rs in ways.items()
+                        if w != "untracked"}}
+    return out
 
 
 def _load_ui_store(pg: Any, runs: int, keys: int, steps: int
@@ -451,11 +464,11 @@ def main() -> None:
     parser.add_argument("--only", choices=["sync", "crossing", "trainers", "ui"])
     parser.add_argument("--mlflow", action="store_true", help="add mlflow's log_batch ceiling")
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--trainer-child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--trainer-child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.trainer_child:
-        tag, root, dsn, steps = args.trainer_child
-        trainer_child(tag, root, dsn, int(steps))
+        tag, root, dsn, steps, work = args.trainer_child
+        trainer_child(tag, root, dsn, int(steps), work)
         return
     os.environ.setdefault("TRACKMUX_PROVENANCE", "0")
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")

@@ -224,6 +224,18 @@ class PrivatePostgres:
         """SIGCONT after ``pause``."""
         self._signal_all(signal.SIGCONT)
 
+    def set_idle(self, idle: bool = True) -> None:
+        """Put the server and its backends in the idle scheduling class (backends started
+        later inherit it from the postmaster), or back: a benchmark's stand-in for a
+        server on a machine of its own, whose CPU the clients beside it do not share."""
+        pid = self._postmaster_pid()
+        if pid is None:
+            return
+        policy = os.SCHED_IDLE if idle else os.SCHED_OTHER
+        for target in (pid, *self._children(pid)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.sched_setscheduler(target, policy, os.sched_param(0))
+
     def _signal_all(self, sig: signal.Signals) -> None:
         pid = self._postmaster_pid()
         if pid is None:
