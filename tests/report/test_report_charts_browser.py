@@ -13,20 +13,13 @@ from report_support import needs_chromium
 from test_report_browser import drawn, open_page
 
 import trackmux
+from browser_support import ink_at
 from trackmux.report import build_report
 from trackmux.report.sections import MAX_TABLE_ROWS
 
 pytestmark = needs_chromium
 HANDLE = "(key) => window.trackmuxExport.charts[key]"
-INK_AT = """(a) => {
-  const u = window.trackmuxExport.charts[a.key].plot;
-  const X = Math.round(u.valToPos(a.x, 'x', true)), Y = Math.round(u.valToPos(a.y, 'y', true));
-  const d = u.ctx.getImageData(X - 4, Y - 4, 9, 9).data;
-  let n = 0;
-  for (let i = 0; i < d.length; i += 4)
-    if (d[i + 3] > 128 && Math.min(d[i], d[i + 1], d[i + 2]) < 180) n++;
-  return n;
-}"""
+INK_AT = ink_at("window.trackmuxExport.charts[a.key].plot")
 GROUPS = ["__proto__", "constructor", "toString", "valueOf"]
 
 

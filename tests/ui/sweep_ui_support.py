@@ -70,3 +70,21 @@ def tell_one_more(made: dict[str, Any], value: float) -> int:
     trial.set_user_attr("params", params)
     agent._tell(trial, Outcome(trial.number, "complete", params, value=value, steps=20))
     return int(trial.number)
+
+
+def refused_write(storage: Any) -> list[str]:
+    """Try one write through an Optuna storage the UI opened read-only; return the chain of
+    error messages it raised (Optuna wraps the database's own), after checking that nothing
+    was written."""
+    import pytest
+
+    (study,) = storage.get_all_studies()
+    with pytest.raises(Exception) as refused:
+        storage.set_study_user_attr(study._study_id, "written", True)
+    causes = []
+    error: BaseException | None = refused.value
+    while error is not None:
+        causes.append(str(error))
+        error = error.__cause__ or error.__context__
+    assert "written" not in storage.get_all_studies()[0].user_attrs
+    return causes

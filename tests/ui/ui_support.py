@@ -9,20 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import trackmux
+from browser_support import ink_at
 
 GROUP = 4  # samples per GRPO group in the logged batches
 CHART = "(key) => window.trackmuxUI.state.charts.find(c => c.key === key)"
-# coloured (not white, not transparent, not a light grid line) pixels in a 9x9 square
-# around a value of a chart's canvas
-INK_AT = """(a) => {
-  const u = window.trackmuxUI.state.charts.find(c => c.key === a.key).handle.plot;
-  const X = Math.round(u.valToPos(a.x, 'x', true)), Y = Math.round(u.valToPos(a.y, 'y', true));
-  const d = u.ctx.getImageData(X - 4, Y - 4, 9, 9).data;
-  let n = 0;
-  for (let i = 0; i < d.length; i += 4)
-    if (d[i + 3] > 128 && Math.min(d[i], d[i + 1], d[i + 2]) < 180) n++;
-  return n;
-}"""
+INK_AT = ink_at("window.trackmuxUI.state.charts.find(c => c.key === a.key).handle.plot")
 
 
 def make_run(root: Path, name: str, steps: int, *, config: dict[str, Any] | None = None,
