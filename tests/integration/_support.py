@@ -120,6 +120,23 @@ def process_alive(pid: int) -> bool:
         return False
 
 
+def wait_delivery_process_gone(run_dir: Path, timeout: float = 120) -> None:
+    """The run's delivery process goes on after its trainer ended (killed, or finish()
+    stopped waiting: orphan_timeout) and holds the delivery locks meanwhile, so a sync
+    started then is refused: wait for it to finish and exit, as a user who reads that
+    refusal does."""
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(run_dir)
+    try:
+        pid = reader.meta().get("delivery_pid")
+    finally:
+        reader.close()
+    if pid:
+        assert wait_until(lambda: not process_alive(int(pid)), timeout), \
+            "the delivery process did not exit"
+
+
 def wait_until(predicate: Any, timeout: float, interval: float = 0.2) -> bool:
     """Poll ``predicate`` until true or ``timeout`` seconds pass (bounded, never forever)."""
     deadline = time.monotonic() + timeout

@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 from _child import metrics
-from _support import HERE, child_env, cli, cursor, process_alive, spooled, wait_until
+from _support import (
+    HERE,
+    child_env,
+    cli,
+    cursor,
+    spooled,
+    wait_delivery_process_gone,
+    wait_until,
+)
 
 from trackmux.core.spool.writer import DURABILITY_WINDOW
 
@@ -28,21 +36,6 @@ def _read_record(path: Path) -> tuple[Path, list[tuple[int, float]]]:
         if len(parts) == 2:  # the last line may be torn by the kill
             returned.append((int(parts[0]), float(parts[1])))
     return run_dir, returned
-
-
-def _wait_delivery_process_gone(run_dir: Path) -> None:
-    """In process mode the delivery process goes on after the kill; a sync run meanwhile
-    would be refused (it holds the delivery locks), so wait for it to finish and exit."""
-    from trackmux.core.spool.reader import SpoolReader
-
-    reader = SpoolReader(run_dir)
-    try:
-        pid = reader.meta().get("delivery_pid")
-    finally:
-        reader.close()
-    if pid:
-        assert wait_until(lambda: not process_alive(int(pid)), 120), \
-            "delivery process did not exit"
 
 
 @pytest.mark.parametrize("delivery", ["thread", "process"])
@@ -96,7 +89,7 @@ def test_sigkill_mid_run_keeps_durable_events_and_sync_delivers_exactly_them(
     assert "crashed" in listing.stdout, listing.stdout
     assert f"{len(events)} events" in listing.stdout
 
-    _wait_delivery_process_gone(run_dir)
+    wait_delivery_process_gone(run_dir)
     synced = cli("sync", str(run_dir))
     assert synced.returncode == 0, synced.stdout + synced.stderr
     assert cursor(run_dir, "file").acked_seq == events[-1].seq

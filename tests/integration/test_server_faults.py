@@ -16,7 +16,15 @@ from typing import Any
 
 import pytest
 from _child import wide_metrics
-from _support import HERE, MlflowReadback, child_env, cli, cursor, wait_until
+from _support import (
+    HERE,
+    MlflowReadback,
+    child_env,
+    cli,
+    cursor,
+    wait_delivery_process_gone,
+    wait_until,
+)
 
 pytest.importorskip("mlflow")
 
@@ -125,6 +133,9 @@ def test_server_hangs_finish_keeps_deadline_and_sync_delivers_the_rest(
     assert out["finish_seconds"] < finish_timeout + 1.0, out
     assert out["pending"].get("mlflow", 0) > 0, "the hang left nothing to sync later"
 
+    # the server resumed, the trainer's delivery process (still going: orphan_timeout)
+    # delivers the rest and exits; a sync meanwhile would be refused
+    wait_delivery_process_gone(run_dir)
     synced = cli("sync", str(run_dir))
     assert synced.returncode == 0, synced.stdout + synced.stderr
     assert cursor(run_dir, "mlflow").acked_seq == out["events"]
