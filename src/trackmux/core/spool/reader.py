@@ -193,6 +193,8 @@ class SpoolReader:
 
     def count(self, after: int = 0) -> int:
         try:
+            if after <= 0:  # no WHERE: SQLite counts the smallest index (events_kind)
+                return int(self._conn.execute("SELECT count(*) FROM events").fetchone()[0])
             return int(self._conn.execute("SELECT count(*) FROM events WHERE seq > ?",
                                           (after,)).fetchone()[0])
         except _READ_ERRORS as exc:
