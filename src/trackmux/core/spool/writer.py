@@ -81,10 +81,11 @@ PROBE_FILE = ".probe"
 PROBE_BYTES = 64 * 1024
 RECOVERY_BATCH = 16
 
-#: An index of the events by kind, made in new spools (by their writer): a run list
-#: counts a run's events and reads its findings (a handful of rows among 10,000s of
-#: metrics) from it instead of scanning the whole table, about 4 ms a scan of a
-#: 10,000-step run. Spools written before it are read as they are, with no index.
+#: An index of the events by kind, made in new spools (by their writer): a run list reads
+#: a run's findings (a handful of rows among 10,000s of metrics) through it instead of
+#: scanning the whole table, 6.6 -> 0.7 ms for a 10,000-step run. (Its event count still
+#: scans the table: that read is what notices a damaged page.) Spools written before it
+#: are read as they are, with no index.
 KIND_INDEX = "CREATE INDEX IF NOT EXISTS events_kind ON events(kind)"
 
 
