@@ -25,7 +25,7 @@ from trackmux.core.configmerge import merged
 from trackmux.core.events import ConfigEvent, Event, MetricsEvent, ProvenanceEvent, SamplesEvent
 from trackmux.core.spool import codec
 from trackmux.core.spool.writer import SCHEMA as SPOOL_SCHEMA
-from trackmux.core.spool.writer import SPOOL_FILE, make_private_dir, touch_private
+from trackmux.core.spool.writer import SPOOL_FILE, index_if_new, make_private_dir, touch_private
 from trackmux.readers.base import RunEntry, Series, best_effort_findings
 from trackmux.store import schema
 from trackmux.store.connect import connect, hide_password
@@ -290,6 +290,7 @@ class StoreSource:
             conn.execute("PRAGMA synchronous=OFF")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(SPOOL_SCHEMA)
+            index_if_new(conn)
             have = int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
             pk = int(run.ref)
             new = ([e for e in events if e.seq > have] if events is not None

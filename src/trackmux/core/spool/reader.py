@@ -193,6 +193,8 @@ class SpoolReader:
 
     def count(self, after: int = 0) -> int:
         try:
+            # the table itself, not the kind index: the run list's count reads every page
+            # of the events, and so notices a damaged one (tests/reliability)
             return int(self._conn.execute("SELECT count(*) FROM events WHERE seq > ?",
                                           (after,)).fetchone()[0])
         except _READ_ERRORS as exc:
