@@ -133,6 +133,14 @@ def find_runs(root: Path) -> list[Path]:
     return sorted(set(found), key=lambda p: p.name)
 
 
+def _under(run: Path, base: Path) -> str:
+    """The run's folder as ``PROJECT/RUN_ID`` (or ``RUN_ID``) relative to the root."""
+    try:
+        return run.relative_to(base).as_posix()
+    except ValueError:
+        return run.name
+
+
 def describe_attempt(attempt: Attempt) -> str:
     """One line per attempt for ``trackmux runs`` and ``trackmux show``."""
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(attempt.started_at))
@@ -166,7 +174,11 @@ def _resolve_on_disk(arg: str, root: str | os.PathLike[str] | None = None) -> Pa
     if (path / SPOOL_FILE).exists():
         return check_readable(path.absolute())
     base = settings.spool_root(root)
-    matches = [p for p in find_runs(base) if p.name == arg or p.name.startswith(arg)]
+    # a run id (or its prefix), or PROJECT/RUN_ID (or a prefix of it) under the root
+    matches = [p for p in find_runs(base)
+               if p.name.startswith(arg) or _under(p, base).startswith(arg)]
+    exact = [p for p in matches if arg in (p.name, _under(p, base))]
+    matches = exact or matches
     if len(matches) == 1:
         return check_readable(matches[0])
     if not matches:
