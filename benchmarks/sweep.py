@@ -128,33 +128,104 @@ def run_way(name: str, method: str, steps: int, step_seconds: float, trials: int
     }
 
 
-def unpruned(params: dict[str, Any], steps: int) -> dict[str, float]:
+def unpruned(params: dict[str, Any], steps: int, seed: int = 0) -> dict[str, float]:
     """A trial's parameters run to the end without pruning or pacing: its final reward
-    (mean of the last 10 steps) and the peak of that mean."""
+    (mean of the last 10 steps), the peak of that mean, how far it fell from it, and how
+    far the reward model's score ends above the verifiable reward (last 20 steps)."""
     from trackmux.cli.demo import FAILURES
     from trackmux.demo import DemoConfig, train
 
     class Rewards:
         def __init__(self) -> None:
             self.rewards: list[float] = []
+            self.scores: list[float] = []
 
         def log(self, data: dict[str, Any], step: int | None = None) -> None:
             if "reward/mean" in data:
                 self.rewards.append(data["reward/mean"])
+                self.scores.append(data.get("reward/model_score", data["reward/mean"]))
 
         def log_table(self, *args: Any, **kwargs: Any) -> None: ...
         def log_image(self, *args: Any, **kwargs: Any) -> None: ...
         def log_samples(self, *args: Any, **kwargs: Any) -> None: ...
 
     chosen = {"learning_rate": params["learning_rate"], "kl_coef": params["kl_coef"]}
-    config = dataclasses.replace(DemoConfig(steps=steps, seed=0),
+    config = dataclasses.replace(DemoConfig(steps=steps, seed=seed),
                                  **{**FAILURES["reward-hacking"], **chosen})
     sink = Rewards()
     train(config, sink)
     r = sink.rewards
     smooth = [sum(r[max(0, i - 9):i + 1]) / len(r[max(0, i - 9):i + 1]) for i in range(len(r))]
+    gap = [s - v for s, v in zip(sink.scores[-20:], r[-20:], strict=True)]
     return {"final": round(smooth[-1], 4), "peak": round(max(smooth), 4),
-            "fell": round(1 - smooth[-1] / max(smooth), 4)}
+            "fell": round(1 - smooth[-1] / max(smooth), 4),
+            "score_gap": round(sum(gap) / len(gap), 4)}
+
+
+#: a setting "goes wrong" when, run to the end, its verifiable reward falls this share
+#: from its peak, or ends this far under the reward model's score (hacked from the start)
+FELL, GAP = 0.1, 0.4
+
+
+def _first_findings(setting: tuple[int, float, float], steps: int) -> dict[str, Any]:
+    """One setting run to the end (no pacing) into its own root, then the offline
+    doctor over it: every finding's rule, severity and step."""
+    seed, lr, kl = setting
+    with tempfile.TemporaryDirectory(prefix="trackmux-b13g-") as tmp:
+        env = dict(os.environ, TRACKMUX_DIR=tmp, OPENBLAS_NUM_THREADS="1")
+        subprocess.run([sys.executable, "-m", "trackmux.demo.sweep_trial",
+                        "--failure=reward-hacking", f"--learning_rate={lr}",
+                        f"--kl_coef={kl}", f"--seed={seed}", f"--steps={steps}"],
+                       env=env, check=True, capture_output=True)
+        run_id = next((Path(tmp) / "demo-sweep").iterdir()).name
+        done = subprocess.run([sys.executable, "-m", "trackmux", "doctor", "--json",
+                               "--dir", tmp, run_id], env=env, capture_output=True,
+                              text=True, check=False)
+    found = [f for line in done.stdout.splitlines() for f in json.loads(line)["findings"]]
+    return {"seed": seed, "learning_rate": lr, "kl_coef": kl,
+            "findings": [(f["rule"], f["severity"], f["step"]) for f in found],
+            **unpruned({"learning_rate": lr, "kl_coef": kl}, steps, seed)}
+
+
+def grid(steps: int, seeds: int) -> list[dict[str, Any]]:
+    """B13g: every setting of the space (14 learning rates x 3 kl_coef x ``seeds``),
+    run to the end; what the doctor found in each and when."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rates = [0.004 * (0.06 / 0.004) ** (i / 13) for i in range(14)]
+    settings = [(seed, round(lr, 6), kl) for seed in range(seeds) for lr in rates
+                for kl in (0.01, 0.05, 0.2)]
+    with ThreadPoolExecutor(2) as pool:  # each setting is two programs, one core each
+        return list(pool.map(lambda s: _first_findings(s, steps), settings))
+
+
+def grid_table(rows: list[dict[str, Any]], steps: int) -> str:
+    """When the sweeps' default prune would stop each setting, with and without each
+    of its rules: the first finding it stops on."""
+    from trackmux.sweeps.spec import WRONG_RULES
+
+    wrong = [r for r in rows if r["fell"] >= FELL or r["score_gap"] >= GAP]
+    healthy = [r for r in rows if r not in wrong]
+    lines = [f"{len(rows)} settings run to {steps} steps: {len(wrong)} go wrong (the "
+             f"verifiable reward falls {FELL:.0%} from its peak, or ends {GAP} under the "
+             f"reward model's score), {len(healthy)} stay healthy", "",
+             "| rules the prune stops on (and any critical finding) | first finding: median "
+             "step (mean) | after step 100 | never | on a healthy setting |",
+             "|---|---|---|---|---|"]
+    ways = [("the default (`WRONG_RULES`)", WRONG_RULES)]
+    ways += [(f"the default without `{rule}`", tuple(r for r in WRONG_RULES if r != rule))
+             for rule in WRONG_RULES]
+    for name, rules in ways:
+        def first(row: dict[str, Any], rules: tuple[str, ...] = rules) -> int | None:
+            stops = [st for rule, sev, st in row["findings"]
+                     if rule in rules or sev == "critical"]
+            return min(stops) if stops else None
+        hits = [h for h in (first(r) for r in wrong) if h is not None]
+        alarms = sum(first(r) is not None for r in healthy)
+        mid = f"{statistics.median(hits):.0f} ({statistics.mean(hits):.1f})" if hits else "-"
+        lines.append(f"| {name} | {mid} | {sum(h > 100 for h in hits)} | "
+                     f"{len(wrong) - len(hits)} | {alarms} |")
+    return "\n".join(lines)
 
 
 def bar(steps: int, step_seconds: float, trials: int, base: Path) -> dict[str, Any]:
@@ -221,7 +292,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--bar", action="store_true",
                         help="the acceptance bar's shape (B13c): bayes, 12 trials, 2 agents")
+    parser.add_argument("--grid", action="store_true",
+                        help="every setting run to the end, and when the doctor found it "
+                             "going wrong (B13g)")
+    parser.add_argument("--seeds", type=int, default=3, help="demo seeds of --grid")
     args = parser.parse_args()
+    if args.grid:
+        rows = grid(args.steps, args.seeds)
+        print(grid_table(rows, args.steps))
+        if args.out:
+            args.out.write_text(json.dumps(rows, indent=1))
+        return
     if args.bar:
         with tempfile.TemporaryDirectory(prefix="trackmux-b13c-") as tmp:
             result = bar(args.steps, args.step_seconds, 12, Path(tmp))

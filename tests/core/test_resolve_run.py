@@ -4,6 +4,7 @@ directory. ``PROJECT/RUN_ID`` only worked when the working directory was the roo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def test_an_exact_name_wins_over_the_runs_it_is_a_prefix_of(root: Path) -> None:
 
 
 def test_ambiguous_and_unknown_names_are_refused_with_the_root(root: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="ambiguous.*run-1, run-10"):
+    with pytest.raises(FileNotFoundError, match=r"ambiguous.*run-1, run-10"):
         resolve_run("alpha/run-", root)
-    with pytest.raises(FileNotFoundError, match=f"no run 'gamma/run-2'.*{root}"):
+    with pytest.raises(FileNotFoundError, match=rf"no run 'gamma/run-2'.*{re.escape(str(root))}"):
         resolve_run("gamma/run-2", root)

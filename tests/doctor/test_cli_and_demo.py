@@ -113,6 +113,10 @@ def test_demo_healthy_has_no_warning_and_failure_is_found(tmp_path: Path, capsys
     # the KL is dated where its climb began; the text degenerates as it climbs
     assert 0 <= first["degenerate_text"]["step"] - kl["step"] <= 15
     assert first["flat_groups"]["keys"] == ["rollout/groups"]
+    # the flawed reward model's score pulls away from the verifiable reward before it falls
+    over = first["overoptimization"]
+    assert over["keys"] == ["reward/model_score", "reward/mean"]
+    assert peak < over["step"] < collapse["step"]
     digits = [f for f in found if f["rule"] == "component_divergence"
               and "component reward/digits" in f["message"]]
     # its mean falls while the total rises, and later its correlation with the total flips

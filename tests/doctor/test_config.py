@@ -18,7 +18,7 @@ def test_forms() -> None:
                           "grad_explosion", "length_blowup", "degenerate_text", "stall",
                           "val_regression", "flat_groups", "component_divergence",
                           "mismatch", "frozen_start", "clip_fraction", "zero_std_groups",
-                          "staleness", "reward_hacking",
+                          "staleness", "reward_hacking", "overoptimization",
                           "tool_failures", "turn_count_shift", "turn_limit_truncation",
                           "tool_dominance"}
     tuned = resolve({"kl_blowup": {"ratio": 5, "keys": ["my/kl"]}, "stall": False})

@@ -24,6 +24,8 @@ SIGNALS: dict[str, str] = {
     "reward": "the total reward of a training batch (higher is better)",
     "reward_component": "one term of the reward (one reward function's mean)",
     "val_reward": "a held-out (validation) reward, score or accuracy",
+    "rm_score": "the score of a learned reward model the policy is trained on (a proxy "
+                "for the reward that is checked)",
     "kl": "KL of the policy to its reference or old policy",
     "entropy": "policy entropy",
     "grad_norm": "gradient norm",
@@ -180,6 +182,8 @@ GENERIC: dict[str, tuple[str, ...]] = {
     "reward": ("reward/mean", "*/reward/mean", "*/score/mean", "*reward_mean", "rewards/mean"),
     "val_reward": ("val/*score*", "val/*reward*", "val/*acc*", "val-core/*", "eval/*reward*",
                    "eval/*acc*"),
+    "rm_score": ("*model_score*", "*rm_score*", "*reward_model*score*", "*proxy*reward*",
+                 "*proxy*score*"),
     "kl": ("kl/divergence", "actor/kl*", "*/kl", "*kl_div*", "*/approx_kl"),
     "entropy": ("policy/entropy", "*/entropy", "*entropy/mean"),
     "grad_norm": ("critic/grad_norm", "*grad_norm*"),

@@ -26,6 +26,7 @@ class RuleSpec:
 
 def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.metrics import BUILTIN
+    from trackmux.doctor.rules.overoptimization import BUILTIN as OVEROPTIMIZATION
     from trackmux.doctor.rules.rewards import BUILTIN as REWARDS
     from trackmux.doctor.rules.signals import BUILTIN as SIGNALS
     from trackmux.doctor.rules.text import DegenerateText
@@ -33,8 +34,8 @@ def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.trajectories import BUILTIN as TRAJECTORIES
 
     specs = []
-    builtin: tuple[type[Detector], ...] = (*BUILTIN, *SIGNALS, DegenerateText, *REWARDS,
-                                            Stall, *TRAJECTORIES)
+    builtin: tuple[type[Detector], ...] = (*BUILTIN, *SIGNALS, *OVEROPTIMIZATION,
+                                            DegenerateText, *REWARDS, Stall, *TRAJECTORIES)
     for cls in builtin:
         params = {**COMMON, **getattr(cls, "params_spec", {})}
         specs.append(RuleSpec(cls.rule, cls, params, (cls.__doc__ or "").strip()))

@@ -100,10 +100,12 @@ class Param:
 
 #: the doctor's rules whose findings say "this trial is going wrong", whatever their
 #: severity: they are the signs of reward hacking (the samples turn repetitive, a reward
-#: component turns against the rest, a component rises while the held-out reward falls),
-#: and they come tens of steps before the reward collapses (benchmark B13). A sweep prunes
-#: on them by default; ``prune: {rules: []}`` keeps critical findings only.
-WRONG_RULES = ("component_divergence", "degenerate_text", "reward_hacking")
+#: component turns against the rest, a component rises while the held-out reward falls,
+#: the reward model's score climbs while the checked reward has stopped), and they come
+#: tens of steps before the reward collapses (benchmark B13). A sweep prunes on them by
+#: default; ``prune: {rules: []}`` keeps critical findings only.
+WRONG_RULES = ("component_divergence", "degenerate_text", "overoptimization",
+               "reward_hacking")
 
 
 @dataclass(frozen=True)
