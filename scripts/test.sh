@@ -28,6 +28,13 @@ if [ ! -x "$VENV/bin/python" ]; then
   fi
 fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "tox>=4.11"
+# The tox envs take about 15 GB (torch, verl, Ray, transformers ...); a full disk fails
+# them as pip's "No space left on device" in whichever env installs last. Say so first.
+free_gb=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
+if [ "${free_gb:-0}" -lt 20 ]; then
+  echo "warning: ${free_gb} GB free on $(df -P . | awk 'NR == 2 { print $6 }'); the tox" \
+       "envs need about 15 GB (.tox/)" >&2
+fi
 rm -rf .tox/junit
 status=0
 "$VENV/bin/python" -m tox run-parallel --parallel 2 --parallel-no-spinner "$@" || status=$?

@@ -55,8 +55,11 @@ class Overoptimization(SeriesRule):
         return int(self.params["trend_window"]) + int(self.params["min_points"]) + 1
 
     def selected(self, data: Mapping[str, Any]) -> list[str]:
-        self._proxies = frozenset(self.keys_for(self.proxy, data))
-        return self.keys_for(self.match, data)
+        proxies = self.keys_for(self.proxy, data)
+        if proxies:
+            self._proxies = self._proxies | frozenset(proxies)
+        # a run that logs no reward model's score (most) keeps no lines for this rule
+        return self.keys_for(self.match, data) if self._proxies else []
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         return None  # every key's line is read in update(), once all of the step is in
@@ -94,9 +97,9 @@ class Overoptimization(SeriesRule):
         rising = t >= self.params["sigmas"] and rise > 0 and \
             rise >= self.params["min_change"] * abs(start)
         stalled = None
-        for key, s in self.series.items():
-            if key == proxy or key in self._proxies:
-                continue
+        for key, s in self.series.items() if rising else ():
+            if key in self._proxies or s.steps[-1] < since:
+                continue  # a score, or a reward no longer logged
             g_line = self.line(s, since)
             if g_line is None:
                 continue
@@ -114,11 +117,11 @@ class Overoptimization(SeriesRule):
         g_where, g_proof = at(self.series[gold], gold, g_steps[-1])
         g_start = median(g_values[:max(3, len(g_values) // 5)])
         return self.finding(latch.onset, [proxy, gold], (
-            f"reward model overoptimization: its score {proxy} rose from about "
-            f"{fmt(start)} (step {p_line[0][0]}) to {where} while {gold}, the reward that "
-            f"is checked, stopped rising (about {fmt(g_start)} then, {g_where}), both "
-            f"since step {latch.onset}: the policy is learning the reward model's errors; "
-            f"the checked reward falls next"),
+            f"reward model overoptimization: the reward model's score {proxy} rose from "
+            f"about {fmt(start)} at step {p_line[0][0]} to {where} while {gold}, the "
+            f"reward that is checked, stopped rising (about {fmt(g_start)} at step "
+            f"{g_steps[0]}, {g_where}; since step {latch.onset}): the policy is learning "
+            f"the reward model's errors, and the checked reward falls next"),
             time=event.time, evidence=[proof, g_proof])
 
 
