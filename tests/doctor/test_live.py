@@ -94,6 +94,22 @@ def test_findings_reach_console_file_webhook_and_the_trainer(
     assert load_findings(run.dir) == run.findings()
 
 
+def test_a_slow_on_finding_has_every_finding_before_finish_returns(tmp_path: Path) -> None:
+    """finish() used to return while the callback's thread still had findings queued (a
+    loaded CI machine showed it: none called yet); a script that exits next loses them."""
+    called: list[str] = []
+
+    def slow(finding: dict[str, Any]) -> None:
+        time.sleep(0.5)
+        called.append(finding["rule"])
+
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, on_finding=slow)
+    assert isinstance(run, trackmux.Run)
+    _train(run)
+    assert run.finish(timeout=30).complete
+    assert called == ["nonfinite", "kl_blowup"]
+
+
 def test_resync_delivers_findings_and_a_rerun_adds_none(tmp_path: Path) -> None:
     run = trackmux.init(project="p", backends=["file"], dir=tmp_path,
                         backend_options={"file": {"root": str(tmp_path / "a")}})

@@ -262,6 +262,7 @@ class Run:
         self._findings_lock = threading.Lock()
         self._on_finding = on_finding
         self._finding_queue: queue.SimpleQueue[FindingEvent | None] | None = None
+        self._finding_thread: threading.Thread | None = None
         self._spool = SpoolWriter(self.dir, durability=durability, max_bytes=max_spool_bytes,
                                   max_buffered=max_buffered,
                                   on_commit=self._committed,
@@ -565,6 +566,10 @@ class Run:
         _live_runs.discard(self)
         if self._finding_queue is not None:
             self._finding_queue.put(None)
+        if self._finding_thread not in (None, threading.current_thread()):
+            # every finding is handed to on_finding before finish() returns (a script that
+            # exits next would end the daemon thread mid-queue), up to the deadline
+            self._finding_thread.join(max(0.1, deadline - time.monotonic()))
         summary = FinishSummary(status, total, acked, pending, self.problems(),
                                 self._spool.status.dropped, *self._outcomes(),
                                 input_dropped=self._intake.total)
@@ -754,8 +759,10 @@ class Run:
             return
         if self._finding_queue is None:
             self._finding_queue = queue.SimpleQueue()
-            threading.Thread(target=self._call_on_finding, args=(self._finding_queue,),
-                             name="trackmux-on-finding", daemon=True).start()
+            self._finding_thread = threading.Thread(
+                target=self._call_on_finding, args=(self._finding_queue,),
+                name="trackmux-on-finding", daemon=True)
+            self._finding_thread.start()
         for finding in findings:
             self._finding_queue.put(finding)
 
@@ -1047,7 +1054,8 @@ def init(project: str | None = None, name: str | None = None,
     (default: on); False or "off"; True or "on" for the default rules; a dict of per-rule
     overrides; or a path to a TOML or YAML rules file. Checked here, naming a bad rule,
     threshold or pattern. ``on_finding(dict)`` is called with each finding on a thread
-    of this process; ``run.findings()`` lists them.
+    of this process, every one before ``finish()`` returns (within its timeout);
+    ``run.findings()`` lists them.
     """
     project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
                                    "project", MAX_NAME_LENGTH)
