@@ -149,3 +149,19 @@ def test_a_second_live_init_warns_once_naming_both_runs(
     after = trackmux.init(project="p", backends=[], dir=tmp_path)  # nothing live: silent
     after.finish(timeout=10)
     assert not [r for r in caplog.records if "still live" in r.getMessage()]
+
+
+def test_finish_with_an_infinite_timeout_waits_and_nan_is_refused(memory_backend: Any,
+                                                                  tmp_path: Path) -> None:
+    """``timeout=math.inf`` ("as long as it takes") raised OverflowError from a thread
+    join inside finish(); NaN passed the ``>= 0`` check and made every deadline NaN."""
+    run = trackmux.init(project="p", backends=["memory"], dir=tmp_path,
+                        on_finding=lambda finding: None)
+    for step in range(40):
+        run.log({"loss": math.nan if step == 30 else 1.0}, step=step)
+    with pytest.raises(ValueError, match="timeout must be a number >= 0, got nan"):
+        run.finish(timeout=math.nan)
+    run.log({"loss": 1.0}, step=40)  # the refusal ended nothing: the run goes on
+    summary = run.finish(timeout=math.inf)
+    assert summary.complete and summary.status == "finished"
+    assert [e.step for e in memory_backend[run.id].of_kind("metrics")] == list(range(41))

@@ -5,12 +5,16 @@ Every variable is listed in docs/configuration.md with its default.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
 
 DEFAULT_BACKENDS = ("console",)
 DEFAULT_FINISH_TIMEOUT = 30.0
+#: ``finish(timeout=math.inf)`` waits this long at most (about 115 days): "as long as it
+#: takes", in a number every wait on the way accepts (an infinite one overflowed them)
+MAX_FINISH_TIMEOUT = 1e7
 _PROJECT_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -78,12 +82,14 @@ def safe_dirname(name: str) -> str:
 
 
 def finish_timeout(value: float | None) -> float:
+    """``finish()``'s budget in seconds: ``value``, else ``TRACKMUX_FINISH_TIMEOUT``, else
+    30; infinity (or anything longer) becomes ``MAX_FINISH_TIMEOUT``; NaN is refused."""
     if value is not None:
-        if not isinstance(value, (int, float)) or value < 0:
+        if not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
             raise ValueError(f"timeout must be a number >= 0, got {value!r}")
-        return float(value)
+        return min(float(value), MAX_FINISH_TIMEOUT)
     env = os.environ.get("TRACKMUX_FINISH_TIMEOUT")
-    return float(env) if env else DEFAULT_FINISH_TIMEOUT
+    return min(float(env), MAX_FINISH_TIMEOUT) if env else DEFAULT_FINISH_TIMEOUT
 
 
 def rank() -> int:

@@ -507,6 +507,8 @@ class Run:
         while this thread is already inside ``finish()``, it returns at once with the
         progress so far (status "finishing") instead of deadlocking."""
         exit_code = normalize.exit_code(exit_code)  # checked before any state changes
+        if timeout is not None:
+            settings.finish_timeout(timeout)
         if self._summary is not None:
             return self._summary
         if self._finishing_thread == threading.get_ident():
