@@ -73,3 +73,28 @@ def show(root: Path, sweep_id: str, *extra: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(cli(root, "sweep", "show", sweep_id, "--json",
                                           *extra).stdout)
     return data
+
+
+def run_meta(run_dir: str) -> dict[str, Any]:
+    """A trial run's meta (state, tags ...) as its spool has it."""
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(Path(run_dir))
+    try:
+        return reader.meta()
+    finally:
+        reader.close()
+
+
+def run_config(run_dir: str) -> dict[str, Any]:
+    """A trial run's config, merged as every reader shows it."""
+    from trackmux.core.configmerge import merged
+    from trackmux.core.events import ConfigEvent
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(Path(run_dir))
+    try:
+        events = reader.events_of_kind("config")
+    finally:
+        reader.close()
+    return merged(e.config for e in events if isinstance(e, ConfigEvent))

@@ -12,31 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from sweep_support import agent, cli, create, show
+from sweep_support import agent, cli, create, run_config, run_meta, show
 
-from trackmux.core.spool.reader import SpoolReader
 from trackmux.sweeps import study
 from trackmux.sweeps.storage import default_url
-
-
-def _meta(run_dir: str) -> dict[str, object]:
-    reader = SpoolReader(Path(run_dir))
-    try:
-        return reader.meta()
-    finally:
-        reader.close()
-
-
-def _config(run_dir: str) -> dict[str, object]:
-    reader = SpoolReader(Path(run_dir))
-    try:
-        events = reader.events_of_kind("config")
-    finally:
-        reader.close()
-    merged: dict[str, object] = {}
-    for event in events:
-        merged.update(event.config)  # type: ignore[attr-defined]
-    return merged
 
 
 def test_trials_run_the_program_with_wandb_args_and_report_the_metric_from_the_run(
@@ -60,11 +39,11 @@ def test_trials_run_the_program_with_wandb_args_and_report_the_metric_from_the_r
         assert f"--lr={t['params']['lr']}" in done.stderr  # wandb's `--name=value`
         # the metric is the run's last `score`: lr * 7, as the program logged it
         assert math.isclose(t["value"], t["params"]["lr"] * 7, rel_tol=1e-9)
-        config = _config(t["run_dir"])
+        config = run_config(t["run_dir"])
         assert config["sweep"] == {"id": sweep_id, "trial": t["number"],
                                    "params": t["params"]}
         assert config["lr"] == t["params"]["lr"]
-        meta = _meta(t["run_dir"])
+        meta = run_meta(t["run_dir"])
         assert meta["tags"] == [f"sweep:{sweep_id}", f"trial:{t['number']}"]
         assert meta["state"] == "finished" and meta["run_id"] == t["run_id"]
     best = max(trials, key=lambda t: t["value"])
@@ -91,7 +70,7 @@ def test_a_crashing_program_is_a_failed_trial_and_the_agent_goes_on(
     assert crash["state"] == "failed"
     assert crash["reason"] == "the program exited with code 1"
     assert crash["steps"] == 3 and crash["run_id"]
-    assert _meta(crash["run_dir"])["state"] == "failed"
+    assert run_meta(crash["run_dir"])["state"] == "failed"
     assert by_mode["none"]["state"] == "failed"
     assert "started no trackmux run" in by_mode["none"]["reason"]
     assert by_mode["ok"]["state"] == "complete"
@@ -138,7 +117,7 @@ def test_a_critical_finding_prunes_the_trial_and_marks_its_run_pruned(
     assert trial["reason"].startswith("nonfinite (critical) at step 5")
     assert trial["finding"]["rule"] == "nonfinite"
     assert 5 < trial["steps"] < 400  # stopped, not run to the end
-    meta = _meta(trial["run_dir"])
+    meta = run_meta(trial["run_dir"])
     assert meta["state"] == "pruned" and meta["pruned_reason"] == trial["reason"]
     assert str(meta["pruned_by"]).startswith(f"sweep {sweep_id} trial 0")
     listing = cli(root, "runs").stdout
@@ -169,7 +148,7 @@ def test_the_median_pruner_stops_a_trial_behind_the_others(
     slow = trials[2]
     assert slow["pruned_by"] == "median" and "the median pruner" in slow["reason"]
     assert slow["steps"] < 60
-    assert _meta(slow["run_dir"])["state"] == "pruned"
+    assert run_meta(slow["run_dir"])["state"] == "pruned"
 
 
 def test_hyperband_stops_a_trial_behind_its_bracket_beside_the_doctor(
@@ -204,7 +183,7 @@ def test_hyperband_stops_a_trial_behind_its_bracket_beside_the_doctor(
         assert t["reason"].startswith("the hyperband pruner: score ")
         assert "behind the other trials" in t["reason"]
         assert t["params"]["mode"] == "ok" and t["number"] > 0  # the first leads its rungs
-        assert _meta(t["run_dir"])["state"] == "pruned"
+        assert run_meta(t["run_dir"])["state"] == "pruned"
     assert trials[0]["state"] == "complete" and trials[0]["steps"] == 30
     nan = trials[-1]
     assert nan["state"] == "pruned" and nan["pruned_by"] == "doctor"  # not "behind"
@@ -227,7 +206,7 @@ def test_show_json_lists_a_running_trial(root: Path, program: Path) -> None:
             if trials and trials[0]["run_id"]:
                 break
         assert trials[0]["state"] == "running" and trials[0]["params"] == {"lr": 0.5}
-        assert _meta(trials[0]["run_dir"])["state"] == "running"
+        assert run_meta(trials[0]["run_dir"])["state"] == "running"
     finally:
         proc.terminate()  # SIGTERM to the agent: the trial is stopped and failed
         proc.communicate(timeout=120)
@@ -235,7 +214,7 @@ def test_show_json_lists_a_running_trial(root: Path, program: Path) -> None:
     (trial,) = show(root, sweep_id)["trials"]
     assert trial["state"] == "failed"
     assert trial["reason"].startswith("the agent was stopped (SystemExit")
-    assert _meta(trial["run_dir"])["state"] == "failed"  # the program got SIGTERM too
+    assert run_meta(trial["run_dir"])["state"] == "failed"  # the program got SIGTERM too
 
 
 def test_import_trackmux_stays_without_optuna_and_yaml() -> None:
@@ -268,10 +247,10 @@ def test_a_killed_agent_takes_its_trial_down_and_the_next_agent_fails_it(
         first.communicate(timeout=60)
     run_dir = trials[0]["run_dir"]
     for _ in range(600):  # the kernel sends the trial SIGTERM (PR_SET_PDEATHSIG)
-        if _meta(run_dir)["state"] != "running":
+        if run_meta(run_dir)["state"] != "running":
             break
         time.sleep(0.1)
-    assert _meta(run_dir)["state"] == "failed"
+    assert run_meta(run_dir)["state"] == "failed"
     assert show(root, sweep_id)["trials"][0]["state"] == "running"  # nobody told Optuna
     time.sleep(5)  # past the grace period of 4 heartbeats
     cli(root, "agent", sweep_id, "--count", "1")

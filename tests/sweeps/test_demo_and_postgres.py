@@ -5,37 +5,16 @@ healthy; and two agents sharing a sweep in a private PostgreSQL."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sweep_support import agent, cli, create, show
+from sweep_support import agent, cli, create, run_config, run_meta, show
 
-from trackmux.core.spool.reader import SpoolReader
 from trackmux.sweeps import study
 from trackmux.sweeps.spec import WRONG_RULES
 from trackmux.sweeps.storage import default_url
 
 pytest.importorskip("numpy")
 
-
-def _meta(run_dir: str) -> dict[str, Any]:
-    reader = SpoolReader(Path(run_dir))
-    try:
-        return reader.meta()
-    finally:
-        reader.close()
-
-
-def _config(run_dir: str) -> dict[str, Any]:
-    reader = SpoolReader(Path(run_dir))
-    try:
-        events = reader.events_of_kind("config")
-    finally:
-        reader.close()
-    merged: dict[str, Any] = {}
-    for event in events:
-        merged.update(event.config)  # type: ignore[attr-defined]
-    return merged
 
 
 #: (learning rate, kl_coef) of the reduced bar: three that go wrong early in the demo's
@@ -83,7 +62,7 @@ def test_a_bayes_sweep_of_two_agents_prunes_the_collapsing_trials_by_default(
         # the bar's "by step 100 of 150" (0.05 s a step there, 0.02 s here: a stop that
         # takes the same time takes 2.5 times the steps)
         assert t["steps"] <= 90, (key, t["steps"], t["found_at_step"], t["reason"])
-        assert _meta(t["run_dir"])["state"] == "pruned"
+        assert run_meta(t["run_dir"])["state"] == "pruned"
     for key in HEALTHY:
         t = trials[key]
         assert t["state"] == "complete" and t["steps"] == steps, (key, t["reason"])
@@ -91,7 +70,7 @@ def test_a_bayes_sweep_of_two_agents_prunes_the_collapsing_trials_by_default(
     best = data["best"]
     assert (best["params"]["learning_rate"], best["params"]["kl_coef"]) in HEALTHY
     for t in data["trials"]:  # every trial is a trackmux run that joined the sweep
-        config = _config(t["run_dir"])
+        config = run_config(t["run_dir"])
         assert config["sweep"]["id"] == sweep_id, config.get("sweep")
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import KeyMatcher, Param
 from trackmux.doctor.findings import Finding
-from trackmux.doctor.rules.series import SeriesRule, at, fmt
+from trackmux.doctor.rules.series import SeriesRule, at, fmt, trend_window
 from trackmux.doctor.stats import Series, median, trend
 
 
@@ -64,13 +64,8 @@ class Overoptimization(SeriesRule):
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         return None  # every key's line is read in update(), once all of the step is in
 
-    def line(self, s: Series, since: int) -> tuple[list[int], list[float]] | None:
-        """The points of ``s`` from step ``since`` on, and at least ``min_points`` (a
-        sparse curve, such as a validation score every 10 steps, reaches further back)."""
-        n = max(sum(1 for st in s.steps if st >= since), int(self.params["min_points"]))
-        if len(s.steps) < n:
-            return None
-        return list(s.steps)[-n:], s.tail(n)
+    def line(self, s: Series) -> tuple[list[int], list[float]] | None:
+        return trend_window(s, int(self.params["trend_window"]), int(self.params["min_points"]))
 
     def update(self, event: Event) -> Sequence[Finding]:
         super().update(event)
@@ -80,15 +75,15 @@ class Overoptimization(SeriesRule):
         since = event.step - int(self.params["trend_window"])
         for proxy in self._proxies:
             ps = self.series.get(proxy)
-            if ps is None or ps.steps[-1] != event.step or ps.steps[0] > since:
-                continue  # not logged now, or not yet a whole window of it
+            if ps is None or ps.steps[-1] != event.step:
+                continue  # not logged at this step
             found = self.judge(proxy, ps, since, event)
             if found is not None:
                 out.append(found)
         return out
 
     def judge(self, proxy: str, ps: Series, since: int, event: Event) -> Finding | None:
-        p_line = self.line(ps, since)
+        p_line = self.line(ps)
         if p_line is None:
             return None
         slope, t, _ = trend(*p_line)
@@ -100,7 +95,7 @@ class Overoptimization(SeriesRule):
         for key, s in self.series.items() if rising else ():
             if key in self._proxies or s.steps[-1] < since:
                 continue  # a score, or a reward no longer logged
-            g_line = self.line(s, since)
+            g_line = self.line(s)
             if g_line is None:
                 continue
             _, g_t, _ = trend(*g_line)

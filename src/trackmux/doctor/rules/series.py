@@ -80,6 +80,16 @@ class SeriesRule(Detector):
         return latch
 
 
+def trend_window(s: Series, steps: int, least: int) -> tuple[list[int], list[float]] | None:
+    """The points a trend is fitted over: those of the last ``steps`` steps, and at least
+    ``least`` (a sparse curve, such as a validation score every 10 steps, reaches further
+    back); None while the series does not yet reach back that far."""
+    n = s.points(steps, least)
+    if len(s.values) < n:
+        return None
+    return list(s.steps)[-n:], s.tail(n)
+
+
 def first_past(s: Series, n: int, past: Callable[[float], bool]) -> int:
     """The step of the first of the last ``n`` points for which ``past`` holds (the
     onset of a change the recent median just showed); the first of them if none does."""

@@ -12,7 +12,7 @@ from typing import Any
 from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
-from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span
+from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span, trend_window
 from trackmux.doctor.stats import Series, SlidingBest, finite, median, ratio, trend
 
 #: mismatch signal -> (parameter, direction, what it means); the defaults' sources are
@@ -463,10 +463,11 @@ class RewardHacking(SeriesRule):
         return self.keys_for(self.match, data)
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
-        n = s.points(int(self.params["trend_window"]), int(self.params["min_points"]))
-        if len(s.values) < n:
+        line = trend_window(s, int(self.params["trend_window"]), int(self.params["min_points"]))
+        if line is None:
             return None
-        steps, values = list(s.steps)[-n:], s.tail(n)
+        steps, values = line
+        n = len(values)
         slope, t, _ = trend(steps, values)
         start = median(values[:max(3, n // 5)])
         change = slope * (steps[-1] - steps[0])
