@@ -124,6 +124,48 @@ def test_strict_durability_commits_before_log_returns(tmp_path: Path) -> None:
     run.finish()
 
 
+def _metric_steps(run_dir: Path) -> list[int]:
+    reader = SpoolReader(run_dir)
+    try:
+        return [e.step for e in reader.iter_events() if isinstance(e, trackmux.MetricsEvent)]
+    finally:
+        reader.close()
+
+
+def test_flush_commits_what_log_took_without_waiting_for_the_commit_interval(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flush() is what a trainer calls before its own checkpoint: afterwards a SIGKILL
+    cannot take the steps logged so far (by default they wait up to the commit interval)."""
+    from trackmux.core.spool import writer
+
+    monkeypatch.setattr(writer, "COMMIT_INTERVAL", 60.0)  # only flush() commits
+    run = trackmux.init(project="p", backends=[], dir=tmp_path)
+    run.log({"a": 1.0}, step=1)
+    run.log({"a": 2.0}, step=2)
+    assert _metric_steps(run.dir) == []  # still in memory: what a kill now would lose
+    assert run.flush() is True
+    assert _metric_steps(run.dir) == [1, 2]
+    for bad in (-1, math.nan, "5"):
+        with pytest.raises(ValueError, match="timeout"):
+            run.flush(timeout=bad)  # type: ignore[arg-type]
+    run.log({"a": 3.0}, step=3)
+    assert run.flush(timeout=None) is True and _metric_steps(run.dir) == [1, 2, 3]
+    run.finish()
+    assert run.flush() is True  # nothing left to commit
+
+
+def test_flush_on_another_rank_keeps_nothing_and_checks_its_timeout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "1")
+    run = trackmux.init(project="p", backends=[], dir=tmp_path)
+    assert isinstance(run, trackmux.DisabledRun)
+    run.log({"a": 1.0}, step=1)
+    assert run.flush() is True
+    with pytest.raises(ValueError, match="timeout"):
+        run.flush(timeout=-2)
+    run.finish()
+
+
 def test_a_second_live_init_warns_once_naming_both_runs(
         tmp_path: Path, caplog: pytest.LogCaptureFixture,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -462,6 +462,68 @@ def test_tracking_resumes_the_recorded_run_when_verl_resumes(tmp_path: Path,
     assert orjson.loads((ckpt / "trackmux_run.json").read_bytes())["run_id"] == fresh.run.id
 
 
+def test_verl_saves_a_checkpoint_only_after_the_steps_before_it_are_in_the_spool(
+        tmp_path: Path, tracker_env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl's CheckpointHandler (the SFT trainers' saver) with a stand-in engine that looks
+    at the spool when verl writes the checkpoint: the steps logged before it are committed
+    by then (a SIGKILL after checkpoint N kept N but could lose step N's metrics, which the
+    resumed run never logs again). The PPO trainers' order, checkpoint N then step N's
+    metrics, commits on that log()."""
+    import verl.utils.tracking as vt
+    from verl.utils.checkpoint import CheckpointHandler, OrchestrationMode
+
+    from trackmux.core.spool import writer
+
+    monkeypatch.setattr(writer, "COMMIT_INTERVAL", 60.0)  # nothing commits by time alone
+    tracking = vt.Tracking(project_name="ckpt", experiment_name="e", default_backend="file",
+                           config={"trainer": {"default_local_dir": str(tmp_path / "ckpt")}})
+    run_dir = tracking.run.dir
+    at_save: list[tuple[int, list[int]]] = []
+
+    def steps() -> list[int]:
+        return sorted(spool_metrics(run_dir).get("train/loss", {}))
+
+    class Engine:  # verl's engine writes the model here; we look at the spool instead
+        def save_checkpoint(self, local_path: str, global_step: int,
+                            max_ckpt_to_keep: int | None = None) -> None:
+            at_save.append((global_step, steps()))
+
+    class Loader:
+        def state_dict(self) -> dict[str, Any]:
+            return {}
+
+    handler = CheckpointHandler(Engine(), Loader(), default_local_dir=str(tmp_path / "ckpt"),
+                                mode=OrchestrationMode.RAY)
+    for step in (1, 2):
+        tracking.log(data={"train/loss": float(step)}, step=step)
+    assert steps() == []  # in memory until the commit interval (what a kill would lose)
+    handler.save_checkpoint(step=2)
+    assert at_save == [(2, [1, 2])]
+    assert (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").read_text() == "2"
+    handler.save_checkpoint(step=3)  # PPO: step 3's checkpoint first ...
+    tracking.log(data={"train/loss": 3.0}, step=3)  # ... then its metrics, committed now
+    assert steps() == [1, 2, 3]
+    tracking.log(data={"train/loss": 4.0}, step=4)  # an ordinary step: no commit of its own
+    assert steps() == [1, 2, 3]
+    tracking.finish()
+    assert steps() == [1, 2, 3, 4]
+
+
+def test_every_checkpoint_saver_of_verl_is_wrapped_once(tracker_env: dict[str, Path]) -> None:
+    import verl.trainer.ppo.ray_trainer as ray_trainer
+    import verl.utils.tracking as vt
+    from verl.utils.checkpoint.checkpoint_handler import CheckpointHandler
+
+    from trackmux.integrations import verl_checkpoints
+
+    tracking = vt.Tracking(project_name="w", experiment_name="e", default_backend="file")
+    tracking.finish()
+    for saver in (CheckpointHandler.save_checkpoint, ray_trainer.RayPPOTrainer._save_checkpoint):
+        assert getattr(saver, "__trackmux_checkpoint__", False), saver
+        assert not getattr(saver.__wrapped__, "__trackmux_checkpoint__", False)  # once
+    assert verl_checkpoints.wrap_savers(lambda: None) == []  # nothing left to wrap
+
+
 RESUME_STEPS = 7
 
 
@@ -538,7 +600,9 @@ def test_sft_killed_and_resumed_is_one_run_with_one_value_per_step(
     # The kill lands once step 3 reached the spool, usually before step 4's checkpoint; on a
     # loaded machine the trainer (under a second a step) may get a step or two further first
     # (CI9: killed at 6, after step 6's checkpoint). The second attempt must rewind to the
-    # last checkpoint, whichever it is, of a run that had not finished.
+    # last checkpoint, whichever it is, of a run that had not finished; the spool holds every
+    # step up to it, committed before verl wrote it (CI10, before verl_checkpoints: the
+    # kill took step 4's metrics within the durability window, after checkpoint 4).
     assert checkpoint_step in (2, 4, 6) and killed_at >= max(3, checkpoint_step), (
         checkpoint_step, killed_at)
     record = orjson.loads((tmp_path / "ckpt" / "trackmux_run.json").read_bytes())

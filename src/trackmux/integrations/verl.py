@@ -19,7 +19,9 @@ elsewhere), so every trainer that imports them afterwards gets these.
 - trackmux's own options come from ``trainer.trackmux`` in verl's config (see
   :data:`OPTIONS` and docs/verl.md).
 - When verl resumes from ``global_step_N``, the trackmux run recorded beside the checkpoints
-  continues with ``rewind_to=N`` (:mod:`trackmux.integrations.verl_resume`).
+  continues with ``rewind_to=N`` (:mod:`trackmux.integrations.verl_resume`); the steps up
+  to a checkpoint are committed to the spool before verl writes it
+  (:mod:`trackmux.integrations.verl_checkpoints`).
 """
 
 from __future__ import annotations
@@ -152,6 +154,7 @@ class Tracking:
                  default_backend: str | Sequence[str] = "console", config: Any = None) -> None:
         self._finished = True  # until the run exists, so __del__ of a failed init is quiet
         self.run: Any = None
+        self._commit_after_log = False  # a checkpoint was just saved (verl_checkpoints)
         self._verl: Any = None
         import trackmux
 
@@ -190,6 +193,9 @@ class Tracking:
         # The logger dict verl's own class exposes; some user code checks names in it.
         self.logger = dict.fromkeys(ours + theirs, self)
         _live.append(weakref.ref(self))
+        from trackmux.integrations import verl_checkpoints
+
+        verl_checkpoints.wrap_savers(_before_checkpoint)
         message = (f"trackmux {trackmux.__version__} is tracking this verl run: backends "
                    f"{','.join(ours) or 'none'}"
                    + (f" (verl's own: {','.join(theirs)})" if theirs else "")
@@ -223,6 +229,11 @@ class Tracking:
                 from trackmux.integrations.verl_samples import log_pending
 
                 log_pending(self.run, step)
+            if self._commit_after_log:  # the metrics of the step just checkpointed
+                from trackmux.integrations.verl_checkpoints import commit
+
+                self._commit_after_log = False
+                commit([self.run])
         if self._verl is not None:
             self._verl.log(data=data, step=step, backend=backend)
 
@@ -385,8 +396,22 @@ def install() -> None:
                 setattr(module, attr, new)
 
 
+def _before_checkpoint() -> None:
+    """verl is about to save a checkpoint: the runs of this process commit what they hold
+    now, and again after their next log() (see verl_checkpoints)."""
+    from trackmux.integrations.verl_checkpoints import commit
+
+    live = [t for t in (ref() for ref in _live) if t is not None and not t._finished]
+    for tracking in live:
+        tracking._commit_after_log = True
+    commit(t.run for t in live)
+
+
 def uninstall() -> None:
     """Give verl its own classes back (tests, or a user who wants both in one process)."""
+    from trackmux.integrations import verl_checkpoints
+
+    verl_checkpoints.unwrap_savers()
     if not _originals:
         return
     import verl.utils.tracking as tracking_module
