@@ -25,7 +25,9 @@ With ``--method random`` (default) trial ``n`` gets the same parameters in all t
 steps run (the compute a real trainer spends), the trials' CPU seconds (``wait4`` of each
 program: trainer and what it waited for), wall time, the best final reward and its trial;
 for the doctor, how many steps after the finding reached the spool each pruned trial
-stopped, and after the finding's onset.
+stopped, and after the finding's onset. Beside no pruning, a bound (:func:`peak_bound`):
+the steps spent if each trial gone wrong were stopped exactly when its verifiable reward
+peaks, the least a rule that waits for the reward to turn can spend.
 
 ``--bar`` runs the shape of issue 36's acceptance bar instead (B13c): ``method: bayes``
 unseeded, ``run_cap: 12``, two ``trackmux agent`` at once, the default pruning. Each
@@ -130,8 +132,9 @@ def run_way(name: str, method: str, steps: int, step_seconds: float, trials: int
 
 def unpruned(params: dict[str, Any], steps: int, seed: int = 0) -> dict[str, float]:
     """A trial's parameters run to the end without pruning or pacing: its final reward
-    (mean of the last 10 steps), the peak of that mean, how far it fell from it, and how
-    far the reward model's score ends above the verifiable reward (last 20 steps)."""
+    (mean of the last 10 steps), the peak of that mean and its step, how far it fell from
+    it, and how far the reward model's score ends above the verifiable reward (last 20
+    steps)."""
     from trackmux.cli.demo import FAILURES
     from trackmux.demo import DemoConfig, train
 
@@ -158,6 +161,7 @@ def unpruned(params: dict[str, Any], steps: int, seed: int = 0) -> dict[str, flo
     smooth = [sum(r[max(0, i - 9):i + 1]) / len(r[max(0, i - 9):i + 1]) for i in range(len(r))]
     gap = [s - v for s, v in zip(sink.scores[-20:], r[-20:], strict=True)]
     return {"final": round(smooth[-1], 4), "peak": round(max(smooth), 4),
+            "peak_step": smooth.index(max(smooth)),
             "fell": round(1 - smooth[-1] / max(smooth), 4),
             "score_gap": round(sum(gap) / len(gap), 4)}
 
@@ -260,6 +264,21 @@ def bar_table(result: dict[str, Any], steps: int) -> str:
     return "\n".join(lines)
 
 
+def peak_bound(result: dict[str, Any], steps: int) -> dict[str, Any]:
+    """What a pruner spends that stops each trial gone wrong at the step its verifiable
+    reward peaks (10-step mean) and runs the others to the end: the least any rule that
+    waits for the checked reward to turn can spend. Less needs stopping a trial while its
+    reward still rises, before the collapse shows in it."""
+    spent, wrong = 0, 0
+    for t in result["trials"]:
+        u = unpruned(t["params"], steps)
+        if u["fell"] >= FELL or u["score_gap"] >= GAP:
+            spent, wrong = spent + u["peak_step"] + 1, wrong + 1
+        else:
+            spent += steps
+    return {"steps": spent, "gone_wrong": wrong}
+
+
 def table(results: list[dict[str, Any]]) -> str:
     none = next((r for r in results if r["way"] == "none"), None)
     lines = ["| way | trials (complete / pruned / failed) | steps | vs no pruning | "
@@ -272,6 +291,11 @@ def table(results: list[dict[str, Any]]) -> str:
         lines.append(f"| {r['way']} | {s.get('complete', 0)} / {s.get('pruned', 0)} / "
                      f"{s.get('failed', 0)} | {r['steps']} | {saved} | {r['cpu_seconds']} | "
                      f"{r['wall_seconds']} | {best} |")
+    bound = none.get("peak_bound") if none is not None else None
+    if bound is not None:
+        lines.append(f"| (bound) each of the {bound['gone_wrong']} trials gone wrong stopped "
+                     f"at its reward's peak | | {bound['steps']} | "
+                     f"{bound['steps'] / none['steps'] - 1:+.0%} | | | = no pruning's |")
     for r in results:
         if r["stopped_steps_after_finding"]:
             found, onset = r["stopped_steps_after_finding"], r["stopped_steps_after_onset"]
@@ -317,6 +341,8 @@ def main() -> None:
             print(f"B13 {way}: {args.trials} trials ...", file=sys.stderr, flush=True)
             results.append(run_way(way, args.method, args.steps, args.step_seconds,
                                    args.trials, Path(tmp)))
+            if way == "none":
+                results[-1]["peak_bound"] = peak_bound(results[-1], args.steps)
     print(table(results))
     if args.out:
         args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)},
