@@ -279,6 +279,17 @@ def peak_bound(result: dict[str, Any], steps: int) -> dict[str, Any]:
     return {"steps": spent, "gone_wrong": wrong}
 
 
+def steps_to(result: dict[str, Any], target: float) -> int | None:
+    """Steps the sweep spent until a trial completed with at least ``target`` (trials in
+    the order one agent runs them); None if none did."""
+    spent = 0
+    for t in sorted(result["trials"], key=lambda t: t["number"]):
+        spent += t["steps"] or 0
+        if t["state"] == "complete" and t["value"] is not None and t["value"] >= target:
+            return spent
+    return None
+
+
 def table(results: list[dict[str, Any]]) -> str:
     none = next((r for r in results if r["way"] == "none"), None)
     lines = ["| way | trials (complete / pruned / failed) | steps | vs no pruning | "
@@ -291,6 +302,12 @@ def table(results: list[dict[str, Any]]) -> str:
         lines.append(f"| {r['way']} | {s.get('complete', 0)} / {s.get('pruned', 0)} / "
                      f"{s.get('failed', 0)} | {r['steps']} | {saved} | {r['cpu_seconds']} | "
                      f"{r['wall_seconds']} | {best} |")
+    if none is not None and none["best"] is not None:
+        target = none["best"]["value"] - 5e-5  # as rounded in the table
+        reached = ", ".join(f"{r['way']} {n if (n := steps_to(r, target)) is not None else 'never'}"
+                            for r in results)
+        lines.append(f"| (steps until a trial completes with no pruning's best, "
+                     f"{none['best']['value']:.3f}: {reached}) | | | | | | |")
     bound = none.get("peak_bound") if none is not None else None
     if bound is not None:
         lines.append(f"| (bound) each of the {bound['gone_wrong']} trials gone wrong stopped "
