@@ -177,7 +177,7 @@ def test_frozen_setup_from_step_one_and_a_learning_run_is_not() -> None:
     trl = ({"kl": 0.0, "loss": 0.0, "reward": 0.1} for _ in range(20))
     found = run_doctor(MetricsEvent(d, i, float(i)) for i, d in enumerate(trl))
     assert [f.rule for f in found if f.severity == "critical"] == ["frozen_start"]
-    ok = ({"kl": 0.0 if i == 0 else 0.001 * i, "loss": 0.0, "reward": 0.1}
+    ok = ({"kl": 0.0 if i == 0 else 0.001 * i, "loss": 0.0, "reward": 0.1 + 0.01 * (i % 3)}
           for i in range(20))
     assert serious(run_doctor(MetricsEvent(d, i, float(i)) for i, d in enumerate(ok))) == []
 

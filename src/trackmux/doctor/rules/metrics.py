@@ -1,5 +1,6 @@
-"""Rules over metric curves: nonfinite, reward_collapse, kl_blowup, entropy_collapse,
-grad_explosion, length_blowup, val_regression (docs/doctor.md has every parameter).
+"""Rules over metric curves: nonfinite, reward_collapse, reward_frozen, kl_blowup,
+entropy_collapse, grad_explosion, length_blowup, val_regression (docs/doctor.md has every
+parameter).
 
 Each compares a short recent median with a robust level of the points before it, asks
 the change to be large both relative to the level and to the curve's own noise (MAD),
@@ -14,6 +15,7 @@ run's canonical signals (``@reward``, ``@kl`` ...: dialects.py) unless a user na
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -171,6 +173,71 @@ class RewardCollapse(SeriesRule):
         return self.finding(onset, [key], f"{key} fell {pct} from its level of {fmt(ref)} "
                             f"({span([first, last])}) to {where} (recent median "
                             f"{fmt(recent)})", evidence=[proof])
+
+
+class RewardFrozen(SeriesRule):
+    """The reward stops moving: the last ``window`` steps (at least ``min_points`` points)
+    stay within ``spread`` of their level, end to end, and, once the run has ``history``
+    earlier windows, within ``shrink`` of their usual range. The mean reward of a batch of
+    other prompts moves from batch to batch, by sampling alone; a mean that does not means
+    every rollout scores the same whatever the prompt (a policy collapsed to one answer, a
+    reward model that saturated, or a task all solved or all failed), and the updates
+    carry no signal. The second test keeps a reward model's score with a large offset, whose
+    batch means move little against their level, quiet once its usual movement is known.
+    Dated from the first step of the first window that stood still."""
+
+    rule = "reward_frozen"
+    params_spec = {
+        "keys": Param(["@reward"], "patterns", "the total reward (dialects.py), or patterns"),
+        "window": Param(10, "count", "steps the reward is judged over"),
+        "min_points": Param(10, "count", "least points judged (sparse logs)"),
+        "spread": Param(0.02, "fraction", "the window's range (max - min) as a share of its "
+                        "level; a reward at 0 must not move at all"),
+        "history": Param(10, "count", "earlier windows before their usual range is used"),
+        "shrink": Param(0.25, "fraction", "the window's range as a share of the median "
+                        "range of the earlier windows (with enough history)"),
+        "persist": Param(3, "count", "windows in a row"),
+        "severity": Param("warning", "severity"),
+    }
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        #: per key: (last step, range) of the windows judged, the last 100
+        self.ranges: dict[str, deque[tuple[int, float]]] = {}
+
+    def size(self) -> int:  # the first window's first point is still here when it fires
+        return (max(int(self.params["window"]), int(self.params["min_points"]))
+                + int(self.params["persist"]) + 1)
+
+    def check(self, key: str, s: Series, step: int) -> Finding | None:
+        n = s.points(int(self.params["window"]), int(self.params["min_points"]))
+        if len(s.values) < n:
+            return None
+        values = s.tail(n)
+        level, low, high = median(values), min(values), max(values)
+        first = s.steps[len(s.steps) - n]
+        ranges = self.ranges.get(key)
+        if ranges is None:
+            ranges = self.ranges[key] = deque(maxlen=100)
+        earlier = [r for end, r in ranges if end < first]  # windows this one does not share
+        ranges.append((step, high - low))
+        frozen = high - low <= self.params["spread"] * abs(level) and (
+            len(earlier) < self.params["history"]
+            or high - low <= self.params["shrink"] * median(earlier))
+        if not self.latch(key).check(frozen, first):
+            return None
+        onset = self.latch(key).onset
+        where, proof = at(s, key, onset)
+        last_where, last = at(s, key, step)
+        moved = (f"a range of {ratio(high - low, abs(level)):.1%} of its level {fmt(level)}"
+                 if level else "not moving at all")
+        return self.finding(onset, [key], (
+            f"{key} stopped moving: {where}, {last_where}, between {fmt(low)} and "
+            f"{fmt(high)} in every window of {self.params['window']} steps since ({moved}): "
+            f"every rollout scores about the same whatever the prompt, so "
+            f"the updates carry no signal; the policy collapsed to one answer, the reward "
+            f"model saturated, or the task is all solved or all failed"),
+            evidence=[e for e in (proof, last) if e is not None])
 
 
 class KlBlowup(SeriesRule):
@@ -624,5 +691,6 @@ class ValRegression(Detector):
         return out
 
 
-BUILTIN: tuple[type[Detector], ...] = (Nonfinite, RewardCollapse, KlBlowup, EntropyCollapse,
-                                       GradExplosion, LengthBlowup, ValRegression)
+BUILTIN: tuple[type[Detector], ...] = (Nonfinite, RewardCollapse, RewardFrozen, KlBlowup,
+                                       EntropyCollapse, GradExplosion, LengthBlowup,
+                                       ValRegression)

@@ -1,0 +1,87 @@
+"""``reward_frozen``: the batch-mean reward stops moving (DeepSpeed-Chat issue 586: "the
+reward score collapsed to a stable point", 0.205-0.207 for tens of steps). Dated from the
+first step that stood still, at any scale; silent on healthy runs, whose mean reward moves
+by sampling alone."""
+
+from __future__ import annotations
+
+import pytest
+from synthetic import healthy, metrics, noisy, run_doctor, serious
+
+from trackmux.core.events import MetricsEvent
+from trackmux.doctor.config import resolve
+
+
+def stuck_run(scale: float = 1.0, frozen_from: int = 60, steps: int = 100,
+              key: str = "average reward score") -> list[MetricsEvent]:
+    """A reward that learns noisily, then sits at 0.2056 +- 0.0007."""
+    learning = noisy([0.1 + 0.3 * i / frozen_from for i in range(frozen_from)], 0.04, 1)
+    frozen = noisy([0.2056] * (steps - frozen_from), 0.0007, 2)
+    return [MetricsEvent({key: v * scale, "act_loss": 0.01 * (i % 7)}, i, float(i))
+            for i, v in enumerate(learning + frozen)]
+
+
+def frozen(events: list[MetricsEvent]) -> list:
+    return [f for f in run_doctor(events) if f.rule == "reward_frozen"]
+
+
+@pytest.mark.parametrize("scale", [1.0, 40.0, -3.0])
+def test_a_reward_stuck_at_a_point_is_found_from_where_it_stopped(scale: float) -> None:
+    events = stuck_run(scale)
+    [finding] = frozen(events)
+    assert finding.severity == "warning" and finding.keys == ("average reward score",)
+    assert 60 <= finding.step <= 62, finding.message  # the first window that stood still
+    logged = {e.step: e.data["average reward score"] for e in events}
+    assert [logged[step] == value for _, step, value in finding.evidence] == [True, True]
+    assert f"at step {finding.step}" in finding.message and "stopped moving" in finding.message
+
+
+def test_a_reward_of_exactly_zero_is_frozen_too() -> None:
+    """A task the policy never solves: every rollout scores 0."""
+    events = [MetricsEvent({"reward/mean": 0.0}, i, float(i)) for i in range(30)]
+    [finding] = frozen(events)  # a window is judged once the run reaches back past it
+    assert finding.step == 1 and "not moving at all" in finding.message
+
+
+def test_sparse_logs_are_judged_on_points() -> None:
+    """One point every 25 steps: ten points that stand still span 225 steps."""
+    events = [MetricsEvent({"reward/mean": 0.5 + 0.0005 * (i % 3)}, 25 * i, float(i))
+              for i in range(14)]
+    [finding] = frozen(events)
+    assert finding.step == 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("shape", ["rising", "plateau", "curriculum"])
+def test_silent_on_healthy_runs(seed: int, shape: str) -> None:
+    found = [f for f in run_doctor(metrics(healthy(300, seed, shape)))
+             if f.rule == "reward_frozen"]
+    assert found == []
+
+
+def test_silent_on_a_plateau_of_large_batches() -> None:
+    """A batch mean of 4096 rewards of 0 or 1 at 0.6 moves by about 0.008 a step."""
+    events = [MetricsEvent({"reward/mean": v}, i, float(i))
+              for i, v in enumerate(noisy([0.6] * 300, 0.6 ** 0.5 * 0.4 ** 0.5 / 64, 3))]
+    assert serious(run_doctor(events)) == []
+
+
+def test_the_spread_is_a_parameter() -> None:
+    events = stuck_run()
+    assert [f for f in run_doctor(events, {"reward_frozen": {"spread": 0.001}})
+            if f.rule == "reward_frozen"] == []
+    assert resolve(True)["reward_frozen"]["spread"] == 0.02
+
+
+def test_a_score_with_a_large_offset_is_judged_against_its_usual_movement() -> None:
+    """A reward model's score at 20 +- 0.03 (batch means of a wide score, big batches) moves
+    under 2% of its level from the start; once its usual range is known it is not called
+    frozen, and when its movement then stops it is."""
+    moving = noisy([20.0] * 120, 0.03, 4)
+    events = [MetricsEvent({"objective/scores": v}, i, float(i)) for i, v in enumerate(moving)]
+    found = frozen(events)
+    assert all(f.step < 15 for f in found), [f.message for f in found]  # before its history
+    stopped = moving + noisy([20.0] * 30, 0.0005, 5)
+    events = [MetricsEvent({"objective/scores": v}, i, float(i)) for i, v in enumerate(stopped)]
+    [late] = [f.step for f in frozen(events) if f.step >= 15]
+    assert 118 <= late <= 121
