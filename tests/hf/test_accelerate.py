@@ -126,6 +126,33 @@ def test_by_name_and_resume_through_save_and_load_state(tmp_path: Path,
         == pytest.approx(live)
 
 
+def test_save_state_commits_the_steps_logged_before_it(
+        tmp_path: Path, tracker_env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """accelerator.save_state asks the tracker for its state: the spool has committed every
+    step logged so far by then, so the checkpoint never holds steps a kill could take."""
+    from accelerate import Accelerator
+
+    from trackmux.core.spool import writer
+    from trackmux.integrations.accelerate import TrackmuxTracker
+
+    monkeypatch.setattr(writer, "COMMIT_INTERVAL", 60.0)  # nothing commits by time alone
+    tracker = TrackmuxTracker("acc-ckpt", backends=[])
+    accelerator = Accelerator(log_with=tracker, cpu=True, project_dir=str(tmp_path))
+    accelerator.init_trackers("acc-ckpt")
+    accelerator.register_for_checkpointing(tracker)
+    train_loop(accelerator, range(1, 4))
+
+    def steps() -> list[int]:
+        (run_dir,) = spool_runs(tracker_env["spool"], "acc-ckpt")
+        return sorted(e.step for e in spool_events(run_dir)
+                      if isinstance(e, trackmux.MetricsEvent) and "train/loss" in e.data)
+
+    assert steps() == []  # in memory until the commit interval: what a kill would lose
+    accelerator.save_state(str(tmp_path / "ckpt"))
+    assert steps() == [1, 2, 3]
+    accelerator.end_training()
+
+
 def test_two_processes_one_run_from_the_main_process(tmp_path: Path,
                                                     tracker_env: dict[str, Path]) -> None:
     """Two CPU processes (torch.distributed.run, gloo): only the main one opens a run; the

@@ -187,6 +187,33 @@ def test_samples_follow_log_completions_and_an_error_finishes_the_run(
     assert meta["state"] == "failed" and meta.get("exit_code") == 1, meta
 
 
+def test_a_checkpoint_is_written_after_the_steps_before_it_are_in_the_spool(
+        tmp_path: Path, tracker_env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Trainer asks the callback for its state while it writes checkpoint N; the spool
+    has committed steps 1..N by then (a kill after the checkpoint could otherwise take the
+    last of them, and the resumed run, rewound to N, never logs them again)."""
+    from transformers import TrainerCallback
+
+    from trackmux.core.spool import writer
+    from trackmux.integrations.transformers import TrackmuxCallback
+
+    monkeypatch.setattr(writer, "COMMIT_INTERVAL", 60.0)  # nothing commits by time alone
+    at_save: dict[int, list[int]] = {}
+
+    class Look(TrainerCallback):  # type: ignore[misc]
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            (run_dir,) = spool_runs(tracker_env["spool"], "hf-ckpt")
+            at_save[state.global_step] = sorted(
+                e.step for e in spool_events(run_dir)
+                if isinstance(e, trackmux.MetricsEvent) and "train/loss" in e.data)
+
+    trainer = grpo_trainer(tmp_path / "out", 4, save_strategy="steps", save_steps=2)
+    trainer.add_callback(TrackmuxCallback(trainer, project="hf-ckpt", backends=[]))
+    trainer.add_callback(Look())
+    trainer.train()
+    assert at_save == {2: [1, 2], 4: [1, 2, 3, 4]}
+
+
 # -- kill and resume_from_checkpoint ---------------------------------------------------------
 def _env(paths: dict[str, Path]) -> dict[str, str]:
     return dict(os.environ, OMP_NUM_THREADS="1")

@@ -23,6 +23,7 @@
   in each ``save_state``; a ``load_state`` before the first ``log`` continues that run,
   rewound to the saved step (``run_id``/``resume``/``rewind_to`` may also be passed
   directly). The run opens lazily, at the first ``log`` (or ``.tracker``), for this reason.
+  ``save_state`` commits the spool first, so the steps up to it survive a kill.
 """
 
 from __future__ import annotations
@@ -136,10 +137,15 @@ class TrackmuxTracker(GeneralTracker):  # type: ignore[misc]
 
     # -- checkpointing (accelerator.register_for_checkpointing) ------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The run id and last step, saved by ``accelerator.save_state``."""
+        """The run id and last step, saved by ``accelerator.save_state``; the spool
+        commits first, so the checkpoint never holds steps a kill could still take from it
+        (:mod:`trackmux.integrations.checkpoints`)."""
         record = hf_common.record_of(self.run)
         if record is None:
             return {}
+        from trackmux.integrations.checkpoints import commit
+
+        commit([self.run])
         return {**record, "step": int(self.run.step)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

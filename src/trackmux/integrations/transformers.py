@@ -28,7 +28,8 @@
 - Resume: the run's id travels in each checkpoint's ``trainer_state.json`` (the callback
   is a transformers ``ExportableState``). ``trainer.train(resume_from_checkpoint=...)``
   continues that run with ``rewind_to=<the checkpoint's global_step>``, so the steps the
-  crashed attempt logged after the checkpoint are superseded on every backend.
+  crashed attempt logged after the checkpoint are superseded on every backend. The spool
+  commits while the Trainer writes each checkpoint, so the steps up to it survive a kill.
 
 - Backends: the argument, else ``TRACKMUX_BACKENDS``, else trackmux's default without
   ``console`` while the Trainer prints its own logs (its ``PrinterCallback`` or
@@ -121,6 +122,13 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
 
     # -- ExportableState: the run id in every checkpoint ----------------------------
     def state(self) -> dict[str, Any]:
+        """What the Trainer writes into the checkpoint it is saving; the spool commits
+        first, so the checkpoint never holds steps a kill could still take from it
+        (:mod:`trackmux.integrations.checkpoints`)."""
+        if self.run is not None:
+            from trackmux.integrations.checkpoints import commit
+
+            commit([self.run])
         args = {k: getattr(self, k) for k in _STATE_OPTIONS}
         return {"args": _json_safe(args), "attributes": {"trackmux_run": self.trackmux_run}}
 

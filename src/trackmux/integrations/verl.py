@@ -230,7 +230,7 @@ class Tracking:
 
                 log_pending(self.run, step)
             if self._commit_after_log:  # the metrics of the step just checkpointed
-                from trackmux.integrations.verl_checkpoints import commit
+                from trackmux.integrations.checkpoints import commit
 
                 self._commit_after_log = False
                 commit([self.run])
@@ -399,7 +399,7 @@ def install() -> None:
 def _before_checkpoint() -> None:
     """verl is about to save a checkpoint: the runs of this process commit what they hold
     now, and again after their next log() (see verl_checkpoints)."""
-    from trackmux.integrations.verl_checkpoints import commit
+    from trackmux.integrations.checkpoints import commit
 
     live = [t for t in (ref() for ref in _live) if t is not None and not t._finished]
     for tracking in live:
