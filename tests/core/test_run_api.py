@@ -139,18 +139,21 @@ def test_flush_commits_what_log_took_without_waiting_for_the_commit_interval(
     from trackmux.core.spool import writer
 
     monkeypatch.setattr(writer, "COMMIT_INTERVAL", 60.0)  # only flush() commits
-    run = trackmux.init(project="p", backends=[], dir=tmp_path)
-    run.log({"a": 1.0}, step=1)
-    run.log({"a": 2.0}, step=2)
-    assert _metric_steps(run.dir) == []  # still in memory: what a kill now would lose
-    assert run.flush() is True
-    assert _metric_steps(run.dir) == [1, 2]
-    for bad in (-1, math.nan, "5"):
-        with pytest.raises(ValueError, match="timeout"):
-            run.flush(timeout=bad)  # type: ignore[arg-type]
-    run.log({"a": 3.0}, step=3)
-    assert run.flush(timeout=None) is True and _metric_steps(run.dir) == [1, 2, 3]
-    run.finish()
+    # process delivery: in thread mode the in-process doctor commits to read what it judges
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, delivery="process")
+    try:
+        run.log({"a": 1.0}, step=1)
+        run.log({"a": 2.0}, step=2)
+        assert _metric_steps(run.dir) == []  # still in memory: what a kill now would lose
+        assert run.flush() is True
+        assert _metric_steps(run.dir) == [1, 2]
+        for bad in (-1, math.nan, "5"):
+            with pytest.raises(ValueError, match="timeout"):
+                run.flush(timeout=bad)  # type: ignore[arg-type]
+        run.log({"a": 3.0}, step=3)
+        assert run.flush(timeout=None) is True and _metric_steps(run.dir) == [1, 2, 3]
+    finally:
+        run.finish()
     assert run.flush() is True  # nothing left to commit
 
 
