@@ -142,6 +142,9 @@ def test_flush_commits_what_log_took_without_waiting_for_the_commit_interval(
     # process delivery: in thread mode the in-process doctor commits to read what it judges
     run = trackmux.init(project="p", backends=[], dir=tmp_path, delivery="process")
     try:
+        # the writer thread's first wait must be behind it (init's meta wakes it once; a
+        # writer slow to start on a busy machine would take the first steps with it)
+        assert run.flush() is True
         run.log({"a": 1.0}, step=1)
         run.log({"a": 2.0}, step=2)
         assert _metric_steps(run.dir) == []  # still in memory: what a kill now would lose

@@ -140,6 +140,7 @@ def test_save_state_commits_the_steps_logged_before_it(
     accelerator = Accelerator(log_with=tracker, cpu=True, project_dir=str(tmp_path))
     accelerator.init_trackers("acc-ckpt")
     accelerator.register_for_checkpointing(tracker)
+    tracker.tracker.flush()  # the run opens; its meta committed, the writer waits 60 s now
     train_loop(accelerator, range(1, 4))
 
     def steps() -> list[int]:

@@ -478,6 +478,7 @@ def test_verl_saves_a_checkpoint_only_after_the_steps_before_it_are_in_the_spool
     tracking = vt.Tracking(project_name="ckpt", experiment_name="e", default_backend="file",
                            config={"trainer": {"default_local_dir": str(tmp_path / "ckpt")}})
     run_dir = tracking.run.dir
+    tracking.run.flush()  # init's meta committed: the writer now waits out the interval
     at_save: list[tuple[int, list[int]]] = []
 
     def steps() -> list[int]:
