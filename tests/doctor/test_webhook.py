@@ -134,19 +134,22 @@ def test_a_run_whose_webhook_redirects_is_not_complete(tmp_path: Path,
     assert there.requests == []
 
 
-def test_slack_text_is_escaped_and_json_stays_plain(tmp_path: Path,
-                                                    servers: tuple[Server, Server]) -> None:
+def test_text_is_escaped_for_every_url_and_the_structured_fields_stay_plain(
+        tmp_path: Path, servers: tuple[Server, Server]) -> None:
+    """Mattermost, Rocket.Chat and relays show ``text`` as Slack does (issue 43 item 18):
+    escaped whatever the URL or format; ``message`` and ``findings`` keep the data."""
     here, _ = servers
     evil = "model said <!channel> see <https://evil.example|docs> & <@U123>"
     slack = _backend(tmp_path, here.url + "/slack", format="slack")
     slack.write([_finding(1, evil)])
-    plain = _backend(tmp_path, here.url + "/json")
+    plain = _backend(tmp_path, here.url + "/mattermost")  # format auto: a non-Slack host
     plain.write([_finding(2, evil)])
-    sent_slack, sent_json = (json.loads(r["body"]) for r in here.requests)
-    assert "<" not in sent_slack["text"] and ">" not in sent_slack["text"]
-    assert "&lt;!channel&gt;" in sent_slack["text"]
-    assert "&lt;https://evil.example|docs&gt; &amp; &lt;@U123&gt;" in sent_slack["text"]
-    assert sent_json["message"] == evil and evil in sent_json["text"]
+    for sent in (json.loads(r["body"]) for r in here.requests):
+        assert "<" not in sent["text"] and ">" not in sent["text"]
+        assert "&lt;!channel&gt;" in sent["text"]
+        assert "&lt;https://evil.example|docs&gt; &amp; &lt;@U123&gt;" in sent["text"]
+        assert sent["message"] == evil and sent["findings"][0]["message"] == evil
+    assert len(here.requests) == 2
     assert slack_escape("a&b<c>") == "a&amp;b&lt;c&gt;"
     assert WebhookBackend({"url": "https://hooks.slack.com/services/T/B/x"}).format == "slack"
     assert WebhookBackend({"url": "https://example.com/hook"}).format == "json"

@@ -18,11 +18,12 @@ permanent failure that names the new location (the body and any ``Authorization`
 go to the configured origin only). A 4xx answer other than 408 and 429 is a permanent
 failure (the URL or its token is wrong); other answers are retried with backoff.
 
-Model output reaches the receiver as data, never as markup: with ``format="slack"`` (the
-default for ``*.slack.com`` URLs) ``&``, ``<`` and ``>`` of ``text`` are escaped as Slack
-asks, so ``<!channel>`` and ``<https://x|label>`` quoted from a sample are shown, not
-acted on; ``format="json"`` (the default elsewhere) leaves the strings as they are, in
-JSON.
+Model output reaches the receiver as data, never as markup: ``&``, ``<`` and ``>`` of
+``text`` are always escaped as Slack asks (Mattermost, Rocket.Chat and self-hosted relays
+show ``text`` as is too, and are the common case), so ``<!channel>`` and
+``<https://x|label>`` quoted from a sample are shown, not acted on. A JSON consumer reads
+the structured fields (``message``, ``keys``, ``findings``), which stay as they were.
+``format`` is kept for configurations that set it; it no longer changes ``text``.
 
 Options: ``url`` (required, http or https), ``min_severity`` ("info", "warning" (default)
 or "critical"), ``timeout`` seconds (default 10), ``headers`` (a mapping, e.g. a token),
@@ -189,9 +190,7 @@ class WebhookBackend(Backend):
 
     def body(self, group: Group) -> bytes:
         head = group.head()
-        text = webhook_fold.digest_text(group, head["text"])
-        if self.format == "slack":
-            text = slack_escape(text)
+        text = slack_escape(webhook_fold.digest_text(group, head["text"]))
         findings = [{k: v for k, v in f.items() if k != "text"} for f in group.findings]
         return orjson.dumps({"run": self._run.run_id, "project": self._run.project,
                              "name": self._run.name, "seq": head["seq"],
