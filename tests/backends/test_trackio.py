@@ -310,6 +310,22 @@ def test_a_finding_of_the_doctor_is_a_trackio_alert(tmp_path: Path) -> None:
          "critic/score/mean fell 61% &lt;!here&gt;", "error", 120)]  # Slack's escaping
 
 
+def test_an_alert_title_escapes_a_rule_named_by_a_plugin(tmp_path: Path) -> None:
+    """The title is forwarded to Slack too; a rule name is a plugin's or a user's word."""
+    from trackio.sqlite_storage import SQLiteStorage
+
+    from trackmux.core.events import FindingEvent
+
+    project = project_of(tmp_path)
+    backend = TrackioBackend({"dir": str(TRACKIO_DIR), "project": project})
+    backend.open(_info(project, tmp_path), ResumeState())
+    backend.write([FindingEvent("mine<!channel>", "warning", ("loss",), "loss & more", 3,
+                                1_700_000_100.0, seq=1)])
+    [alert] = SQLiteStorage.get_alerts(project)
+    assert (alert["title"], alert["text"]) == (
+        "trackmux doctor: mine&lt;!channel&gt; at step 3", "loss &amp; more")
+
+
 def test_trajectories_are_trackio_traces_at_each_step(tmp_path: Path) -> None:
     """Conversations on trackio (issue 37): its own traces (``trackio.Trace``), the chosen
     samples' messages exactly as logged, the summary in each trace's metadata, read back

@@ -207,7 +207,8 @@ class TrackioBackend(Backend):
         if findings:  # trackio's own alerts (its dashboard and ``trackio alerts`` list them)
             SQLiteStorage.bulk_alert(
                 project=self._project, run=self._run_name, run_id=self._run_id,
-                titles=[f"trackmux doctor: {f.rule} at step {f.step}" for f in findings],
+                titles=[slack_escape(f"trackmux doctor: {f.rule} at step {f.step}")
+                        for f in findings],  # a rule a plugin or the user named
                 texts=[slack_escape(f.message) for f in findings],  # forwarded to Slack
                 levels=[ALERT_LEVELS.get(f.severity, "info") for f in findings],
                 steps=[f.step for f in findings], timestamps=[iso_time(f.time) for f in findings],

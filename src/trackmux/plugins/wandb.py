@@ -437,7 +437,8 @@ class WandbBackend(Backend):
         under ``doctor/<rule>``, and a row of the incremental table ``doctor/findings``."""
         level = {"critical": "ERROR", "warning": "WARN"}.get(event.severity, "INFO")
         try:
-            self._run.alert(title=f"trackmux doctor: {event.rule} at step {event.step}",
+            self._run.alert(title=slack_escape(f"trackmux doctor: {event.rule} at step "
+                                               f"{event.step}"),
                             text=slack_escape(event.message), level=level, wait_duration=0)
         except Exception as exc:  # an alert is a courtesy; the record below is the data
             log.info("trackmux: wandb alert for %s not sent: %s", event.rule, exc)
