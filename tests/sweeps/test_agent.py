@@ -68,7 +68,10 @@ def test_a_crashing_program_is_a_failed_trial_and_the_agent_goes_on(
     by_mode = {t["params"]["mode"]: t for t in show(root, sweep_id)["trials"]}
     crash = by_mode["crash"]
     assert crash["state"] == "failed"
-    assert crash["reason"] == "the program exited with code 1"
+    # the code alone says nothing: the reason ends with the program's last stderr line
+    assert crash["reason"] == ("the program exited with code 1: RuntimeError: the trainer "
+                               "broke")
+    assert any(line.startswith("Traceback") for line in crash["stderr"])
     assert crash["steps"] == 3 and crash["run_id"]
     assert run_meta(crash["run_dir"])["state"] == "failed"
     assert by_mode["none"]["state"] == "failed"
@@ -77,6 +80,31 @@ def test_a_crashing_program_is_a_failed_trial_and_the_agent_goes_on(
     # NaN is no result: the last finite value counts (pruning is off in this sweep)
     assert by_mode["nan"]["state"] == "complete"
     assert math.isclose(by_mode["nan"]["value"], 0.1 * 4)
+
+
+def test_an_agent_whose_trials_all_failed_exits_non_zero_and_keeps_their_stderr(
+        root: Path, program: Path) -> None:
+    sweep_id = create(root, f"""
+        program: {program}
+        method: random
+        metric: {{name: score, goal: maximize}}
+        parameters:
+          lr: {{values: [0.1, 0.2]}}
+          mode: {{value: crash}}
+        prune: false
+    """)
+    done = cli(root, "agent", sweep_id, "--count", "2", check=False)
+    assert done.returncode == 1, done.stderr
+    assert "agent done: 2 trial(s) 2 failed" in done.stderr
+    assert "every trial failed" in done.stderr
+    assert "RuntimeError: the trainer broke" in done.stderr  # still passed on as it came
+    trials = show(root, sweep_id)["trials"]
+    assert [t["state"] for t in trials] == ["failed", "failed"]
+    for t in trials:
+        assert t["stderr"][-1] == "RuntimeError: the trainer broke", t["stderr"]
+    text = cli(root, "sweep", "show", sweep_id).stdout
+    assert "its stderr ended with:" in text
+    assert "| RuntimeError: the trainer broke" in text
 
 
 def test_two_agents_share_one_sweep_in_sqlite(root: Path, program: Path) -> None:

@@ -142,6 +142,36 @@ def test_a_bad_sweep_file_names_the_field(text: str, expected: str) -> None:
     assert expected in str(caught.value)
 
 
+def test_a_list_under_value_is_refused_with_the_likely_fix() -> None:
+    with pytest.raises(SweepSpecError) as caught:
+        load("method: grid\nparameters:\n  kl_coef: {value: [0.01, 0.05]}\n"
+             "  model: {parameters: {lr: {value: [1, 2]}}}\n")
+    text = str(caught.value)
+    assert "parameters.kl_coef.value: a list under 'value' is one constant" in text
+    assert "write 'values: [0.01, 0.05]'" in text
+    assert "parameters.model.lr.value" in text
+    # said explicitly, a list is one constant value (wandb's meaning)
+    spec = load("program: t.py\nmethod: grid\nparameters:\n  layers: {distribution: constant, "
+                "value: [64, 64]}\n  lr: {values: [0.1]}\n")
+    assert spec.params[0].value == [64, 64]
+
+
+def test_sweep_create_without_pyyaml_names_the_missing_library(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from trackmux.cli.main import cli as main_cli
+
+    path = root / "ok.yaml"
+    path.write_text(ARTICLE)
+    monkeypatch.setitem(sys.modules, "yaml", None)  # as if PyYAML were not installed
+    done = CliRunner().invoke(main_cli, ["sweep", "create", str(path), "--dir", str(root)])
+    assert done.exit_code == 1
+    assert "needs PyYAML, which is not installed" in done.output
+    assert "pip install -e '.[sweeps]'" in done.output
+    assert "bad sweep file" not in done.output
+
+
 def test_every_problem_is_reported_at_once() -> None:
     with pytest.raises(SweepSpecError) as caught:
         load("method: nope\nmetric: {goal: up}\nparameters: {a: {min: 3, max: 1}}")

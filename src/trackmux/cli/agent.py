@@ -1,10 +1,12 @@
 """``trackmux agent SWEEP_ID [--count N]``: run a sweep's trials one after the other.
 
-Needs the extra ``sweeps`` (Optuna, PyYAML): ``pip install 'trackmux[sweeps]'``."""
+Needs the extra ``sweeps`` (Optuna, PyYAML): ``pip install -e '.[sweeps]'`` in the trackmux
+checkout."""
 
 from __future__ import annotations
 
 import signal
+import sys
 
 import click
 
@@ -27,7 +29,8 @@ def agent(sweep_id: str, count: int | None, storage: str | None, root: str | Non
 
     The doctor stops a trial whose run goes wrong (a critical finding, or what the sweep's
     `prune:` names) and the run is marked pruned; Optuna's pruner (early_terminate) stops
-    trials behind the others. Run several agents to share the sweep."""
+    trials behind the others. Run several agents to share the sweep. Exits 1 when every
+    trial it ran failed."""
     from trackmux.sweeps import study
     from trackmux.sweeps.agent import Agent
     from trackmux.sweeps.storage import resolve_url
@@ -47,3 +50,7 @@ def agent(sweep_id: str, count: int | None, storage: str | None, root: str | Non
         states[outcome.state] = states.get(outcome.state, 0) + 1
     echo(f"agent done: {len(done)} trial(s) "
                + ", ".join(f"{n} {s}" for s, n in sorted(states.items())), err=True)
+    if done and states.get("failed") == len(done):  # a script must see it
+        echo("agent: every trial failed (see trackmux sweep show " + sweep_id + ")",
+             err=True)
+        sys.exit(1)

@@ -1,6 +1,7 @@
 """``trackmux sweep create SWEEP.yaml`` and ``trackmux sweep show SWEEP_ID`` (docs/sweeps.md).
 
-Needs the extra ``sweeps`` (Optuna, PyYAML): ``pip install 'trackmux[sweeps]'``."""
+Needs the extra ``sweeps`` (Optuna, PyYAML): ``pip install -e '.[sweeps]'`` in the trackmux
+checkout."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ def create(sweep_file: Path, storage: str | None, root: str | None) -> None:
         spec = spec_mod.load(text, str(sweep_file))
     except spec_mod.SweepSpecError as exc:
         raise click.ClickException(f"{sweep_file}: {exc}") from None
+    except spec_mod.MissingLibrary as exc:
+        raise click.ClickException(str(exc)) from None
     from trackmux.sweeps import study
     from trackmux.sweeps.storage import resolve_url, safe_url
 

@@ -35,7 +35,8 @@ def build_report(runs: Sequence[str | os.PathLike[str]], output: str | os.PathLi
             from trackmux.ui.export import export_html
         except ImportError as exc:
             raise MissingDependency(
-                f"the report needs numpy ({exc}): pip install 'trackmux[ui]', or pass "
+                f"the report needs numpy ({exc}): pip install -e '.[ui]' in the trackmux "
+                "checkout, or pass "
                 "--static for the script-free page") from exc
         return export_html(dirs, output, title)
     data = load_runs([str(r) for r in runs], root)

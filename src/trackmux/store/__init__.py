@@ -7,6 +7,6 @@
 - :mod:`trackmux.store.read`: the store side of the reader interface (trackmux/readers/);
 - :mod:`trackmux.store.goals`: the team's targets per project.
 
-psycopg 3 is imported only here, and only when a store is used (``pip install
-trackmux[postgres]``).
+psycopg 3 is imported only here, and only when a store is used (``pip install -e
+'.[postgres]'`` in the trackmux checkout).
 """

@@ -38,8 +38,9 @@ def psycopg() -> Any:
     try:
         import psycopg as module
     except ImportError:
-        raise StoreUnavailable("the team store needs psycopg 3: pip install "
-                               "'trackmux[postgres]'") from None
+        raise StoreUnavailable("the team store needs psycopg 3, which is not installed: "
+                               "pip install 'psycopg[binary]' (or, in the trackmux "
+                               "checkout, pip install -e '.[postgres]')") from None
     return module
 
 

@@ -44,6 +44,7 @@ from trackmux.sweeps import command, join, space
 from trackmux.sweeps.follow import Follower
 from trackmux.sweeps.storage import SWEEPS_DIR, heartbeat_seconds
 from trackmux.sweeps.study import Sweep
+from trackmux.sweeps.tail import StderrTail
 
 #: a trainer's step can last well under a second: the stop should follow the finding
 #: within a few steps (the trial's doctor reads its spool every 0.25 s)
@@ -69,6 +70,8 @@ class Outcome:
     seconds: float = 0.0
     #: the trainer's last step when the doctor's finding reached the spool
     found_at_step: int | None = None
+    #: the last lines the program wrote to stderr (its traceback, its usage error)
+    stderr: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -88,6 +91,7 @@ class _Trial:
         self.finding: dict[str, Any] | None = None
         self.found_at_step: int | None = None
         self.kill_at: float | None = None
+        self.stderr: StderrTail | None = None
 
     def reap(self) -> bool:
         if self.status is not None:
@@ -237,11 +241,14 @@ class Agent:
         claim = work / "run.json"
         try:
             proc = subprocess.Popen(argv, env=self._env(trial.number, params, claim),
-                                    start_new_session=True, preexec_fn=_stop_with_agent)
+                                    start_new_session=True, preexec_fn=_stop_with_agent,
+                                    stderr=subprocess.PIPE)
         except OSError as exc:
             return Outcome(trial.number, "failed", params,
                            reason=f"cannot start {argv[0]!r}: {exc}")
         running = _Trial(proc.pid, claim, self.spec.metric_name)
+        assert proc.stderr is not None
+        running.stderr = StderrTail(proc.stderr)
         reported: set[int] = set()
         try:
             while True:
@@ -312,6 +319,8 @@ class Agent:
                  reported: set[int]) -> Outcome:
         out = Outcome(trial.number, "failed", params, exit_code=running.status,
                       cpu_seconds=running.cpu)
+        if running.stderr is not None:
+            out.stderr = running.stderr.lines()
         follower = running.follower
         if follower is None:
             running.find_run()  # a short program: claimed after our last look
@@ -338,6 +347,8 @@ class Agent:
             code = running.status
             out.reason = (f"the program was killed by signal {-code}" if code is not None
                           and code < 0 else f"the program exited with code {code}")
+            if out.stderr:  # the code alone says nothing; its last words do
+                out.reason += f": {out.stderr[-1]}"
         elif follower is None:
             out.reason = "the program started no trackmux run (trackmux.init was not called)"
         elif out.value is None and self.spec.metric_name:

@@ -14,7 +14,8 @@ STATES = {"RUNNING": "running", "COMPLETE": "complete", "PRUNED": "pruned",
 
 def rows(sweep: Sweep) -> list[dict[str, Any]]:
     """One dict per trial, by number: number, state, params, value, run_id, run_dir,
-    steps, reason, pruned_by, finding, seconds, cpu_seconds, agent."""
+    steps, reason, pruned_by, finding, seconds, cpu_seconds, agent, stderr (the last
+    lines the program wrote there)."""
     out = []
     for trial in sorted(sweep.trials(), key=lambda t: t.number):
         attrs = trial.user_attrs
@@ -37,6 +38,7 @@ def rows(sweep: Sweep) -> list[dict[str, Any]]:
             "seconds": attrs.get("seconds"),
             "cpu_seconds": attrs.get("cpu_seconds"),
             "agent": attrs.get("agent"),
+            "stderr": list(attrs.get("stderr") or []),
         })
     return out
 
@@ -77,6 +79,9 @@ def text(data: dict[str, Any]) -> list[str]:
                      f"run {t['run_id'] or '-'}  {_params(t['params'])}")
         if t["reason"]:
             lines.append(f"             {t['reason']}")
+        if t.get("stderr") and t["state"] == "failed":
+            lines.append("             its stderr ended with:")
+            lines.extend(f"               | {line}" for line in t["stderr"])
         if t["found_at_step"] is not None and t["steps"]:
             lines.append(f"             the finding reached the spool at step "
                          f"{t['found_at_step']}; the last step logged was {t['steps'] - 1}")

@@ -443,15 +443,52 @@ def parse(data: Any) -> SweepSpec:
                      sampler=dict(sampler), raw=dict(data))
 
 
+class MissingLibrary(RuntimeError):
+    """A library the sweeps need is not installed; the message names it and the install."""
+
+
 def load(text: str, source: str = "sweep file") -> SweepSpec:
-    """Parse YAML text (needs PyYAML: ``pip install 'trackmux[sweeps]'``)."""
+    """Parse YAML text (needs PyYAML: ``pip install -e '.[sweeps]'`` in the checkout);
+    :class:`MissingLibrary` without it, whatever the file holds."""
     try:
         import yaml
     except ImportError:
-        raise SweepSpecError(["reading a sweep file needs PyYAML: pip install pyyaml (or "
-                              "pip install 'trackmux[sweeps]')"]) from None
+        raise MissingLibrary("reading a sweep file needs PyYAML, which is not installed: "
+                             "pip install pyyaml (or, in the trackmux checkout, "
+                             "pip install -e '.[sweeps]')") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise SweepSpecError([f"{source} is not valid YAML: {exc}"]) from None
-    return parse(data)
+    typos = value_list_typos(data)
+    try:
+        spec = parse(data)
+    except SweepSpecError as exc:
+        raise SweepSpecError(typos + exc.errors) from None
+    if typos:
+        raise SweepSpecError(typos)
+    return spec
+
+
+def value_list_typos(data: Any, prefix: str = "") -> list[str]:
+    """``{value: [0.01, 0.05]}``, a typo for ``values``: wandb reads it as one constant
+    (every trial gets the whole list), which no one means without saying so. Checked on
+    a new sweep file only (``load``): a sweep stored before keeps loading as it was."""
+    given = data.get("parameters") if isinstance(data, Mapping) else None
+    if not isinstance(given, Mapping):
+        return []
+    out = []
+    for key, param in given.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if not isinstance(param, Mapping):
+            continue
+        if "parameters" in param:
+            out += value_list_typos(param, name)
+        elif (isinstance(param.get("value"), list) and "values" not in param
+              and param.get("distribution") is None):
+            listed = param["value"]
+            out.append(f"parameters.{name}.value: a list under 'value' is one constant "
+                       f"(every trial would get the whole list {listed!r}); to sweep over "
+                       f"it write 'values: {listed!r}' (or add 'distribution: constant' "
+                       "to mean the list itself)")
+    return out

@@ -71,8 +71,9 @@ def open_storage(url: str) -> Any:
     try:
         import optuna
     except ImportError:
-        raise RuntimeError("sweeps need Optuna: pip install 'trackmux[sweeps]' (or optuna "
-                           "and pyyaml)") from None
+        raise RuntimeError("sweeps need Optuna, which is not installed: pip install optuna "
+                           "pyyaml (or, in the trackmux checkout, pip install -e "
+                           "'.[sweeps]')") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     path = sqlite_path(url)
     beat = heartbeat_seconds()

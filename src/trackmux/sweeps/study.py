@@ -94,7 +94,9 @@ def create(spec: SweepSpec, storage_url: str, sweep_id: str | None = None) -> Sw
 
     storage = open_storage(storage_url)
     sweep_id = sweep_id or new_sweep_id()
-    direction = spec.goal if spec.metric_name else "maximize"
+    goal = spec.goal if spec.metric_name else "maximize"
+    direction = (optuna.study.StudyDirection.MINIMIZE if goal == "minimize"
+                 else optuna.study.StudyDirection.MAXIMIZE)
     study = optuna.create_study(storage=storage, study_name=sweep_id, direction=direction)
     study.set_user_attr("sweep", _jsonable(spec.raw))
     study.set_user_attr("created_at", time.time())

@@ -59,7 +59,7 @@ def _optuna() -> Any:
         import optuna
     except ImportError as exc:
         raise Unavailable(f"sweeps: {NOT_AVAILABLE} (Optuna is missing: pip install "
-                          f"'trackmux[sweeps]'; {exc})") from None
+                          f"-e '.[sweeps]' in the trackmux checkout; {exc})") from None
     return optuna
 
 
