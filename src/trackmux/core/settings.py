@@ -241,6 +241,20 @@ def doctor(value: object) -> object:
     return raw
 
 
+def doctor_stop_on() -> object:
+    """``TRACKMUX_DOCTOR_STOP_ON`` (the doctor's stop policy when ``init(doctor=...)`` names
+    none; trackmux/doctor/stop.py checks it): None when unset, False for ``off``/``0``/
+    ``false``/``no``, ``"critical"``, or the list of a comma list of rule names."""
+    raw = (os.environ.get("TRACKMUX_DOCTOR_STOP_ON") or "").strip()
+    if not raw:
+        return None
+    if raw.lower() in ("off", "0", "false", "no", "none"):
+        return False
+    if raw.lower() == "critical":
+        return "critical"
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
 def postgres_dsn(value: str | None = None) -> str:
     """The ``dsn`` option of the postgres backend, then ``TRACKMUX_POSTGRES_DSN``, then ""
     (libpq then reads its own ``PG*`` variables: PGHOST, PGUSER, PGDATABASE, ...)."""

@@ -10,15 +10,26 @@ from trackmux.core.lifecycle.run import register_watch_option
 
 
 def watchers_for(value: Any) -> list[WatcherSpec]:
-    """``init(doctor=value)`` (None: ``TRACKMUX_DOCTOR``, default on), checked now."""
+    """``init(doctor=value)`` (None: ``TRACKMUX_DOCTOR``, default on), checked now. The key
+    ``stop_on`` (else ``TRACKMUX_DOCTOR_STOP_ON``) becomes the watcher's stop policy
+    (trackmux/doctor/stop.py), which the run applies to each finding in the trainer's
+    process."""
     setting = settings.doctor(value)
     if setting is False or setting == "off":
         return []
+    from trackmux.doctor import stop
     from trackmux.doctor.config import resolve
     from trackmux.doctor.live import TARGET
+    from trackmux.doctor.registry import rules as known_rules
 
+    setting, stop_on = stop.split(setting)
+    source = "doctor stop_on"
+    if stop_on is None:
+        stop_on, source = settings.doctor_stop_on(), "TRACKMUX_DOCTOR_STOP_ON"
     rules = resolve(setting)
-    return [WatcherSpec(TARGET, {"rules": rules})] if rules else []
+    enabled = [name for name in rules if name != "signals"]
+    policy = stop.check(stop_on, known_rules(), enabled, source)
+    return [WatcherSpec(TARGET, {"rules": rules}, stop=policy)] if rules else []
 
 
 register_watch_option("doctor", watchers_for)

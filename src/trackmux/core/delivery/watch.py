@@ -14,7 +14,7 @@ and whether the trainer is alive (a hang shows as the absence of events), and ap
 they return with :func:`~trackmux.core.spool.writer.append_events`, so every backend, a
 resync and every reader get the findings like any other event.
 
-A finding already in the spool (same rule, step and keys) is not appended again: a
+A finding already in the spool (same rule, step, keys and revision) is not appended again: a
 restarted delivery process re-reads the run and finds the same things. A watcher that
 raises is reported once and switched off for the run; delivery never stops for it.
 """
@@ -58,10 +58,13 @@ class Watcher(Protocol):
 @dataclass(frozen=True)
 class WatcherSpec:
     """A watcher by name: ``target`` is ``"module:callable"``, called as
-    ``callable(options, run_info)`` in the process that runs it."""
+    ``callable(options, run_info)`` in the process that runs it. ``stop``: which of its
+    findings (as ``run.findings()`` gives them) ask the trainer to stop; it stays in the
+    trainer's process (``Run.should_stop``), never crosses the pipe."""
 
     target: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    stop: Callable[[Mapping[str, Any]], bool] | None = field(default=None, compare=False)
 
     def as_json(self) -> dict[str, Any]:
         return {"target": self.target, "options": dict(self.options)}
@@ -77,8 +80,10 @@ class WatcherSpec:
         return factory(dict(self.options), info)
 
 
-def identity(finding: FindingEvent) -> tuple[str, int, tuple[str, ...]]:
-    return (finding.rule, finding.step, tuple(finding.keys))
+def identity(finding: FindingEvent) -> tuple[str, int, tuple[str, ...], int]:
+    """What makes a finding's event the same as one in the spool: its rule, onset step,
+    keys and revision (an update of a finding that grows is a new event of the same one)."""
+    return (finding.rule, finding.step, tuple(finding.keys), finding.revision)
 
 
 class WatchRunner:
@@ -100,7 +105,7 @@ class WatchRunner:
                 on_problem(spec.target, f"cannot start: {type(exc).__name__}: {exc}")
         self.cursor = 0
         self.last_appended = 0
-        self._known: set[tuple[str, int, tuple[str, ...]]] = set()
+        self._known: set[tuple[str, int, tuple[str, ...], int]] = set()
         self._skip = self._unread_kinds()
         self._wake = threading.Event()
         self._hurry = threading.Event()  # finishing: no more pauses between reads

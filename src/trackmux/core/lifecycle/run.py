@@ -263,6 +263,14 @@ class Run:
         self._on_finding = on_finding
         self._finding_queue: queue.SimpleQueue[FindingEvent | None] | None = None
         self._finding_thread: threading.Thread | None = None
+        #: issue 45: set (True) when a finding matches the doctor's ``stop_on``; a plain
+        #: attribute the loop reads at each step boundary (no I/O, no lock)
+        self.should_stop = False
+        #: the finding that asked the run to stop, as :meth:`findings` gives it (or None)
+        self.stop_reason: dict[str, Any] | None = None
+        self._stop_policies = [w.stop for w in self._watchers if w.stop is not None]
+        #: every stop of this run, its earlier attempts' first (a resumed run keeps them)
+        self._stops: list[dict[str, Any]] = list(earlier.get("stops") or [])
         self._spool = SpoolWriter(self.dir, durability=durability, max_bytes=max_spool_bytes,
                                   max_buffered=max_buffered,
                                   on_commit=self._committed,
@@ -290,6 +298,10 @@ class Run:
         )
         if self._watchers:  # readers know the run was watched live (no findings = healthy)
             self._spool.set_meta(watchers=[w.target for w in self._watchers])
+        if self._stop_policies or earlier.get("stop_reason"):
+            # this attempt's policy; an earlier attempt's stop stays in ``stops`` only
+            self._spool.set_meta(stop_on=[p.describe() if hasattr(p, "describe") else repr(p)
+                                          for p in self._stop_policies], stop_reason=None)
         if config is not None:
             self.log_config(config)
         if earlier:  # the crashed attempt's delivery process may still be retrying
@@ -551,6 +563,8 @@ class Run:
                                          else self.finish_timeout)
         deadline = time.monotonic() + budget
         status = "finished" if exit_code == 0 else "failed"
+        if self.stop_reason is not None and exit_code == 0:
+            status = "stopped"  # ended cleanly after the doctor asked it to (issue 45)
         for sink in self._sinks:  # attached workers: their last flush, then closed
             sink.close(deadline)
         self._spool.set_meta(state=status, finished_at=time.time(), exit_code=exit_code)
@@ -770,6 +784,8 @@ class Run:
                 host.notify()
         with self._findings_lock:
             self._findings.extend(findings)
+        if self._stop_policies and not self.should_stop:
+            self._consider_stop(findings)
         if self._on_finding is None:
             return
         if self._finding_queue is None:
@@ -780,6 +796,30 @@ class Run:
             self._finding_thread.start()
         for finding in findings:
             self._finding_queue.put(finding)
+
+    def _consider_stop(self, findings: list[FindingEvent]) -> None:
+        """Ask the loop to stop on the first finding the stop policy names: the reason is
+        set before the flag (who sees the flag sees why), recorded in the spool's meta
+        (``stop_reason``, and ``stops``, the run's history across attempts) and said once.
+        A policy that raises is reported and never reaches the loop."""
+        for finding in findings:
+            found = finding.as_dict()
+            try:
+                wanted = any(policy(found) for policy in self._stop_policies)
+            except Exception as exc:
+                self._reporter.report("doctor", "stop_on", f"the stop policy raised "
+                                      f"{type(exc).__name__}: {exc}")
+                return
+            if not wanted:
+                continue
+            self.stop_reason = found
+            self.should_stop = True
+            self._stops.append({"attempt": self.attempt.number, "step": self._step,
+                                "at": time.time(), "finding": found})
+            self._spool.set_meta(stop_reason=found, stops=self._stops)
+            log.warning("trackmux: run %s: the doctor asks the run to stop (stop_on): %s",
+                        self.id, finding.line())
+            return
 
     def _call_on_finding(self, findings: queue.SimpleQueue[FindingEvent | None]) -> None:
         """The user's callback, on a thread of its own: a slow one delays nothing else."""
@@ -890,6 +930,10 @@ class DisabledRun:
         self.reason = reason
         self._step = -1
         self._intake = Intake(strict, where=reason.split(":")[0])
+        #: as on Run; never set here: the rank that holds the run decides (integrations
+        #: share its decision with the other ranks)
+        self.should_stop = False
+        self.stop_reason: dict[str, Any] | None = None
 
     def log(self, data: Mapping[str, Any], step: int | None = None) -> None:
         self._intake.metrics(data)
@@ -1076,7 +1120,10 @@ def init(project: str | None = None, name: str | None = None,
     overrides; or a path to a TOML or YAML rules file. Checked here, naming a bad rule,
     threshold or pattern. ``on_finding(dict)`` is called with each finding on a thread
     of this process, every one before ``finish()`` returns (within its timeout);
-    ``run.findings()`` lists them.
+    ``run.findings()`` lists them. The doctor's key ``stop_on`` (else
+    ``TRACKMUX_DOCTOR_STOP_ON``): ``"critical"``, a list of rule names, or False (default)
+    sets ``run.should_stop`` and ``run.stop_reason`` when a finding matches; the loop saves
+    and ends at a step boundary and the run ends ``stopped`` (docs/doctor.md).
     """
     project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
                                    "project", MAX_NAME_LENGTH)
