@@ -9,7 +9,9 @@ writes a case into a real trackmux spool (``trackmux.init`` + ``run.log`` per st
 Scoring: a failure is *found* when a warning or critical finding starts within
 ``tolerance(case)`` steps of the labelled onset, before or after; the tolerance is
 max(20 steps, 15% of the steps the case spans). A healthy run is *clean* when the doctor
-raises no warning or critical finding at all.
+raises no warning or critical finding at all. A case is *long* when it spans at least
+``LONG_STEPS`` training steps (first to last logged step, both counted) in at least
+``LONG_POINTS`` logged steps (a handful of lines far apart is an excerpt, not a long run).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ FAULTS = ("reward_collapse", "kl_blowup", "entropy_collapse", "nan", "length_run
 MIN_TOLERANCE = 20
 TOLERANCE_SHARE = 0.15
 SERIOUS = ("warning", "critical")
+LONG_STEPS = 100
+LONG_POINTS = 25
 
 
 def load_cases(directory: Path = CASES_DIR) -> list[dict[str, Any]]:
@@ -55,6 +59,16 @@ def rows(case: dict[str, Any]) -> list[tuple[int, dict[str, float]]]:
 
 def steps(case: dict[str, Any]) -> list[int]:
     return [step for step, _ in rows(case)]
+
+
+def span(case: dict[str, Any]) -> int:
+    """How many training steps the case covers, first and last logged step included."""
+    logged = steps(case)
+    return logged[-1] - logged[0] + 1 if logged else 0
+
+
+def is_long(case: dict[str, Any]) -> bool:
+    return span(case) >= LONG_STEPS and len(steps(case)) >= LONG_POINTS
 
 
 def tolerance(case: dict[str, Any]) -> int:
@@ -128,6 +142,35 @@ def judge(cases: list[dict[str, Any]], root: Path) -> Iterator[Verdict]:
     """Each case replayed under its own folder of ``root`` and diagnosed."""
     for case in cases:
         yield Verdict(case, diagnose_case(case, root / case["id"]))
+
+
+@dataclass
+class Score:
+    """Failures found near their onset and healthy runs with a warning, over some verdicts."""
+
+    failures: list[Verdict]
+    found: list[Verdict]
+    healthy: list[Verdict]
+    false_alarms: list[Verdict]
+
+    @property
+    def found_share(self) -> float:
+        return len(self.found) / len(self.failures) if self.failures else 1.0
+
+    def line(self) -> str:
+        missed = [v.case["id"] for v in self.failures if not v.ok]
+        alarms = [v.case["id"] for v in self.false_alarms]
+        return (f"{len(self.found)} of {len(self.failures)} failures found near onset "
+                f"({self.found_share:.0%}), missed {missed or 'none'}; "
+                f"{len(self.false_alarms)} of {len(self.healthy)} healthy runs with a warning "
+                f"{alarms or ''}".rstrip())
+
+
+def score(verdicts: list[Verdict]) -> Score:
+    failures = [v for v in verdicts if v.case["label"] == "failure"]
+    healthy = [v for v in verdicts if v.case["label"] == "healthy"]
+    return Score(failures, [v for v in failures if v.ok], healthy,
+                 [v for v in healthy if not v.ok])
 
 
 def table(verdicts: list[Verdict]) -> str:

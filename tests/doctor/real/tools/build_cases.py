@@ -269,6 +269,35 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "line; the reward stays near 0.1 for ~75 steps, then rises in bursts towards "
               "2.75 (the maximum) with many groups still at reward_std 0; kl grows from 0 to "
               "0.03-0.17; completion_length falls from the 200-token cap to ~100-190"),
+    "unsloth-phi4-grpo-notebook-reference": dict(
+        framework="trl", format="notebook_table",
+        source="https://github.com/unslothai/notebooks/blob/"
+               "016b8dce8bee9ec8d94efc84863d5c327aa8956c/nb/Phi_4_(14B)-GRPO.ipynb",
+        source_title="unslothai/notebooks: Phi-4 (14B) GRPO",
+        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
+                     "see the `reward` column increase! You might have to wait 150 to 200 "
+                     "steps for any action. You'll probably get 0 reward for the first 100 "
+                     "steps. Please be patient!'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the training cell's saved HTML table, all 100 rows (Step, Training Loss, "
+              "reward, reward_std, completion_length, kl; logging every step), one <tr> per "
+              "line; the reward sits at 0.125 (format only, reward_std 0) in most steps with "
+              "bursts to 1.2-2.0; completion_length at the 200-token cap in most steps; kl "
+              "0-0.028"),
+    "unsloth-mistral7b-grpo-notebook-reference": dict(
+        framework="trl", format="notebook_table",
+        source="https://github.com/unslothai/notebooks/blob/"
+               "0114b779decfaadf0888c002eae1a19334258dc6/nb/Mistral_v0.3_(7B)-GRPO.ipynb",
+        source_title="unslothai/notebooks: Mistral v0.3 (7B) GRPO",
+        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
+                     "see the `reward` column increase! You might have to wait 150 to 200 "
+                     "steps for any action.'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the training cell's saved HTML table, rows 1-129 of 250 and its first six "
+              "columns (Step, Training Loss, reward, reward_std, completion_length, kl); the "
+              "five reward-component columns are not transcribed; the reward (the XML-format "
+              "component) rises from -0.5 to 0.2-0.25 and flattens, kl rises 0 -> 0.1-0.4, "
+              "completion_length falls 300-490 -> 70-250"),
     "verl-gke-gsm8k-grpo-reference": dict(
         framework="verl", format="csv",
         source="https://github.com/esaaren/verl-on-gke/blob/"
