@@ -261,3 +261,21 @@ class SamplesEvent:
 Event = Union[  # noqa: UP007
     MetricsEvent, ConfigEvent, TableEvent, ImageEvent, TextEvent, HistogramEvent,
     ArtifactEvent, ProvenanceEvent, FindingEvent, SamplesEvent]
+
+
+class DeferredEvent:
+    """An event the spool writer finishes on its own thread before storing it: work too
+    slow for the trainer's call (an image's PNG encoding) but whose input was checked and
+    copied at the call. ``resolve`` returns the finished event; an exception drops this
+    event alone (counted and reported once, as an event the codec cannot store)."""
+
+    __slots__ = ()
+    kind: str
+    step: int
+
+    def resolve(self) -> Event:
+        raise NotImplementedError
+
+    def size(self) -> int:
+        """Rough bytes held in memory while queued (the writer's buffer bound)."""
+        raise NotImplementedError

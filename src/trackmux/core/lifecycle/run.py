@@ -35,9 +35,9 @@ from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import (
     ArtifactEvent,
     ConfigEvent,
+    DeferredEvent,
     Event,
     FindingEvent,
-    ImageEvent,
     MetricsEvent,
     TableEvent,
     TextEvent,
@@ -377,7 +377,10 @@ class Run:
 
     def log_image(self, key: str, image: Any, step: int | None = None,
                   caption: str | None = None) -> None:
-        """Log an image (numpy HW/HWC/CHW, torch, PIL, or a path), encoded once as PNG."""
+        """Log an image (numpy HW/HWC/CHW, torch, PIL, or a path), encoded once as PNG.
+        Checked and copied here; the PNG is made on the spool writer's thread."""
+        from trackmux.core.values.media import PendingImage
+
         self._check_open()
         intake = self._intake
         name = intake.key(key, "image")
@@ -385,11 +388,10 @@ class Run:
             return
         if caption is not None:
             caption = intake.text(name, caption, "caption")  # a bad caption alone is dropped
-        encoded = intake.image(name, image)
-        at = None if encoded is None else self._attach_step(step)
-        if encoded is not None and at is not None:
-            self._append(ImageEvent(name, encoded.png, encoded.width, encoded.height,
-                                    encoded.mode, at, time.time(), caption))
+        prepared = intake.image_later(name, image)
+        at = None if prepared is None else self._attach_step(step)
+        if prepared is not None and at is not None:
+            self._append(PendingImage(name, prepared, at, time.time(), caption))
 
     def log_text(self, key: str, text: str, step: int | None = None) -> None:
         """Log free text (markdown) at ``step`` (default: last)."""
@@ -745,7 +747,7 @@ class Run:
         changed = self._intake.changed()
         return None if changed is None else {"input_dropped": changed}
 
-    def _append(self, event: Event) -> None:
+    def _append(self, event: Event | DeferredEvent) -> None:
         if self._finished:
             raise RunFinishedError(f"run {self.id} is finished; no more events are accepted")
         if self._pid != os.getpid():
@@ -966,7 +968,7 @@ class DisabledRun:
             return
         if caption is not None:
             self._intake.text(name, caption, "caption")
-        if self._intake.image(name, image) is not None:
+        if self._intake.image_later(name, image) is not None:
             self._check_step(step)
 
     def log_text(self, key: str, text: str, step: int | None = None) -> None:

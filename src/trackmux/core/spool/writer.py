@@ -48,6 +48,7 @@ import orjson
 from trackmux.core import settings
 from trackmux.core.errors import RunFinishedError
 from trackmux.core.events import (
+    DeferredEvent,
     Event,
     ImageEvent,
     MetricsEvent,
@@ -151,8 +152,10 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def event_bytes(event: Event) -> int:
+def event_bytes(event: Event | DeferredEvent) -> int:
     """A rough size in memory of one queued event (used only while the spool is unwritable)."""
+    if isinstance(event, DeferredEvent):
+        return 200 + event.size()
     if isinstance(event, MetricsEvent):
         return 200 + 80 * len(event.data)
     if isinstance(event, ImageEvent):
@@ -233,7 +236,7 @@ class SpoolWriter:
                            else 1_000_000_000)
         self._last_seq = self._conn.execute("SELECT coalesce(max(seq), 0) FROM events"
                                             ).fetchone()[0]
-        self._queue: deque[Event] = deque()
+        self._queue: deque[Event | DeferredEvent] = deque()
         self._lock = threading.Lock()
         self._appended = 0
         self._written = 0
@@ -251,9 +254,10 @@ class SpoolWriter:
         self._thread.start()
 
     # -- caller side -------------------------------------------------------------------
-    def append(self, event: Event) -> None:
+    def append(self, event: Event | DeferredEvent) -> None:
         """Queue one event; in strict mode wait until it is committed. After ``close()``
-        began it raises instead of queueing an event no writer would take."""
+        began it raises instead of queueing an event no writer would take. A
+        :class:`DeferredEvent` is finished (``resolve``) on the writer's thread."""
         with self._lock:
             if self._closing:
                 raise RunFinishedError(f"the spool {self.path} is closed; the run is finished")
@@ -355,12 +359,12 @@ class SpoolWriter:
         with contextlib.suppress(Exception):
             self._conn.close()
 
-    def _take(self) -> list[Event]:
+    def _take(self) -> list[Event | DeferredEvent]:
         """The next batch, off the queue. A caller held by backpressure is woken now, not
         after the commit: the queue it waits on is drained here, and waiting for the commit
         too held one log() for the rest of this batch's commit and the whole next one
         (issue 34.9). Memory stays bounded: HIGH_WATER queued plus this batch in flight."""
-        batch: list[Event] = []
+        batch: list[Event | DeferredEvent] = []
         queue = self._queue
         limit = COMMIT_BATCH * 4 if self.status.full is None else RECOVERY_BATCH
         while queue and len(batch) < limit:
@@ -440,11 +444,14 @@ class SpoolWriter:
         if batch and self._on_commit is not None:
             self._on_commit(self._last_seq)
 
-    def _write(self, batch: list[Event], meta: dict[str, Any]) -> None:
+    def _write(self, batch: list[Event | DeferredEvent], meta: dict[str, Any]) -> None:
         conn = self._conn
         encoded = []
-        for event in batch:  # before BEGIN: one event that cannot be stored must not poison
-            try:             # the batch or the writer; it is dropped, counted and reported
+        for i, event in enumerate(batch):  # before BEGIN: one event that cannot be stored
+            try:                           # must not poison the batch or the writer; it is
+                                           # dropped, counted and reported
+                if isinstance(event, DeferredEvent):
+                    event = batch[i] = event.resolve()  # kept resolved if the batch is retried
                 row, blob = codec.encode(event)
                 codec.row_crc(0, *row)  # fails here, not mid-transaction, on a bad step
                 size = max(len(row[3]), len(blob[1]) if blob is not None else 0)
@@ -491,7 +498,8 @@ class SpoolWriter:
         self._last_seq = seq
         self._dropped_recorded = dropped
 
-    def _unwritable(self, batch: list[Event], meta: dict[str, Any], reason: str) -> None:
+    def _unwritable(self, batch: list[Event | DeferredEvent], meta: dict[str, Any],
+                    reason: str) -> None:
         self._report_full(reason)
         with self._committed_cond:  # strict-mode callers stop waiting for this commit
             self._committed_cond.notify_all()
@@ -509,7 +517,7 @@ class SpoolWriter:
                 self._conn.execute("ROLLBACK")
             self._requeue([], meta)
 
-    def _requeue(self, batch: list[Event], meta: dict[str, Any]) -> None:
+    def _requeue(self, batch: list[Event | DeferredEvent], meta: dict[str, Any]) -> None:
         with self._lock:
             if self._closing and self.status.full is not None:
                 self.status.dropped += len(batch)  # close() gave up on them

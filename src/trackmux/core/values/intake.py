@@ -175,6 +175,17 @@ class Intake:
             self.drop("image", key, exc, _WHOLE)
             return None
 
+    def image_later(self, key: str, image: object) -> Any:
+        """The image checked and copied, its PNG not made yet (``media.PreparedImage``),
+        or None (kind ``image``)."""
+        from trackmux.core.values.media import prepare_image
+
+        try:
+            return prepare_image(image)
+        except BAD_INPUT as exc:
+            self.drop("image", key, exc, _WHOLE)
+            return None
+
     def histogram(self, key: str, values: object, bins: object) -> Any:
         """The values binned (``histogram.Binned``), or None (kind ``histogram``)."""
         from trackmux.core.values.histogram import histogram
