@@ -185,3 +185,29 @@ def test_a_disabled_run_never_asks_to_stop(monkeypatch: Any) -> None:
     run = trackmux.init(project="p", doctor={"stop_on": "critical"})
     assert isinstance(run, trackmux.DisabledRun)
     assert run.should_stop is False and run.stop_reason is None
+
+
+def test_runs_show_ui_and_report_say_stopped_and_why(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from trackmux.cli.main import cli
+    from trackmux.report import build_report
+    from trackmux.ui.store import Store
+
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, delivery="thread",
+                        doctor={"stop_on": "critical"})
+    assert isinstance(run, trackmux.Run)
+    assert _loop(run, lambda r: r.should_stop) is not None
+    run.finish(timeout=30)
+    why = "stopped by the doctor (attempt 1, asked at step"
+    listed = CliRunner().invoke(cli, ["runs", str(tmp_path)])
+    assert listed.exit_code == 0, listed.output
+    assert f"p/{run.id}  stopped" in listed.output and why in listed.output
+    assert "critical reward_collapse @ step" in listed.output
+    shown = CliRunner().invoke(cli, ["show", run.id, "--dir", str(tmp_path)])
+    assert shown.exit_code == 0, shown.output
+    assert "stopped," in shown.output and why in shown.output
+    [row] = Store([tmp_path]).rows()
+    assert row["state"] == "stopped" and row["stops"][0].startswith(why)
+    page = build_report([str(run.dir)], tmp_path / "r.html", static=True).read_text()
+    assert ">stopped</span>" in page and why in page

@@ -8,7 +8,13 @@ import click
 
 from trackmux.cli.output import echo
 from trackmux.core import settings
-from trackmux.core.spool.runs import describe_attempt, find_runs, pruned_words, summarize
+from trackmux.core.spool.runs import (
+    describe_attempt,
+    find_runs,
+    pruned_words,
+    stop_words,
+    summarize,
+)
 
 
 @click.command()
@@ -52,6 +58,8 @@ def runs(directory: Path | None, store: str | None, as_json: bool) -> None:
              f"{summary.state}  {summary.events} events{extra}  name={meta.get('name')}")
         if pruned_words(meta):
             echo(f"    {pruned_words(meta)}")
+        for line in stop_words(meta):
+            echo(f"    {line}")
         for name in summary.backends:
             acked = summary.delivered.get(name, 0)
             pending = max(0, summary.last_seq - acked)

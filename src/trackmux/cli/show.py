@@ -23,7 +23,13 @@ from trackmux.core.events import (
     TextEvent,
 )
 from trackmux.core.spool.reader import SpoolReader
-from trackmux.core.spool.runs import describe_attempt, pruned_words, resolve_run, summarize
+from trackmux.core.spool.runs import (
+    describe_attempt,
+    pruned_words,
+    resolve_run,
+    stop_words,
+    summarize,
+)
 from trackmux.core.values.intake import input_dropped
 
 
@@ -60,6 +66,8 @@ def show(run_arg: str, root: str | None, key: str | None, as_json: bool) -> None
          f"{summary.state}, {summary.events} events")
     if pruned_words(meta):
         echo(f"  {pruned_words(meta)}")
+    for line in stop_words(meta):
+        echo(f"  {line}")
     metrics: dict[str, KeyStats] = {}
     tables: dict[str, list[int]] = {}
     images: dict[str, list[int]] = {}

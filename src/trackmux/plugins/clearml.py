@@ -149,6 +149,7 @@ class ClearMLBackend(Backend):
         super().__init__(options)
         _check_options(self.options)
         self._task: Any = None
+        self._run_dir: Path | None = None  # the spool's run folder (a stop's reason)
         self._seq = 0
         self._partial: set[tuple[str, str, str, int]] = set()
         self.session: Path | None = None
@@ -163,6 +164,7 @@ class ClearMLBackend(Backend):
     def open(self, run: RunInfo, resume: ResumeState) -> None:
         from clearml import Task
 
+        self._run_dir = run.run_dir
         if Task.current_task() is not None:
             raise RuntimeError("a ClearML task is already open in this process; ClearML "
                                "keeps one task per process, so the clearml backend cannot "
@@ -264,7 +266,12 @@ class ClearMLBackend(Backend):
             return
         task, self._task = self._task, None
         task.flush(wait_for_uploads=True)
-        if status != "finished":
+        if status == "stopped":  # issue 45: ClearML's own state for a task stopped early
+            from trackmux.core.spool.runs import stop_reason_line
+
+            why = stop_reason_line(self._run_dir) if self._run_dir is not None else ""
+            task.mark_stopped(force=True, status_message=f"trackmux doctor: {why}"[:255])
+        elif status != "finished":
             task.mark_failed(ignore_errors=True, status_reason="trackmux: run crashed")
         task.close()
 

@@ -60,6 +60,7 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
@@ -94,7 +95,9 @@ RUN_ID_TAG = "trackmux.run_id"
 CONFIG_ARTIFACT = "trackmux/config.json"
 NOTE_TAG = "mlflow.note.content"  # the run's description in mlflow's UI
 DOCTOR_HEADING = "**trackmux doctor**"
-STATUS = {"finished": "FINISHED", "crashed": "FAILED"}
+STATUS = {"finished": "FINISHED", "crashed": "FAILED", "stopped": "KILLED"}
+STATE_TAG = "trackmux.state"
+STOP_REASON_TAG = "trackmux.stop_reason"
 
 HTTP_OPTIONS = {  # option -> (environment variable, default)
     "http_max_retries": ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", 1),
@@ -213,6 +216,8 @@ class MlflowBackend(Backend):
             _number(self.options, name, default)
         self._run_id: str | None = None
         self._client: MlflowClient | None = None
+        self._run_dir: Path | None = None  # the spool's run folder (a stop's reason)
+        self._stopped_before = False  # a resumed run that was stopped: its state tag moves
         self._done_seq = 0
         self._last_time: float | None = None
         self._names_from({})
@@ -299,6 +304,8 @@ class MlflowBackend(Backend):
                   or os.environ.get("MLFLOW_RUN_ID"))
         remote = client.get_run(run_id) if run_id else self._find_or_create(client, run)
         self._run_id = remote.info.run_id
+        self._run_dir = Path(run.run_dir)
+        self._stopped_before = STATE_TAG in remote.data.tags
         if remote.info.status != "RUNNING":
             client.update_run(self._run_id, status="RUNNING")
         self._done_seq = int(remote.data.tags.get(self._seq_tag, 0) or 0)
@@ -642,11 +649,20 @@ class MlflowBackend(Backend):
         return state
 
     def close(self, status: str) -> None:
-        """End the run: "finished" -> FINISHED, "crashed"/"failed" -> FAILED (mlflow's
-        KILLED means stopped on purpose; a crash is a failure). End time: the last event's
-        time. "retrying" (core reopens after a failed write) leaves the run as it is."""
+        """End the run: "finished" -> FINISHED, "crashed"/"failed" -> FAILED (a crash is a
+        failure), "stopped" -> KILLED (mlflow's word for stopped on purpose: the doctor's
+        ``stop_on``, with the tags ``trackmux.state`` and ``trackmux.stop_reason``). End
+        time: the last event's time. "retrying" (core reopens after a failed write) leaves
+        the run as it is."""
         if self._client is None or self._run_id is None or status == "retrying":
             return  # "retrying": core opens the same run again at once; it stays RUNNING
+        if status == "stopped" and self._run_dir is not None:
+            from trackmux.core.spool.runs import stop_reason_line
+
+            self._client.set_tag(self._run_id, STOP_REASON_TAG,
+                                 stop_reason_line(self._run_dir)[:5000])
+        if status == "stopped" or self._stopped_before:  # the last attempt's state
+            self._client.set_tag(self._run_id, STATE_TAG, status)
         end = int(self._last_time * 1000) if self._last_time else int(time.time() * 1000)
         self._client.set_terminated(self._run_id, STATUS.get(status, "FAILED"), end_time=end)
 

@@ -382,7 +382,7 @@ class SwanLabBackend(Backend):
         if self._run is None:
             return
         try:
-            if status == "finished":
+            if status in ("finished", "stopped"):  # stopped: ended cleanly (the doctor)
                 self._run.finish()
             else:
                 self._run.finish(state="crashed", error=f"trackmux delivery ended: {status}")

@@ -325,6 +325,7 @@ class WandbBackend(Backend):
         self._run: Any = None
         self._log: Path | None = None
         self._scratch: list[Path] = []
+        self._run_dir: Path | None = None  # the spool's run folder (a stop's reason)
         self._seq = 0
         self._next_step = 0
         self._tables: dict[str, tuple[tuple[str, ...], Any]] = {}
@@ -358,6 +359,7 @@ class WandbBackend(Backend):
         import wandb
 
         opts = self.options
+        self._run_dir = run.run_dir
         self._root = Path(opts.get("dir") or os.environ.get("WANDB_DIR") or run.run_dir)
         self._root = self._root.expanduser().absolute()
         self._root.mkdir(parents=True, exist_ok=True)
@@ -562,7 +564,9 @@ class WandbBackend(Backend):
                  if self._last.get(key) != top and not _same(self._last.get(key), top)}
         if fixes:
             self._run.summary.update(fixes)
-        self._run.finish(exit_code=0 if status == "finished" else 1)
+        if status == "stopped":  # issue 45: wandb has no such state; the summary and a tag
+            self._mark_stopped()
+        self._run.finish(exit_code=0 if status in ("finished", "stopped") else 1)
         self._run = None
         # The next open of this run id (the retry after a failed write, a later sync in this
         # process) reads this log to skip what is already written: it must be whole by then.
@@ -574,6 +578,17 @@ class WandbBackend(Backend):
 
             for folder in self._scratch:
                 shutil.rmtree(folder, ignore_errors=True)
+
+    def _mark_stopped(self) -> None:
+        """The doctor stopped the run: ``trackmux/state`` and ``trackmux/stop_reason`` in
+        the summary, and the tag ``stopped`` (wandb's states are only finished/failed)."""
+        from trackmux.core.spool.runs import stop_reason_line
+
+        why = stop_reason_line(self._run_dir) if self._run_dir is not None else ""
+        self._run.summary.update({"trackmux/state": "stopped", "trackmux/stop_reason": why})
+        tags = tuple(self._run.tags or ())
+        if "stopped" not in tags:
+            self._run.tags = (*tags, "stopped")
 
 
 def _same(a: tuple[int, float] | None, b: tuple[int, float]) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from trackmux.core.events import ImageEvent, TableEvent
+from trackmux.core.spool.runs import stop_words
 from trackmux.core.values.intake import input_dropped
 from trackmux.core.values.normalize import flatten
 from trackmux.report.charts import PALETTE, Series, fmt, line_chart
@@ -80,7 +81,7 @@ def runs_section(runs: Sequence[RunData]) -> str:
         took = wall_time(started, meta.get("finished_at"), run.last_time,
                          str(meta.get("state", "")))
         state = str(meta.get("state", "unknown"))
-        badge = {"finished": "ok", "running": "warn"}.get(state, "bad")
+        badge = {"finished": "ok", "running": "warn", "stopped": "warn"}.get(state, "bad")
         rows.append(
             f'<tr><td><i style="display:inline-block;width:10px;height:10px;'
             f'border-radius:5px;background:{colour(i)}"></i> {escape(run.name)}</td>'
@@ -94,6 +95,8 @@ def runs_section(runs: Sequence[RunData]) -> str:
         for problem in run.damage:
             rows.append(f'<tr><td colspan="9" class="warning">damaged spool: '
                         f"{escape(problem)}</td></tr>")
+        for line in stop_words(meta):  # the doctor's stop (issue 45), earlier attempts' too
+            rows.append(f'<tr><td colspan="9" class="warning">{escape(line)}</td></tr>')
         for bad in input_dropped(meta):
             rows.append(f'<tr><td colspan="9" class="warning">bad input dropped at the door: '
                         f"{escape(bad)}</td></tr>")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.spool.runs import find_runs, summarize
+from trackmux.core.spool.runs import find_runs, stop_words, summarize
 from trackmux.core.spool.writer import SPOOL_FILE
 from trackmux.ui import sources
 from trackmux.ui.runcache import RunCache
@@ -226,7 +226,8 @@ class Store:
                    project=str(meta.get("project") or path.parent.name),
                    state=summary.state, events=summary.events, last_seq=summary.last_seq,
                    started_at=meta.get("started_at"), finished_at=meta.get("finished_at"),
-                   damage=summary.damage, host=meta.get("host"), user=meta.get("user"))
+                   damage=summary.damage, host=meta.get("host"), user=meta.get("user"),
+                   stops=stop_words(meta))
         if summary.damage:
             row["state"] = f"{summary.state}, damaged"
         if not meta.get("run_id"):  # created but never written, or not a trackmux spool

@@ -144,7 +144,10 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def close(self, status: str) -> None:
-        """End the remote run; ``status`` is "finished", "failed" or "crashed". "retrying":
+        """End the remote run; ``status`` is "finished", "failed", "crashed" or "stopped"
+        (the doctor's ``stop_on`` asked the trainer to stop and it ended cleanly: show it
+        where the backend has run states or tags; the finding is the spool meta's
+        ``stop_reason``, one line from ``core.spool.runs.stop_reason_line``). "retrying":
         a write failed and the run is opened again at once; release, do not end it."""
 
     @property

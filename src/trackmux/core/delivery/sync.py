@@ -79,7 +79,8 @@ def deliver(run_dir: Path, factories: Mapping[str, Callable[[], Backend]], *,
     for name, factory in factories.items():
         worker = DeliveryWorker(name, factory, info, reporter, batch_size=batch_size,
                                 on_progress=on_progress, lock=locks[name])
-        worker.finish(target, "finished" if status == "finished" else "crashed", deadline)
+        worker.finish(target, status if status in ("finished", "stopped") else "crashed",
+                      deadline)
         workers.append(worker)
         worker.start()
     try:

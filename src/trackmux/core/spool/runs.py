@@ -2,8 +2,10 @@
 
 A run is "running" while its process holds ``run.lock``; a run whose meta still says
 running but whose lock is free was killed: "crashed". The other states: "finished",
-"failed" (a non-zero exit, SIGTERM) and "pruned" (a sweep agent stopped it on purpose;
-``pruned_reason`` says why, see docs/sweeps.md).
+"failed" (a non-zero exit, SIGTERM), "pruned" (a sweep agent stopped it on purpose;
+``pruned_reason`` says why, see docs/sweeps.md) and "stopped" (the doctor's ``stop_on``
+asked the loop to stop and it ended cleanly; ``stop_reason`` is the finding, ``stops`` the
+history across attempts, see docs/doctor.md).
 """
 
 from __future__ import annotations
@@ -122,6 +124,42 @@ def pruned_words(meta: dict[str, Any]) -> str:
     if meta.get("state") != "pruned":
         return ""
     return f"pruned by {meta.get('pruned_by') or 'a sweep agent'}: {meta.get('pruned_reason')}"
+
+
+def stop_words(meta: dict[str, Any]) -> list[str]:
+    """The doctor's stops of the run (issue 45), one line each for ``trackmux runs`` and
+    ``show``: why a ``stopped`` run stopped, and the stops of earlier attempts a resumed
+    run keeps in its history. Empty for a run never asked to stop."""
+    stops = [s for s in meta.get("stops") or () if isinstance(s, dict)]
+    lines = []
+    for stop in stops:
+        finding = stop.get("finding")
+        if not isinstance(finding, dict):
+            finding = {}
+        what = (f"{finding.get('severity', '')} {finding.get('rule', '?')} @ step "
+                f"{finding.get('step', '?')}: {finding.get('message', '')}")
+        lines.append(f"stopped by the doctor (attempt {stop.get('attempt', '?')}, asked at "
+                     f"step {stop.get('step', '?')}): {what}")
+    if meta.get("state") == "stopped" and not lines and meta.get("stop_reason"):
+        lines.append(f"stopped by the doctor: {meta.get('stop_reason')}")
+    return lines
+
+
+def stop_reason_line(run_dir: Path) -> str:
+    """The finding that stopped the run as one line (``critical reward_collapse @ step 103:
+    ...``), for backends closing a ``stopped`` run; "" when there is none."""
+    try:
+        reader = SpoolReader(run_dir)
+        try:
+            reason = reader.meta().get("stop_reason")
+        finally:
+            reader.close()
+    except Exception:  # a line less on a backend, never a failed close
+        return ""
+    if not isinstance(reason, dict):
+        return ""
+    return (f"{reason.get('severity', '')} {reason.get('rule', '?')} @ step "
+            f"{reason.get('step', '?')}: {reason.get('message', '')}")
 
 
 def find_runs(root: Path) -> list[Path]:

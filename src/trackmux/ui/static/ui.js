@@ -31,7 +31,7 @@
 
   // ---- the run list -------------------------------------------------------------
   function badge(state) {
-    var cls = state === "finished" ? "ok" : state === "running" ? "live" : "bad";
+    var cls = state === "finished" ? "ok" : state === "running" ? "live" : state === "stopped" ? "warn" : "bad";
     return el("span", {"class": "badge " + cls}, state);
   }
   function health(b) {
@@ -53,6 +53,7 @@
       var name = el("td"); var dot = el("i", {"class": "dot"}); dot.style.background = S.colours[r.id];
       name.appendChild(dot); name.appendChild(document.createTextNode(" " + r.name));
       if (r.damage && r.damage.length) name.appendChild(el("div", {"class": "hint damage"}, r.damage[0]));
+      (r.stops || []).forEach(function (line) { name.appendChild(el("div", {"class": "hint stop"}, line)); });
       if (r.host) name.appendChild(el("div", {"class": "hint"}, (r.user ? r.user + "@" : "") + r.host));
       tr.appendChild(name);
       tr.appendChild(el("td", {}, r.project));
