@@ -24,6 +24,7 @@ COMMANDS = {
     "agent": "trackmux.cli.agent:agent",
     "goals": "trackmux.cli.goals:goals",
     "store": "trackmux.cli.store:store",
+    "import": "trackmux.cli.import_:import_",
 }
 
 
@@ -36,18 +37,13 @@ def _select_store(ctx: click.Context, param: click.Parameter, value: str | None)
     """Checks the store once (a bad DSN is a usage error) and selects it for resolve_run
     for this command only: a process that runs the CLI in-process (a test, a notebook)
     and then reads runs itself must not keep reading a store it no longer names."""
+    from trackmux.cli.store import check_store, reach_or_fail
     from trackmux.readers import is_store_uri, select_store
 
     if value and is_store_uri(value):
-        from trackmux.store.connect import StoreConfigError, StoreUnavailable, connect
-
-        try:
-            connect(value).close()
-        except (StoreConfigError, StoreUnavailable) as exc:
-            raise click.BadParameter(str(exc), param_hint="--store") from None
-        except Exception as exc:
-            raise click.BadParameter(f"cannot reach the store: {type(exc).__name__}: {exc}",
-                                     param_hint="--store") from None
+        reach_or_fail(value).close()  # one line and exit status 3 when it cannot
+    elif value:
+        check_store(value)  # a mistyped DSN, a folder that is not there
     select_store(value)
     if value:
         ctx.call_on_close(lambda: select_store(None))

@@ -1,0 +1,129 @@
+"""``--follow``: keep importing live sources as they grow, with the live doctor watching.
+
+Every ``interval`` seconds (0.5 by default) each source run is read from its cursors; a
+poll of a source that did not grow costs a ``stat`` per file, so an idle follow stays far
+under 1% of a core. Runs that appear under a followed folder (a new TensorBoard run) are
+picked up every few polls. The doctor (``TRACKMUX_DOCTOR``, or ``--doctor``) runs on a
+thread here, as it does in a live run's delivery process, following each run's spool:
+its findings are appended to the spool (so ``trackmux ui``, ``show`` and a later ``sync``
+see them) and printed as they come.
+
+It ends on Ctrl-C or SIGTERM, or when every source says its run ended (a wandb exit
+record, an MLflow run no longer RUNNING); a last read then takes what is left, the
+doctor catches up, and each run is marked ``finished``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from trackmux.core.backends.contract import RunInfo
+from trackmux.core.delivery.watch import WatcherSpec, WatchRunner
+from trackmux.core.events import FindingEvent
+from trackmux.importers.engine import RunImport
+
+INTERVAL = 0.5
+#: polls between two looks for new runs under a followed folder
+RESCAN_EVERY = 10
+CATCH_UP = 10.0
+
+
+class Follower:
+    """The runs of one ``trackmux import --follow``."""
+
+    def __init__(self, discover: Callable[[], list[RunImport]], *,
+                 watchers: Sequence[WatcherSpec] = (), interval: float = INTERVAL,
+                 say: Callable[[str], None] = print,
+                 on_pull: Callable[[RunImport, int], None] | None = None) -> None:
+        self.discover = discover
+        self.watchers = list(watchers)
+        self.interval = interval
+        self.say = say
+        self.on_pull = on_pull
+        self.stop = threading.Event()
+        self.runs: dict[Path, RunImport] = {}
+        self.runners: dict[Path, WatchRunner] = {}
+
+    def _adopt(self) -> None:
+        for run in self.discover():
+            if run.dir in self.runs:
+                continue
+            self.runs[run.dir] = run
+            if self.watchers:
+                info = RunInfo(run.project, run.name, run.run_id, run.dir, time.time(),
+                               ("imported",))
+                runner = WatchRunner(self.watchers, info, alive=lambda: not self.stop.is_set(),
+                                     on_found=self._found, on_problem=self._problem)
+                self.runners[run.dir] = runner
+            self._pull(run)
+            if run.dir in self.runners:
+                self.runners[run.dir].start()
+
+    def _found(self, findings: list[FindingEvent]) -> None:
+        for finding in findings:
+            self.say(finding.line())
+
+    def _problem(self, name: str, message: str) -> None:
+        self.say(f"trackmux import: {name}: {message}")
+
+    def _pull(self, run: RunImport) -> None:
+        added = run.pull(live=True)
+        if added and run.dir in self.runners:
+            self.runners[run.dir].notify()
+        if self.on_pull is not None:
+            self.on_pull(run, added)
+
+    def run(self) -> list[RunImport]:
+        """Follow until Ctrl-C, SIGTERM or every source finished; returns the runs."""
+        previous = _on_sigterm(self.stop.set)
+        try:
+            self._adopt()
+            polls = 0
+            while not self.stop.is_set():
+                if self.runs and all(r.source.finished() for r in self.runs.values()):
+                    break
+                self.stop.wait(self.interval)
+                polls += 1
+                if polls % RESCAN_EVERY == 0:
+                    self._adopt()
+                for run in list(self.runs.values()):
+                    self._pull(run)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            _restore(previous)
+        self.stop.set()
+        for run in self.runs.values():  # what came in since the last poll
+            with contextlib.suppress(KeyboardInterrupt):
+                added = run.pull(live=True)
+                if added and run.dir in self.runners:
+                    self.runners[run.dir].notify()
+        deadline = time.monotonic() + CATCH_UP
+        for path, runner in self.runners.items():
+            from trackmux.core.spool.reader import SpoolReader
+
+            reader = SpoolReader(path)
+            try:
+                last = reader.last_seq()
+            finally:
+                reader.close()
+            runner.catch_up(last, deadline)
+            runner.stop(wait=2.0)
+        return list(self.runs.values())
+
+
+def _on_sigterm(handler: Callable[[], Any]) -> Any:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, lambda signum, frame: handler())
+
+
+def _restore(previous: Any) -> None:
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,65 @@
+"""Reading a growing text file line by line from a byte offset (console logs, JSONL, CSV).
+
+The cursor of a text file is the byte offset after the last line imported. A last line
+with no newline yet is a line still being written: ``--follow`` waits for the rest of it;
+a one-off import reads it if it parses whole, else names it as a truncated line and keeps
+the cursor before it, so a later import reads it again once it is complete.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from trackmux.importers.base import Damage
+
+BLOCK = 1 << 20
+#: lines per chunk (one commit each, at most)
+CHUNK_LINES = 20_000
+
+
+def lines_from(path: Path, offset: int, live: bool) -> Iterator[tuple[bytes, int, bool]]:
+    """``(line, end, complete)`` for each line from ``offset`` on: the line without its
+    newline, the offset after it, and whether it ended with a newline (only the last
+    line of a file may not, and only when not ``live``)."""
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        carry = b""
+        start = offset
+        while True:
+            block = handle.read(BLOCK)
+            if not block:
+                break
+            data = carry + block
+            pos = 0
+            while True:
+                newline = data.find(b"\n", pos)
+                if newline < 0:
+                    break
+                yield data[pos:newline], start + newline + 1, True
+                pos = newline + 1
+            carry = data[pos:]
+            start += pos
+        if carry and not live:
+            yield carry, start + len(carry), False
+
+
+def shrunk(path: Path, offset: int) -> Damage | None:
+    """Damage when ``path`` is now shorter than what was imported from it (rewritten)."""
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        return Damage(str(path), -1, 1, f"cannot read: {exc.strerror or exc}")
+    if size < offset:
+        return Damage(str(path), size, 0, f"the file is shorter ({size} bytes) than what was "
+                      f"imported from it ({offset} bytes): rewritten? nothing read")
+    return None
+
+
+def grown(path: Path, offset: int) -> bool:
+    """Whether ``path`` holds bytes past ``offset`` (one stat: a ``--follow`` poll)."""
+    try:
+        return os.stat(path).st_size > offset
+    except OSError:
+        return False
