@@ -4,12 +4,14 @@ Every trainer names the same quantity its own way: verl's ``critic/score/mean`` 
 ``reward`` (``train/reward`` under trackmux's ``TrackmuxCallback``), NeMo-RL's
 ``train/reward`` and slime's ``rollout/raw_reward``. Rules read *signals* (``@reward``,
 ``@kl`` ... in a rule's ``keys``); :class:`Signals` maps a run's keys to them, once per key
-set. A key of a known dialect wins over the generic patterns (``*reward*/mean``), which
-count for a signal only while the run has no dialect key for it, so a per-function reward
+set. A key of a known dialect wins over a key read from the words of its name
+(words.py: ``score_mean``, ``kl_to_ref``, ``gen_len``), which counts for a signal only
+while the run has no dialect key for it, so a per-function reward
 (``rewards/length_penalty/mean``) is a component, never the total. docs/doctor.md lists
 every key, with where each name was read.
 
-Users add keys in the rules file (``[signals] reward = ["my/total"]``); theirs come first.
+Users declare keys in the rules file (``[signals] reward = ["my/total"]``) or with
+``trackmux.init(signals=...)``; a declared signal is read from those keys only.
 """
 
 from __future__ import annotations
@@ -176,29 +178,6 @@ MARKERS: dict[str, tuple[str, ...]] = {
 #: a dialect that logs another's names and more: recognised, it stands for both
 EXTENDS = {"ms_swift": "trl"}
 
-#: generic patterns, for runs whose keys no dialect names (counted per signal only while
-#: the run has no dialect key for that signal)
-GENERIC: dict[str, tuple[str, ...]] = {
-    "reward": ("reward/mean", "*/reward/mean", "*/score/mean", "*reward_mean", "rewards/mean"),
-    "val_reward": ("val/*score*", "val/*reward*", "val/*acc*", "val-core/*", "eval/*reward*",
-                   "eval/*acc*"),
-    "rm_score": ("*model_score*", "*rm_score*", "*reward_model*score*", "*proxy*reward*",
-                 "*proxy*score*"),
-    "kl": ("kl/divergence", "actor/kl*", "*/kl", "*kl_div*", "*/approx_kl"),
-    "entropy": ("policy/entropy", "*/entropy", "*entropy/mean"),
-    "grad_norm": ("critic/grad_norm", "*grad_norm*"),
-    "response_length": ("*response_length/mean", "generation/length", "*/response_length",
-                        "*completion_length*", "*/mean_length"),
-    "truncation": ("*/clip_ratio_response", "*response_length/clip_ratio", "*truncat*ratio*",
-                   "*clipped_ratio*"),
-    "zero_std_frac": ("*zero_std*",),
-}
-
-#: what a generic pattern never takes: validation copies of training curves (but for
-#: ``val_reward``), coefficients, spreads and extremes
-GENERIC_EXCLUDE = ("*/std", "*_std", "*/min", "*/max", "*_min", "*_max", "*coef*",
-                   "*kl_ctrl*", "*length*/clip*")
-VALIDATION = ("val/*", "val-*", "eval/*", "eval_*", "validation/*", "test/*")
 #: what no pattern of a signal takes, a dialect's or a user's neither: a penalty or a
 #: per-function term is never the total reward
 EXCLUDE: dict[str, tuple[str, ...]] = {
@@ -241,9 +220,12 @@ class KeySet:
 
 
 class Signals:
-    """The run's key -> signal map. ``resolve(data)`` is one dict lookup per event once
-    a key set was seen; the first key of a dialect for a signal retires the generic
-    patterns for that signal (the cache is dropped once, then)."""
+    """The run's key -> signal map, in three tiers: the user's declaration (``[signals]``,
+    ``init(signals=...)``: a declared signal is fed by its declared keys only), the
+    framework dialects, then the words of a key's name (words.py), which count for a
+    signal only while no dialect key fed it, the best-ranked keys first. ``resolve(data)``
+    is one dict lookup per event once a key set was seen; the cache is dropped when a
+    dialect key or a better-ranked word key first feeds a signal."""
 
     def __init__(self, extra: Mapping[str, Sequence[str]] | None = None) -> None:
         table: list[_Patterns] = []
@@ -252,47 +234,56 @@ class Signals:
         for dialect, signals in DIALECTS.items():
             table += [_Patterns(dialect, sig, pats) for sig, pats in signals.items()]
         self.table = table
-        self.generic = [_Patterns("generic", sig, pats) for sig, pats in GENERIC.items()]
-        common = [compile_pattern(p) for p in GENERIC_EXCLUDE]
-        validation = [compile_pattern(p) for p in VALIDATION]
         self.exclude = {sig: [compile_pattern(p) for p in EXCLUDE.get(sig, ())]
                         for sig in SIGNALS}
-        self.generic_exclude = {sig: [*common, *self.exclude[sig],
-                                      *(validation if sig != "val_reward" else [])]
-                                for sig in SIGNALS}
         self.markers = [_Patterns(dialect, "", pats) for dialect, pats in MARKERS.items()]
         #: key -> the dialects that name it (for a signal or as a marker), for recognition
         self.named: dict[str, tuple[str, ...]] = {}
-        self.user = set(extra or ())
+        #: the user's declaration: signal -> its patterns, and those some key matched
+        self.declared: dict[str, list[str]] = {s: list(p) for s, p in (extra or {}).items()}
+        self.declared_hits: dict[str, set[str]] = {s: set() for s in self.declared}
+        self._declared_tests = {s: [(p, compile_pattern(p)) for p in pats]
+                                for s, pats in self.declared.items()}
+        self.user = set(self.declared)
         self.specific: set[str] = set()  # signals some dialect key fed
+        #: signal -> the best rank of a key read from its words so far (words.classify)
+        self.word_rank: dict[str, tuple[int, int]] = {}
+        self.word_ranks: dict[str, tuple[int, int]] = {}  # key -> its rank, once read
         self.fed: dict[str, dict[str, str]] = {}  # signal -> key -> dialect (for --explain)
         self.dialect_keys: dict[str, int] = {}
+        self.keys_seen = 0  # distinct metric keys classified
         self.too_many = 0  # events with more than MAX_KEYS keys
-        self._key: dict[str, tuple[str, tuple[str, ...]] | None] = {}
+        self._key: dict[str, tuple[str, tuple[str, ...], tuple[int, int]] | None] = {}
         self._sets: dict[tuple[str, ...], KeySet] = {}
         self._last: Any = None
         self._last_set: KeySet | None = None
 
-    def _classify(self, key: str) -> tuple[str, tuple[str, ...]] | None:
-        """(signal, the dialects that name the key for it) of a key: the user's and the
-        dialects' patterns first, then the generic ones (dialect ``generic``)."""
+    def _classify(self, key: str) -> tuple[str, tuple[str, ...], tuple[int, int]] | None:
+        """(signal, the dialects that name the key for it, its rank) of a key: the user's
+        and the dialects' patterns first, then its words (dialect ``generic``, ranked)."""
         if key in self._key:
             return self._key[key]
-        found: tuple[str, tuple[str, ...]] | None = None
+        found: tuple[str, tuple[str, ...], tuple[int, int]] | None = None
         for entry in self.table:
-            if entry.match(key) and not any(x(key) for x in self.exclude[entry.signal]):
+            if entry.match(key) and (entry.dialect == "user" or
+                                     not any(x(key) for x in self.exclude[entry.signal])):
                 names = tuple(dict.fromkeys(
                     e.dialect for e in self.table if e.signal == entry.signal and e.match(key)))
-                found = (entry.signal, names)
+                found = (entry.signal, names, (0, 0))
                 break
         if found is None:
-            for entry in self.generic:
-                if entry.match(key) and \
-                        not any(x(key) for x in self.generic_exclude[entry.signal]):
-                    found = (entry.signal, ("generic",))
-                    break
+            from trackmux.doctor.words import classify
+
+            hit = classify(key)
+            if hit is not None:
+                found = (hit[0], ("generic",), hit[1])
+        if found is not None and found[1][0] == "user":
+            for pattern, test in self._declared_tests.get(found[0], ()):
+                if test(key):
+                    self.declared_hits[found[0]].add(pattern)
         if len(self._key) < MAX_KEYS_CACHED:
             self._key[key] = found
+            self.keys_seen += 1
         return found
 
     def resolve(self, data: Mapping[str, Any]) -> KeySet:
@@ -315,8 +306,8 @@ class Signals:
 
     def _build(self, keys: tuple[str, ...]) -> KeySet:
         by_signal: dict[str, list[str]] = {}
-        generic: dict[str, list[str]] = {}
-        new_specific = False
+        generic: dict[str, list[tuple[tuple[int, int], str]]] = {}
+        changed = False
         for key in keys:
             if not isinstance(key, str):
                 continue
@@ -324,21 +315,33 @@ class Signals:
             self._name(key, hit)
             if hit is None:
                 continue
-            signal, dialects = hit
+            signal, dialects, rank = hit
+            if signal in self.user and dialects[0] != "user":
+                continue  # a declared signal is fed by the declared keys only
             if dialects == ("generic",):
-                generic.setdefault(signal, []).append(key)
+                generic.setdefault(signal, []).append((rank, key))
                 continue
             by_signal.setdefault(signal, []).append(key)
             if signal not in self.specific:
                 self.specific.add(signal)
-                new_specific = True
+                changed = True
             self._note(signal, key, dialects)
         for signal, found in generic.items():
-            if signal not in self.specific:
-                by_signal.setdefault(signal, []).extend(found)
-                for key in found:
-                    self._note(signal, key, ("generic",))
-        if new_specific:  # generic keys cached for these signals no longer count
+            if signal in self.specific:
+                continue
+            best = min(rank for rank, _ in found)
+            known = self.word_rank.get(signal)
+            if known is None or best < known:
+                self.word_rank[signal] = best
+                changed = changed or known is not None  # earlier key sets read a worse key
+            elif best > known:
+                continue  # a better-ranked key of this signal was seen in another key set
+            chosen = [key for rank, key in found if rank == self.word_rank[signal]]
+            by_signal.setdefault(signal, []).extend(chosen)
+            for key in chosen:
+                self._note(signal, key, ("generic",))
+                self.word_ranks[key] = self.word_rank[signal]
+        if changed:  # key sets cached before read keys that no longer count
             self._sets.clear()
         return KeySet(keys, by_signal)
 
@@ -349,7 +352,28 @@ class Signals:
             for dialect in dialects:
                 self.dialect_keys[dialect] = self.dialect_keys.get(dialect, 0) + 1
 
-    def _name(self, key: str, hit: tuple[str, tuple[str, ...]] | None) -> None:
+    def read(self) -> dict[str, dict[str, str]]:
+        """signal -> key -> where its name was read (a dialect, ``user``, ``generic``):
+        the keys that count now (a word key drops out once a dialect key or a better word
+        key fed its signal)."""
+        out: dict[str, dict[str, str]] = {}
+        for signal, keys in self.fed.items():
+            kept = {k: d for k, d in keys.items()
+                    if d != "generic" or (signal not in self.specific
+                                          and self.word_ranks.get(k)
+                                          == self.word_rank.get(signal))}
+            if kept:
+                out[signal] = kept
+        return out
+
+    def declared_unseen(self) -> dict[str, list[str]]:
+        """The user's declared keys (patterns) that no key of the run matched, by signal."""
+        return {s: [p for p in pats if p not in self.declared_hits[s]]
+                for s, pats in self.declared.items()
+                if any(p not in self.declared_hits[s] for p in pats)}
+
+    def _name(self, key: str, hit: tuple[str, tuple[str, ...], tuple[int, int]] | None
+              ) -> None:
         """Note which dialects name ``key`` (a signal's or a marker's), once per key."""
         if key in self.named or len(self.named) >= MAX_KEYS_CACHED:
             return
@@ -379,18 +403,13 @@ class Signals:
         return ranked + (["generic"] if "generic" in self.dialect_keys else [])
 
     def explain(self) -> dict[str, Any]:
-        """The dialects recognised and which key fed which signal (generic keys only where
-        no dialect key fed the signal)."""
-        signals = {}
+        """The dialects recognised and which key fed which signal (word keys only where
+        no dialect key or better-ranked word key fed the signal)."""
         known = self.dialects()
-        for sig, keys in sorted(self.fed.items()):
-            shown = [{"key": k, "dialect": self._among(d, known)} for k, d in keys.items()
-                     if d != "generic" or sig not in self.specific]
-            if shown:
-                signals[sig] = shown
-        return {"dialects": self.dialects(), "signals": signals,
+        signals = {sig: [{"key": k, "dialect": self._among(d, known)} for k, d in keys.items()]
+                   for sig, keys in sorted(self.read().items())}
+        return {"dialects": known, "signals": signals,
                 "events_over_key_limit": self.too_many, "key_limit": MAX_KEYS}
-
 
     @staticmethod
     def _among(names: str, known: list[str]) -> str:

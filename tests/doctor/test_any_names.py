@@ -1,0 +1,89 @@
+"""Issue 42, signals from any names: a loop that names its keys as it likes is read from
+the words of its key names (doctor/words.py), after the dialects and never overriding
+them, with a precedence when several keys could feed one signal; a declaration wins."""
+
+from __future__ import annotations
+
+import pytest
+from synthetic import healthy, metrics, noisy, rising, run_doctor, serious
+
+from trackmux.doctor.dialects import Signals
+
+
+@pytest.mark.parametrize(("key", "signal"), [
+    ("avg_reward", "reward"), ("train/score", "reward"), ("score_mean", "reward"),
+    ("mean_return", "reward"), ("episodeReturn", "reward"), ("acc", "reward"),
+    ("policy_entropy", "entropy"), ("ent", "entropy"),
+    ("response_len_mean", "response_length"), ("gen_len", "response_length"),
+    ("respLenMean", "response_length"),
+    ("mean_kl", "kl"), ("kl_to_ref", "kl"), ("gradNorm", "grad_norm"), ("policy/loss", "loss"),
+    ("truncated_ratio", "truncation"), ("frac_zero_std_groups", "zero_std_frac"),
+    ("eval/acc", "val_reward"), ("test_score", "val_reward"),
+    ("format_reward", "reward_component"), ("reward/format", "reward_component"),
+])
+def test_a_key_is_read_from_the_words_of_its_name(key: str, signal: str) -> None:
+    assert Signals().resolve({key: 1.0}).by_signal.get(signal) == [key]
+
+
+@pytest.mark.parametrize("key", ["kl_coef", "entropy_coef", "target_kl", "learning_rate",
+                                 "prompt_length", "timing_s/reward", "reward_std",
+                                 "critic/returns/mean", "reward_ema", "num_tokens"])
+def test_settings_spreads_and_bookkeeping_feed_no_signal(key: str) -> None:
+    assert Signals().resolve({key: 1.0}).by_signal == {}
+
+
+def test_mean_before_min_and_max_train_before_val_total_before_component() -> None:
+    keyset = Signals().resolve({"reward_max": 1.0, "reward_min": 0.0, "reward_mean": 0.5,
+                                "reward_std": 0.1, "val/reward": 0.4, "reward/format": 0.9,
+                                "kl_max": 0.2, "kl": 0.1})
+    assert keyset.by_signal["reward"] == ["reward_mean"]
+    assert keyset.by_signal["val_reward"] == ["val/reward"]
+    assert keyset.by_signal["reward_component"] == ["reward/format"]
+    assert keyset.by_signal["kl"] == ["kl"]
+
+
+def test_a_better_key_seen_later_takes_the_signal_over() -> None:
+    signals = Signals()
+    assert signals.resolve({"reward_max": 1.0}).by_signal["reward"] == ["reward_max"]
+    assert signals.resolve({"reward_max": 1.0, "avg_reward": 0.5}).by_signal["reward"] == \
+        ["avg_reward"]
+    assert "reward" not in signals.resolve({"reward_max": 1.0}).by_signal  # no going back
+    assert signals.read()["reward"] == {"avg_reward": "generic"}
+
+
+def test_a_dialect_key_is_never_overridden_by_words() -> None:
+    signals = Signals()
+    keyset = signals.resolve({"critic/score/mean": 0.5, "avg_reward": 0.5, "mean_kl": 0.1})
+    assert keyset.by_signal["reward"] == ["critic/score/mean"]
+    assert keyset.by_signal["kl"] == ["mean_kl"]  # no dialect key for the KL: words count
+
+
+def test_a_declaration_wins_over_dialects_and_words() -> None:
+    signals = Signals({"reward": ["my/return"], "kl": ["re:^div_"]})
+    keyset = signals.resolve({"critic/score/mean": 0.5, "my/return": 0.5, "avg_reward": 0.5,
+                              "div_ref": 0.1, "mean_kl": 0.1})
+    assert keyset.by_signal["reward"] == ["my/return"]
+    assert keyset.by_signal["kl"] == ["div_ref"]
+    assert signals.declared_unseen() == {}
+    assert Signals({"reward": ["my/return"]}).declared_unseen() == {"reward": ["my/return"]}
+
+
+def _custom(n: int, seed: int) -> dict[str, list[float]]:
+    """A hand-written loop's names for a healthy run's curves."""
+    run = healthy(n, seed)
+    names = {"critic/score/mean": "score_mean", "actor/ppo_kl": "kl_to_ref",
+             "actor/entropy": "ent", "actor/grad_norm": "gradNorm",
+             "response_length/mean": "gen_len", "response_length/clip_ratio": "trunc_frac"}
+    return {names[k]: v for k, v in run.items()}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_custom_named_healthy_run_is_quiet(seed: int) -> None:
+    assert serious(run_doctor(metrics(_custom(300, seed)))) == []
+
+
+def test_a_custom_named_run_whose_reward_collapses_is_found() -> None:
+    run = _custom(300, 4)
+    run["score_mean"] = noisy(rising(200, 0.1, 0.8), 0.04, 1) + noisy([0.02] * 100, 0.01, 2)
+    found = [f for f in run_doctor(metrics(run)) if f.rule == "reward_collapse"]
+    assert found and found[0].keys == ("score_mean",) and 200 <= found[0].step <= 210
