@@ -298,6 +298,22 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "five reward-component columns are not transcribed; the reward (the XML-format "
               "component) rises from -0.5 to 0.2-0.25 and flattens, kl rises 0 -> 0.1-0.4, "
               "completion_length falls 300-490 -> 70-250"),
+    "dschat-opt13b-step3-reference-log": dict(
+        framework="deepspeed-chat", format="dschat",
+        source="https://github.com/microsoft/DeepSpeedExamples/blob/"
+               "0eaa7961753152f6ba593cace27652c9194a78bb/applications/DeepSpeed-Chat/training/"
+               "step3_rlhf_finetuning/training_log_output/"
+               "actor_opt-1.3b_critic_opt-350m_globalBatchSize64.log",
+        source_title="DeepSpeed-Chat step 3 training log (OPT-1.3b actor, OPT-350m critic)",
+        thread_label="the maintainers' reference run, committed beside the scripts: 'We are "
+                     "sharing our training logs for all three steps for an OPT-1.3b actor and "
+                     "OPT-350m critic' (applications/DeepSpeed-Chat/training/README.md)",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed step-3 log, steps 0-136 of 477 (the first 64,000 characters), "
+              "its two metric lines per step (act_loss, cri_loss, unsuper_loss; average "
+              "reward score); the average reward score rises from about 0 to 3-4.3 by step "
+              "100-122 and eases back to 1.7-2.7 by steps 125-136; act_loss and cri_loss "
+              "swing to +-1-2 from step 99 on"),
     "verl-gke-gsm8k-grpo-reference": dict(
         framework="verl", format="csv",
         source="https://github.com/esaaren/verl-on-gke/blob/"
