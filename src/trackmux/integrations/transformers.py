@@ -22,6 +22,12 @@
   The callback needs the trainer for this: pass it (``TrackmuxCallback(trainer)``, the
   idiom of TRL's own callbacks) or call :meth:`TrackmuxCallback.bind`; :func:`track`
   does both.
+- The doctor acts (issue 45, docs/doctor.md): with a stop policy
+  (``TrackmuxCallback(..., doctor={"stop_on": "critical"})`` or
+  ``TRACKMUX_DOCTOR_STOP_ON``), at the end of the step where ``run.should_stop`` is seen
+  the callback sets ``control.should_save`` and ``control.should_training_stop``: the
+  Trainer writes its usual ``checkpoint-N`` and returns from ``train()``, and the run ends
+  ``stopped``. Several ranks agree on it at each step end (one tiny all-reduce).
 - The run finishes at ``on_train_end``; a bound trainer's ``train()`` also finishes it
   when it raises (exit code 1); unbound, trackmux's exit handler does, and a next
   ``train()`` in the same process closes a run its failed predecessor left open.
@@ -98,6 +104,8 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
         self.trackmux_run: dict[str, Any] | None = None
         self._trainer: Callable[[], Any] | None = None
         self._last_batch: tuple[str, ...] | None = None
+        #: whether a stop policy is set (then every rank checks the flag at each step end)
+        self._stopping = False
         if trainer is not None:
             self.bind(trainer)
 
@@ -143,6 +151,9 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
             stateful.setdefault(type(self).__name__, self.state())
         else:
             record = None
+        from trackmux.integrations import stopping
+
+        self._stopping = stopping.configured(self.init_kwargs.get("doctor"))
         if not state.is_world_process_zero:
             return
         if self._trainer is None and model is not None:
@@ -162,6 +173,28 @@ class TrackmuxCallback(TrainerCallback, ExportableState):  # type: ignore[misc]
             evaluating = any(key.startswith("eval_") for key in logs)
             self._log_samples(step, "eval/" + self.samples_key if evaluating
                               else self.samples_key, args)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """The step boundary: when the doctor asked the run to stop, have the Trainer save
+        ``checkpoint-N`` now and leave ``train()``. Never raises into the loop."""
+        if not self._stopping:
+            return
+        from trackmux.integrations import stopping
+
+        try:
+            wanted = stopping.wanted(self.run)
+            if int(getattr(args, "world_size", 1) or 1) > 1:
+                wanted = stopping.agree(wanted, getattr(args, "device", None))
+        except Exception as exc:  # tracking never breaks training
+            hf_common.warn_once("stop", "trackmux: cannot share the doctor's stop between "
+                                "ranks (%s); training goes on", exc)
+            return
+        if not wanted or control.should_training_stop:
+            return
+        control.should_save = True
+        control.should_training_stop = True
+        if self.run is not None:
+            stopping.say_stopping(self.run, "the Trainer", int(state.global_step))
 
     def on_predict(self, args: Any, state: Any, control: Any,
                    metrics: Mapping[str, Any] | None = None, model: Any = None,
