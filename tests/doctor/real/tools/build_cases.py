@@ -284,6 +284,20 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "line; the reward sits at 0.125 (format only, reward_std 0) in most steps with "
               "bursts to 1.2-2.0; completion_length at the 200-token cap in most steps; kl "
               "0-0.028"),
+    "unsloth-llama31-8b-grpo-notebook-reference": dict(
+        framework="trl", format="notebook_table",
+        source="https://github.com/unslothai/notebooks/blob/"
+               "0114b779decfaadf0888c002eae1a19334258dc6/nb/Llama3.1_(8B)-GRPO.ipynb",
+        source_title="unslothai/notebooks: Llama 3.1 (8B) GRPO",
+        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
+                     "see the `reward` column increase! You might have to wait 150 to 200 "
+                     "steps for any action.'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the training cell's saved HTML table, rows 1-119 of 250, all 11 columns (the "
+              "total reward and its five components: xmlcount, soft/strict format, int, "
+              "correctness); the correctness component reaches 2.0 (every answer right) on "
+              "more and more steps after step 60, reward_std is 0 on those steps; kl 0 -> "
+              "0.01-0.14; completion_length 200-290 -> 80-220"),
     "unsloth-mistral7b-grpo-notebook-reference": dict(
         framework="trl", format="notebook_table",
         source="https://github.com/unslothai/notebooks/blob/"
