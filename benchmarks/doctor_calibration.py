@@ -47,16 +47,9 @@ def judge(run: Run) -> dict[str, Any]:
 
     raw: list[tuple[Finding, int]] = []
     now = [0]
-
-    class Recording(Doctor):
-        """The engine, keeping each detector's own findings before it tells those of one
-        event together (the told event names only the most severe rule)."""
-
-        def _tell(self, raised: list[Finding]) -> Any:
-            raw.extend((f, now[0]) for f in raised)
-            return super()._tell(raised)
-
-    doctor = Recording(resolve(True))
+    doctor = Doctor(resolve(True))
+    for detector in doctor.detectors:  # each detector's own findings, before the engine
+        _record(detector, raw, now)    # tells those of one event together as one
     last = 0.0
     for event in events(run):
         now[0] = event.step
@@ -69,6 +62,23 @@ def judge(run: Run) -> dict[str, Any]:
             "noise": family(run), "scenario": run.scenario, "steps": run.steps,
             "logged": run.logged, "fault": run.fault, "onset": run.onset,
             "found": found}
+
+
+def _record(detector: Any, raw: list[tuple[Any, int]], now: list[int]) -> None:
+    """Keep what ``detector`` raises, with the step of the event it raised it at."""
+    update, tick = detector.update, detector.tick
+
+    def recorded_update(event: Any) -> Any:
+        found = update(event)
+        raw.extend((f, now[0]) for f in found)
+        return found
+
+    def recorded_tick(clock: float, alive: bool) -> Any:
+        found = tick(clock, alive)
+        raw.extend((f, now[0]) for f in found)
+        return found
+
+    detector.update, detector.tick = recorded_update, recorded_tick
 
 
 def family(run: Run) -> str:

@@ -199,3 +199,137 @@ def trend(steps: Sequence[int], values: Sequence[float]) -> tuple[float, float, 
     se = (resid / (n - 2) / sxx) ** 0.5
     t = slope / se if se > 0 else (0.0 if slope == 0 else math.copysign(math.inf, slope))
     return slope * scale, t, se * scale
+
+
+# -- the noise a run shows, serial correlation included ----------------------------------
+#: a median of n points varies about this many times as much as their mean (a normal
+#: sample's asymptotic efficiency, pi/2 in variance; nearer 1 for correlated points)
+MEDIAN_VARIANCE = math.pi / 2
+#: the largest lag-1 correlation believed (a random walk has none finite)
+MAX_PHI = 0.97
+
+
+def diff_sigma(values: Sequence[float], lag: int = 1) -> float:
+    """The robust sigma of the differences ``x[t] - x[t-lag]`` (MAD about their median,
+    so a steady trend, which shifts every difference alike, adds nothing)."""
+    diffs = [values[i] - values[i - lag] for i in range(lag, len(values))]
+    if len(diffs) < 2:
+        return 0.0
+    return robust_sigma(diffs)
+
+
+def mean_variance(n: int, phi: float) -> float:
+    """Var of the mean of ``n`` consecutive points of an AR(1) with unit marginal variance
+    and lag-1 correlation ``phi``: (1/n) (1 + 2 sum_h (1 - h/n) phi^h)."""
+    if n <= 1:
+        return 1.0
+    if phi <= 0.0:
+        return 1.0 / n
+    total, power = float(n), 1.0
+    for h in range(1, n):
+        power *= phi
+        if power < 1e-12:
+            break
+        total += 2.0 * (n - h) * power
+    return min(1.0, total / (n * n))
+
+
+def block_covariance(k: int, m: int, gap: int, phi: float) -> float:
+    """Cov of the mean of ``m`` points and the mean of the ``k`` points that follow them
+    ``gap`` points later, for an AR(1) with unit marginal variance."""
+    if phi <= 0.0 or k < 1 or m < 1:
+        return 0.0
+    one = 1.0 - phi
+    return phi ** (gap + 1) * (1.0 - phi ** m) * (1.0 - phi ** k) / (one * one * k * m)
+
+
+class Noise:
+    """The noise of one curve as its own points show it: a robust marginal sigma and a
+    lag-1 correlation, from the differences of its last ``size`` points.
+
+    A curve's points are not independent (a batch mix that drifts, a schedule's wobble):
+    with correlation phi, a window of n points holds about n (1 - phi) / (1 + phi)
+    independent ones, and its spread alone underestimates how far its median wanders. So
+    the marginal sigma is read from lag-1 differences (Var = 2 sigma^2 (1 - phi)), phi from
+    the ratio of lag-2 to lag-1 difference variances (1 + phi), both robust (MAD) and blind
+    to a steady trend; a change between two windows is then judged against the standard
+    deviation of that change under such noise (:meth:`shift`), not against the points'
+    spread. Estimated every ``every`` points over the points before the ones being judged.
+    """
+
+    __slots__ = ("count", "every", "phi", "sigma", "values")
+
+    def __init__(self, size: int = 160, every: int = 4) -> None:
+        self.values: deque[float] = deque(maxlen=size)
+        self.every = every
+        self.count = 0
+        self.sigma = 0.0
+        self.phi = 0.0
+
+    def add(self, value: float) -> None:
+        self.values.append(value)
+        self.count += 1
+
+    def estimate(self, skip: int = 0, least: int = 12) -> bool:
+        """Re-estimate (every ``every`` points) from the points before the last ``skip``;
+        False while fewer than ``least`` points are there to read.
+
+        Half the variance of the lag-L differences is sigma^2 (1 - phi^L) for an AR(1);
+        phi is the largest that lags 2, 4 and 8 give against lag 1 (a short history
+        underestimates a strong correlation far more often than it overestimates it, and
+        an underestimate is what raises false alarms), then sigma^2 = gamma(1) / (1 - phi).
+        Fewer than 40 points: phi at least 0.5 (too few differences to tell)."""
+        n = len(self.values) - skip
+        if n < least:
+            return False
+        if self.count % self.every and self.sigma > 0:
+            return True
+        data = [self.values[i] for i in range(n)]
+        g1 = diff_sigma(data, 1)
+        g1 = 0.5 * g1 * g1
+        phi = 0.0
+        for lag in (2, 4, 8):
+            if n - lag < 8 or g1 <= 0:
+                break
+            gl = diff_sigma(data, lag)
+            phi = max(phi, _ar1_phi(0.5 * gl * gl / g1, lag))
+        if n < 40:
+            phi = max(phi, 0.5)
+        self.phi = phi
+        self.sigma = math.sqrt(g1 / (1.0 - phi)) if g1 > 0 else robust_sigma(data)
+        return True
+
+    def of_median(self, n: int) -> float:
+        """The sigma of the median of ``n`` consecutive points."""
+        return self.sigma * math.sqrt(MEDIAN_VARIANCE * mean_variance(n, self.phi))
+
+    def shift(self, recent: int, window: int, gap: int = 0) -> float:
+        """The sigma of (median of the last ``recent`` points) - (median of the
+        ``window`` points that end ``gap`` points before them) under this noise."""
+        phi = self.phi
+        var = (mean_variance(recent, phi) + mean_variance(window, phi)
+               - 2.0 * block_covariance(recent, window, gap, phi))
+        return self.sigma * math.sqrt(MEDIAN_VARIANCE * max(var, 0.0))
+
+
+def _ar1_phi(ratio: float, lag: int) -> float:
+    """The phi of an AR(1) whose lag-``lag`` to lag-1 variogram ratio,
+    (1 - phi^lag) / (1 - phi), is ``ratio`` (bisection; the ratio rises with phi)."""
+    if not ratio > 1.0:
+        return 0.0
+    if ratio >= (1.0 - MAX_PHI ** lag) / (1.0 - MAX_PHI):
+        return MAX_PHI
+    low, high = 0.0, MAX_PHI
+    for _ in range(30):
+        mid = 0.5 * (low + high)
+        if (1.0 - mid ** lag) / (1.0 - mid) < ratio:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
+#: how far, in sigmas of a window's median, the lowest (or highest) of the rolling levels
+#: a rule anchors to sits from their typical one: an anchored level is the extreme of many
+#: windows, so a change measured from it starts that far out under noise alone
+ANCHORED = 2.0

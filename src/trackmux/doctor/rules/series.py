@@ -9,7 +9,7 @@ from typing import Any
 from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher
 from trackmux.doctor.findings import Finding
-from trackmux.doctor.stats import Latch, Series, finite
+from trackmux.doctor.stats import Latch, Noise, Series, finite
 
 #: per-rule bound on the keys it keeps a series of (a run that logs a million distinct
 #: keys must not grow the doctor without bound; the first ones are kept)
@@ -29,6 +29,9 @@ class SeriesRule(Detector):
 
     #: points kept per key; the run's first ``keep_first`` are kept apart (an early level)
     keep_first = 0
+    #: points a rule that judges a change in the curve's own noise reads it from (0: it
+    #: does not; stats.Noise)
+    noise_points = 0
     kinds = frozenset({"metrics"})
 
     def __init__(self, params: Mapping[str, Any]) -> None:
@@ -36,6 +39,7 @@ class SeriesRule(Detector):
         self.match = KeyMatcher(self.params["keys"])
         self.series: dict[str, Series] = {}
         self.latches: dict[tuple[str, str], Latch] = {}
+        self.noises: dict[str, Noise] = {}
 
     def size(self) -> int:
         return (int(self.params.get("window", 20)) + int(self.params.get("recent", 5))
@@ -64,6 +68,11 @@ class SeriesRule(Detector):
                     continue
                 s = series[key] = Series(self.size())
             s.add(event.step, value, self.keep_first)
+            if self.noise_points:
+                noise = self.noises.get(key)
+                if noise is None:
+                    noise = self.noises[key] = Noise(self.noise_points)
+                noise.add(value)
             found = self.check(key, s, event.step)
             if found is not None:
                 found.time = event.time
@@ -72,6 +81,12 @@ class SeriesRule(Detector):
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         raise NotImplementedError
+
+    def noise(self, key: str, skip: int) -> Noise | None:
+        """The key's noise, read from its points before the last ``skip`` (those a change
+        is judged on); None while too few points are there."""
+        noise = self.noises.get(key)
+        return noise if noise is not None and noise.estimate(skip) else None
 
     def latch(self, key: str, what: str = "") -> Latch:
         latch = self.latches.get((key, what))

@@ -48,6 +48,7 @@ class Mismatch(SeriesRule):
     as the episode's continuation (``info``)."""
 
     rule = "mismatch"
+    noise_points = 160
     params_spec = {
         "keys": Param([f"@{s}" for s in MISMATCH], "patterns", "mismatch signals"),
         "min_ess": Param(0.3, "positive", "verl: ESS below 0.3 is too low"),
@@ -65,7 +66,8 @@ class Mismatch(SeriesRule):
                                "train_rollout_logprob_abs_diff"),
         "rise": Param(5.0, "positive", "a distance from ideal (1 - ESS, |IS mean - 1|, "
                       "KL, chi2 ...) this many times its anchored level also counts"),
-        "sigmas": Param(4.0, "positive", "... and that many times its noise above it"),
+        "sigmas": Param(4.0, "positive", "... and that many standard deviations of such a "
+                        "change under the curve's own noise (stats.Noise) above it"),
         "window": Param(20, "count", "steps in the rolling level"),
         "recent": Param(5, "count", "steps in the recent median"),
         "min_points": Param(5, "count"),
@@ -174,19 +176,26 @@ class Mismatch(SeriesRule):
         the gap opened, before it reached the published bound."""
         from trackmux.doctor.rules.metrics import ONSET, enough, windows
         from trackmux.doctor.rules.series import since
-        from trackmux.doctor.stats import robust_sigma
+        from trackmux.doctor.stats import ANCHORED
 
         if not enough(s, self.params):
             return None
         recent_n, _, window_n = windows(s, self.params)
+        noise = self.noise(key, recent_n)
+        if noise is None:
+            return None
         before = [self.distance(signal, v) for v in s.before_tail(recent_n, window_n)]
         levels = self.levels.get(key)
         if levels is None:
             levels = self.levels[key] = SlidingBest(self.params["lookback"], lowest=True)
-        levels.add((median(before), robust_sigma(before)))
-        level, sigma = levels.best()
+        levels.add((median(before),))
+        level = levels.best()[0]
         recent = median(self.distance(signal, v) for v in s.tail(recent_n))
-        line = max(self.params["rise"] * level, level + self.params["sigmas"] * sigma)
+        # past the noise of a change between the two windows (serial correlation taken
+        # into account), from a level that is the lowest of many windows
+        spread = self.params["sigmas"] * noise.shift(recent_n, window_n) + \
+            ANCHORED * noise.of_median(window_n)
+        line = max(self.params["rise"] * level, level + spread)
         latch = self.latch(key, "rise")
         if not latch.check(recent >= line and line > 0, s.steps[-1]):
             return None
