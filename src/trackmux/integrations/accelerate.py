@@ -24,6 +24,16 @@
   rewound to the saved step (``run_id``/``resume``/``rewind_to`` may also be passed
   directly). The run opens lazily, at the first ``log`` (or ``.tracker``), for this reason.
   ``save_state`` commits the spool first, so the steps up to it survive a kill.
+- The doctor acts (issue 45, docs/doctor.md): with a stop policy
+  (``TrackmuxTracker(..., doctor={"stop_on": "critical"})`` or
+  ``TRACKMUX_DOCTOR_STOP_ON``) the loop adds two lines at its step boundary::
+
+      if tracker.should_stop:
+          accelerator.save_state(f"ckpt/step-{step}"); break
+
+  ``should_stop`` is the same on every process (the main one's flag, shared by one tiny
+  all-reduce per read when there are several; read it on every process at the same point);
+  ``accelerator.end_training()`` then ends the run ``stopped``.
 """
 
 from __future__ import annotations
@@ -62,6 +72,7 @@ class TrackmuxTracker(GeneralTracker):  # type: ignore[misc]
         self._config: dict[str, Any] = {}
         self._resume: dict[str, Any] = {}
         self._started = False
+        self._stopping: bool | None = None  # whether a stop policy is set (then: shared)
 
     # -- GeneralTracker --------------------------------------------------------------
     @on_main_process  # type: ignore[untyped-decorator]
@@ -80,6 +91,35 @@ class TrackmuxTracker(GeneralTracker):  # type: ignore[misc]
             return trackmux.DisabledRun(self.project or "default", None,
                                         "accelerate: not the main process")
         return self._open()
+
+    @property
+    def should_stop(self) -> bool:
+        """Whether the doctor asked the run to stop (its ``stop_on``): at the step boundary,
+        ``accelerator.save_state(...)`` then ``break``. False, with no communication, when
+        no stop policy is set; with several processes, every process gets the main one's
+        flag (one all-reduce of one number). Never raises."""
+        from trackmux.integrations import stopping
+
+        if self._stopping is None:
+            self._stopping = stopping.configured(self.init_kwargs.get("doctor"))
+        if not self._stopping:
+            return False
+        flag = stopping.wanted(self.run)
+        try:
+            from accelerate.state import PartialState
+
+            state = PartialState()
+            if state.num_processes > 1:
+                flag = stopping.agree(flag, state.device)
+        except Exception as exc:  # tracking never breaks training
+            hf_common.warn_once("accelerate:stop", "trackmux: cannot share the doctor's "
+                                "stop between processes (%s)", exc)
+        return flag
+
+    @property
+    def stop_reason(self) -> dict[str, Any] | None:
+        """The finding that asked the run to stop (main process; None elsewhere)."""
+        return getattr(self.run, "stop_reason", None)
 
     @on_main_process  # type: ignore[untyped-decorator]
     def store_init_configuration(self, values: Mapping[str, Any]) -> None:
