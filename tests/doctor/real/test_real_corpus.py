@@ -45,6 +45,12 @@ TARGET_LONG_FAILURES = 8
 # Cases the doctor of today does not get right, each with the rule gap that explains it.
 # A case listed here that the doctor gets right is reported as XPASS: take it off the list.
 KNOWN_GAPS: dict[str, str] = {
+    "grpodual-handwritten-entropy-collapse": (
+        "entropy_collapse looks for a fall from the run's own entropy level and the "
+        "first-point checks have no entropy floor: a hand-written loop whose fairness entropy "
+        "is 0.03-0.06 from its first step (4 steps) raises nothing; the run is 'not judged' "
+        "(no reward or KL key by its words; flat_reward_groups_pct is read as a reward "
+        "component, not as the zero-std share)"),
     "openr1-255-format-up-accuracy-down": (
         "reward_hacking fits a trend per reward component and needs min_points (8) per "
         "line; the excerpt has 3 points (format 0.48 -> 0.86 while accuracy 0.16 -> 0.06)"),

@@ -14,6 +14,9 @@ Formats:
 - ``verl``: verl's console ``step:N - key:value - key:value ...``.
 - ``csv``: a metrics table with a header row whose first column is the step (a wandb export,
   or verl console lines parsed to CSV); empty cells are skipped, the keys are the header's.
+- ``handwritten_grpo_dual``: the console diagnostics of a hand-written GRPO loop that logs
+  no key names (BoBaCai/grpo-dual); each number is named after the words its line prints
+  (``_GRPO_DUAL``), the step is the line's ``@stepN`` / ``[Step N]`` / ``[步骤N]``.
 A line cut off by the excerpt (no closing brace) loses its last pair, which may be cut.
 Only numeric values are kept; strings (times, percentages) are dropped.
 """
@@ -140,12 +143,52 @@ def _records_csv(text: str) -> list[Record]:
     return out
 
 
+_NUM = r"(-?\d+(?:\.\d+)?)"
+# (line pattern, the names of its numbers in order). The names are the line's own words:
+# "[Fairness诊断] Entropy: mean/min/max", "Before norm: mean/std" (the reward before the
+# loop's normalisation), "k/6 组(x%)的reward std<0.01" (the share of groups with a flat
+# reward, in percent), "Reward Scale F/H: std | Signal: F/H", "截断率 (truncation rate)
+# F/H" in percent.
+_GRPO_DUAL: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
+    (re.compile(r"Before norm: mean=" + _NUM + r", std=" + _NUM),
+     ("reward_before_norm_mean", "reward_before_norm_std")),
+    (re.compile(r"\[Fairness诊断@step\d+\] Entropy: mean=" + _NUM + r", min=" + _NUM
+                + r", max=" + _NUM),
+     ("fairness_entropy_mean", "fairness_entropy_min", "fairness_entropy_max")),
+    (re.compile(r"\[Step \d+\] \d+/\d+ 组\(" + _NUM + r"%\)的reward std<0\.01"),
+     ("flat_reward_groups_pct",)),
+    (re.compile(r"\[Reward Scale@step\d+\] F: std=" + _NUM + r", H: std=" + _NUM
+                + r" \| Signal: F=" + _NUM + r", H=" + _NUM),
+     ("fairness_reward_std", "hallucination_reward_std", "fairness_signal",
+      "hallucination_signal")),
+    (re.compile(r"截断率过高\(F:" + _NUM + r"%, H:" + _NUM + r"%\)"),
+     ("fairness_truncation_pct", "hallucination_truncation_pct")),
+]
+_GRPO_DUAL_STEP = re.compile(r"@step(\d+)|\[Step (\d+)\]|\[步骤(\d+)\]")
+
+
+def _records_grpo_dual(text: str) -> list[Record]:
+    """One record per step; a line without a step marker ("Before norm") belongs to the
+    step of the line before it."""
+    by_step: dict[int, list[tuple[str, str]]] = {}
+    step: int | None = None
+    for line in text.splitlines():
+        marker = _GRPO_DUAL_STEP.search(line)
+        if marker:
+            step = int(next(g for g in marker.groups() if g))
+        for pattern, names in _GRPO_DUAL:
+            found = pattern.search(line)
+            if found and step is not None:
+                by_step.setdefault(step, []).extend(zip(names, found.groups(), strict=True))
+    return sorted(by_step.items())
+
+
 _CSV_SKIP = {"1"}  # verl-on-gke's parsed_metrics.csv: a validation key mangled to "1"
 
 
 READERS = {"trl_dict": _records_trl, "swift_json": _records_swift, "dschat": _records_dschat,
            "verl": _records_verl, "notebook_table": _records_notebook_table,
-           "csv": _records_csv}
+           "csv": _records_csv, "handwritten_grpo_dual": _records_grpo_dual}
 
 
 def parse(fmt: str, text: str, steps: list[int] | None = None) -> Series:
@@ -253,6 +296,21 @@ MANIFEST: dict[str, dict[str, Any]] = {
         label="failure", fault="nan", onset_step=2,
         notes="console dicts of the PPO example (TRL PPOTrainer underneath); a dict has no "
               "step, the step is its position in the posted excerpt"),
+    "grpodual-handwritten-entropy-collapse": dict(
+        framework="custom", format="handwritten_grpo_dual",
+        source="https://github.com/BoBaCai/grpo-dual/blob/"
+               "6075bf1f2d7d4b30863963a6a3048b042ca5733c/grpo-dual/src/grpo/Logging",
+        source_title="grpo-dual: a hand-written multi-objective GRPO loop (Llama-3-8B, LoRA)",
+        thread_label="the loop's own line at every step: 'Entropy: mean=0.032 ... ⚠️ 熵塌陷!' "
+                     "(entropy collapse); the repository's HANDOFF.md: '问题1：熵塌陷（Entropy "  # noqa: RUF001
+                     "Collapse）... 熵值极低（0.2-0.7，正常应 >1.5）' (entropy extremely low, "  # noqa: RUF001
+                     "normally > 1.5) ... 'advantage=0 → 无梯度信号' (no gradient signal)",
+        label="failure", fault="entropy_collapse", onset_step=1,
+        notes="the committed console diagnostics, steps 1-4 (the whole file), only the lines "
+              "that carry numbers; the loop logs no key names, so each number is named after "
+              "its line's words (fairness_entropy_mean, reward_before_norm_mean, "
+              "flat_reward_groups_pct, ...); the log starts collapsed (fairness entropy "
+              "0.03-0.06 from step 1), so the onset is the first step"),
     # ---- healthy ------------------------------------------------------------------------
     "unsloth-qwen25-grpo-notebook-reference": dict(
         framework="trl", format="notebook_table",
