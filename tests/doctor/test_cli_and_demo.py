@@ -46,7 +46,9 @@ def test_exit_codes_text_and_json(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["doctor", "--json", str(good), str(bad)])
     assert result.exit_code == 1
     objects = [json.loads(line) for line in result.output.splitlines()]
-    assert objects[0] == {"run": good.name, "findings": []}
+    assert {k: v for k, v in objects[0].items() if k != "coverage"} == {
+        "run": good.name, "findings": []}
+    assert objects[0]["coverage"]["judged"] is True  # issue 42: coverage always said
     [finding] = objects[1]["findings"]
     assert objects[1]["run"] == bad.name
     assert set(finding) == {"rule", "severity", "step", "keys", "message", "evidence"}

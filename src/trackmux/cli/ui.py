@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -35,6 +36,7 @@ def ui(directories: tuple[str, ...], host: str, port: int, use_token: bool,
         raise click.ClickException(
             "trackmux ui needs the extra 'ui' (in the trackmux checkout: "
             f"pip install -e '.[ui]'): {exc}") from None
+    from trackmux.core.spool.runs import find_runs
     from trackmux.readers import is_store_uri
 
     mirrors = [_mirror(d) for d in directories if is_store_uri(d)]
@@ -51,7 +53,14 @@ def ui(directories: tuple[str, ...], host: str, port: int, use_token: bool,
                     boards=[m.dsn for m in mirrors])
     for mirror in mirrors:  # copying steps aside while a request is served
         mirror.step_aside = server.store.step_aside
+    try:  # the URL is printed once it accepts connections: a request right after it works
+        server.start()
+    except RuntimeError as exc:
+        raise click.ClickException(f"{exc} (is the port taken? --port 0 picks a free "
+                                   "one)") from None
     echo(f"trackmux ui: serving {', '.join(str(r) for r in roots)}")
+    if not mirrors and not any(find_runs(root) for root in roots):
+        echo(empty_hint(roots))
     echo(f"open {server.url}")
     if mirrors:
         board = server.url.replace("/?", "/board?") if server.token else server.url + "board"
@@ -59,7 +68,6 @@ def ui(directories: tuple[str, ...], host: str, port: int, use_token: bool,
     if server.token:
         echo("(the URL carries the access token; opening it trades it for a cookie "
                    "and drops it from the address bar)")
-    server.start()
     try:
         assert server.thread is not None
         while server.thread.is_alive():
@@ -70,6 +78,14 @@ def ui(directories: tuple[str, ...], host: str, port: int, use_token: bool,
         server.stop()
         for mirror in mirrors:
             mirror.stop()
+
+
+def empty_hint(roots: list[Path]) -> str:
+    """What to do when the served folders hold no run yet (the page says it too)."""
+    where = str(roots[0]) if len(roots) == 1 else ", ".join(str(r) for r in roots)
+    return (f"no runs under {where} yet: log one with trackmux.init(project=..., "
+            f"dir={str(roots[0])!r}) (or TRACKMUX_DIR={roots[0]}), or try `trackmux demo "
+            f"--dir {roots[0]}`; the page shows runs as they appear")
 
 
 def _mirror(dsn: str) -> Any:

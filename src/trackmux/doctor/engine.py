@@ -91,6 +91,17 @@ class Doctor:
         out["unread_rules"] = sorted(d.rule for d in self.detectors if not d.read)
         return out
 
+    def coverage(self) -> dict[str, Any]:
+        """Which signals it read from which keys, which rules could not run and why, and
+        whether the run is judged at all (doctor/coverage.py)."""
+        from trackmux.doctor import coverage
+
+        read = self.signals.read()
+        return coverage.build(
+            read, {d.rule: bool(d.read) for d in self.detectors},
+            {d.rule: coverage.why_not(d.params, d.kinds, read) for d in self.detectors
+             if not d.read}, self.signals.declared_unseen(), self.signals.keys_seen)
+
     def tick(self, now: float, alive: bool) -> list[FindingEvent]:
         raised: list[Finding] = []
         for detector in list(self.detectors):

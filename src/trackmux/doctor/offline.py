@@ -17,6 +17,7 @@ from typing import Any
 
 from trackmux.core.events import FindingEvent
 from trackmux.doctor.config import resolve
+from trackmux.doctor.coverage import RULE as COVERAGE_RULE
 from trackmux.doctor.engine import Doctor
 
 
@@ -25,12 +26,15 @@ class Diagnosis:
     """A run's findings (stored live and re-run, merged, by step), the spool damage the
     read went past (with damage, the findings cover only what could be read) and the
     doctor's explanation (which key fed which signal, which rules read nothing:
-    ``trackmux doctor --explain``)."""
+    ``trackmux doctor --explain``). ``coverage`` (doctor/coverage.py) says what the re-run
+    read and whether the run is judged at all; the live doctor's own coverage finding is
+    left out of ``findings`` (the re-run read the same events)."""
 
     findings: list[FindingEvent]
     damage: list[str] = field(default_factory=list)
     stored: int = 0
     explain: dict[str, Any] = field(default_factory=dict)
+    coverage: dict[str, Any] = field(default_factory=dict)
 
 
 def diagnose(run_dir: Path, setting: Any = True) -> list[FindingEvent]:
@@ -62,7 +66,7 @@ def _rerun(run_dir: Path, setting: Any, damage: list[str], stored: list[FindingE
             found += doctor.feed(event)
         found += doctor.tick(time.time(), lock_is_held(run_dir))
         damage += reader.damage.errors
-        return found, doctor.explain()
+        return found, {**doctor.explain(), "coverage": doctor.coverage()}
     finally:
         reader.close()
 
@@ -78,7 +82,14 @@ def diagnose_run(run_dir: Path, setting: Any = True) -> Diagnosis:
     damage: list[str] = []
     stored: list[FindingEvent] = []
     found, why = _rerun(run_dir, setting, damage, stored)
+    coverage = why.pop("coverage")
+    stored = [f for f in stored if f.rule != COVERAGE_RULE]
     seen = {_identity(f) for f in stored}
     merged = [*stored, *(f for f in found if _identity(f) not in seen)]
     merged.sort(key=lambda f: (f.step, f.seq == 0, f.seq))
-    return Diagnosis(merged, list(dict.fromkeys(damage)), len(stored), why)
+    return Diagnosis(merged, list(dict.fromkeys(damage)), len(stored), why, coverage)
+
+
+def coverage_of(run_dir: Path, setting: Any = True) -> dict[str, Any]:
+    """What the doctor reads of ``run_dir`` (doctor/coverage.py), from a re-run."""
+    return dict(_rerun(run_dir, setting, [], [])[1]["coverage"])

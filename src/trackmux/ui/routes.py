@@ -101,7 +101,8 @@ def runs(request: Request) -> Response:
     return JSON({"runs": store.rows(), "memory": store.memory(),
                  "sources": {"findings": sources.findings_available(),
                              "samples": sources.samples_available()},
-                 "roots": [str(r) for r in store.roots]})
+                 "roots": [str(r) for r in store.roots],
+                 "boards": len(stores_of(request))})  # team stores: goals live there
 
 
 @guarded

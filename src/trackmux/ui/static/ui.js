@@ -12,7 +12,10 @@
            colours: C.dict(), findings: C.dict(), timers: [], shown: null, groups: null, focus: null,
            sweep: null};
   var colourOf = C.colourKeeper();  // a run keeps its colour when others come and go
-  var SAMPLE_RULES = new Set(["degenerate_text", "flat_groups"]);  // findings read from samples
+  // findings read from samples; a finding of any other rule whose key is one of the run's
+  // sample keys opens them too (openFinding)
+  var SAMPLE_RULES = new Set(["degenerate_text", "flat_groups", "component_divergence", "tool_failures",
+                              "turn_count_shift", "turn_limit_truncation", "tool_dominance"]);
 
   function api(path) {
     return fetch(path, {credentials: "same-origin"}).then(function (r) {
@@ -71,7 +74,8 @@
   function loadRuns() {
     return api("/api/runs").then(function (body) {
       var before = S.runs.map(function (r) { return r.id; }).join();
-      S.runs = body.runs; S.sources = body.sources;
+      S.runs = body.runs; S.sources = body.sources; S.roots = body.roots || [];
+      document.getElementById("goals-link").hidden = !body.boards;  // goals are a team store's
       if (!S.selected.length && S.runs.length) S.selected = defaultSelection(S.runs);
       renderRuns();
       status(S.runs.length + " runs · cache " + Math.round(body.memory.cached_bytes / 1048576) + " MB");
@@ -207,7 +211,7 @@
       tab === "system" ? "no system metrics in the chosen runs: init(system_metrics=...) records them"
                        : "no metrics in the chosen runs yet" + (document.getElementById("filter").value.trim() ? " (matching the filter)" : ""));
     S.shown = new Set(); S.groups = new Map();
-    S.addKeys = function (body) {  // first call: every key; later (live): only new ones
+    var add = S.addKeys = function (body) {  // first call: every key; later (live): only new ones
       if (S.tab !== tab) return;
       var needle = document.getElementById("filter").value.trim();
       Object.keys(body.groups).forEach(function (prefix) {
@@ -229,7 +233,8 @@
       if (S.shown.size) empty.remove(); else node.appendChild(empty);
     };
     (keysAsked || api("/api/keys?" + q({runs: S.selected.join(",")}))).then(function (body) {
-      S.addKeys(body);
+      if (S.addKeys !== add) return;  // another tab or view was shown meanwhile
+      add(body);
       if (!node.querySelector(".panel")) askFindings();  // no chart to wait for
     });
   }
@@ -415,7 +420,8 @@
     });
   }
   /* One click from a finding to where it shows: samples findings (degenerate text, flat
-   * groups) open the sample browser at the onset step and key; the others the key's chart
+   * groups, reward components, tool calls: any finding whose key is a sample key of the
+   * run) open the sample browser at the onset step and key; the others the key's chart
    * zoomed around the onset (or around the evidence), the evidence points ringed. */
   function openFinding(f, rid, key) {
     key = key || (f.evidence && f.evidence.length && f.evidence[0].key) || (f.keys || [])[0] || null;
@@ -426,10 +432,19 @@
     var pad = Math.max(5, Math.round(0.05 * last), Math.round(0.25 * (hi - lo)));
     S.focus = {run: rid, key: key, step: f.step, lo: Math.max(0, lo - pad), hi: hi + pad,
                evidence: (f.evidence || []).filter(function (e) { return !key || !e.key || e.key === key; })};
-    if (SAMPLE_RULES.has(f.rule) && S.sources.samples) { show("samples", null, true); return; }
-    document.getElementById("xmode").value = "step";
-    document.getElementById("filter").value = key || "";
-    show("charts", null, true);
+    function charts() {
+      document.getElementById("xmode").value = "step";
+      document.getElementById("filter").value = key || "";
+      show("charts", null, true);
+    }
+    if (!S.sources.samples) return charts();
+    if (SAMPLE_RULES.has(f.rule)) { show("samples", null, true); return; }
+    var asked = S.focus;
+    return api("/api/run/" + rid + "/samples").then(function (body) {
+      if (S.focus !== asked) return;  // another finding was opened meanwhile
+      var keys = [key].concat(f.keys || []).filter(function (k) { return k && Object.prototype.hasOwnProperty.call(body.keys, k); });
+      if (keys.length) { S.focus.key = keys[0]; show("samples", null, true); } else charts();
+    }, charts);
   }
   function loadSamplesScript(then) {
     if (window.trackmuxSamples) return then();
@@ -634,6 +649,19 @@
     return box;
   }
 
+  // no run under the served folders yet: where it looked and how to log one; the view is
+  // drawn again when the first run appears (loadRuns in the live loop)
+  function emptyFolder(node) {
+    var where = (S.roots || []).join(", ") || "the served folder";
+    var box = el("div", {"class": "hint empty-folder"});
+    box.appendChild(el("p", {}, "no runs under " + where + " yet. Log one into it:"));
+    box.appendChild(el("pre", {"class": "mono"}, "import trackmux\nrun = trackmux.init(project=\"my-project\", dir=" +
+      JSON.stringify((S.roots || [])[0] || "DIR") + ")\nrun.log({\"loss\": 0.5}, step=1)\nrun.finish()"));
+    box.appendChild(el("p", {}, "or set TRACKMUX_DIR to this folder, or try `trackmux demo --dir " +
+      ((S.roots || [])[0] || "DIR") + "`. Runs show here as they appear."));
+    node.appendChild(box);
+  }
+
   // ---- tabs and the live loop ---------------------------------------------------
   function show(tab, keysAsked, keepFocus) {
     S.tab = tab; S.findingsAsked = false; S.addKeys = null; S.sweepRefresh = null;
@@ -643,7 +671,9 @@
     view().textContent = "";
     document.querySelectorAll("#tabs button").forEach(function (b) { b.classList.toggle("on", b.dataset.tab === tab); });
     document.getElementById("controls").style.display = (tab === "charts" || tab === "system") ? "" : "none";
-    if (tab === "charts") chartGroups(function (p) { return p !== "system"; }, keysAsked);
+    S.emptyShown = !S.runs.length && tab !== "sweeps";
+    if (S.emptyShown) emptyFolder(view());
+    else if (tab === "charts") chartGroups(function (p) { return p !== "system"; }, keysAsked);
     else if (tab === "system") chartGroups(function (p) { return p === "system"; });
     else if (tab === "compare") compareView();
     else if (tab === "histograms") histogramsView();
@@ -680,6 +710,9 @@
     show(hash.get("tab") || "charts", allKeys);
   });
   setInterval(live, 1000);
-  setInterval(function () { loadRuns().catch(function (e) { status("server unreachable: " + e.message); }); }, 2000);
+  setInterval(function () {
+    loadRuns().then(function () { if (S.emptyShown && S.runs.length) show(S.tab); })
+      .catch(function (e) { status("server unreachable: " + e.message); });
+  }, 2000);
   window.trackmuxUI = {state: S, show: show, openFinding: openFinding, openRun: openRun};
 })();
