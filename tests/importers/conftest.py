@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -30,3 +31,13 @@ def import_into(tmp_path: Path) -> Callable[..., Imported]:
     run.root = root  # type: ignore[attr-defined]
     return run
 
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real ``mlflow server`` on 127.0.0.1 (trackmux.testing.mlflow_server)."""
+    pytest.importorskip("mlflow")
+    from trackmux.testing.mlflow_server import MlflowServer
+
+    with MlflowServer(tmp_path_factory.mktemp("mlflow-server")) as server:
+        yield server
