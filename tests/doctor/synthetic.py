@@ -7,7 +7,7 @@ import random
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from trackmux.core.events import Event, FindingEvent, MetricsEvent, TableEvent
+from trackmux.core.events import Event, FindingEvent, MetricsEvent, TableEvent, latest_findings
 from trackmux.doctor.config import resolve
 from trackmux.doctor.engine import Doctor
 
@@ -21,6 +21,12 @@ def metrics(series: dict[str, Sequence[float]], start: float = 1000.0, interval:
 
 
 def run_doctor(events: Iterable[Event], rules: Any = True) -> list[FindingEvent]:
+    """Each finding in its latest state, as a reader has them (a finding that grew was
+    updated: ``run_doctor_events`` has every event)."""
+    return latest_findings(run_doctor_events(events, rules))
+
+
+def run_doctor_events(events: Iterable[Event], rules: Any = True) -> list[FindingEvent]:
     doctor = Doctor(resolve(rules))
     found: list[FindingEvent] = []
     last = 0.0

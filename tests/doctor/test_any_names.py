@@ -4,9 +4,17 @@ them, with a precedence when several keys could feed one signal; a declaration w
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+from typing import Any
+
 import pytest
+from click.testing import CliRunner
 from synthetic import healthy, metrics, noisy, rising, run_doctor, serious
 
+import trackmux
+from trackmux.cli.main import cli
 from trackmux.doctor.dialects import Signals
 
 
@@ -87,3 +95,35 @@ def test_a_custom_named_run_whose_reward_collapses_is_found() -> None:
     run["score_mean"] = noisy(rising(200, 0.1, 0.8), 0.04, 1) + noisy([0.02] * 100, 0.01, 2)
     found = [f for f in run_doctor(metrics(run)) if f.rule == "reward_collapse"]
     assert found and found[0].keys == ("score_mean",) and 200 <= found[0].step <= 210
+
+
+@pytest.mark.parametrize(("signals", "named"), [
+    ({"rewardz": "x"}, "no signal 'rewardz'; known: reward, reward_component"),
+    ({"reward": 3}, "'reward' must be a key (a non-empty string)"),
+    ({"kl": ["a", None]}, "'kl' must be a key (a non-empty string)"),
+    (["reward"], "must be a mapping of signal to key or list of keys"),
+])
+def test_bad_signals_are_refused_at_init_in_one_line(tmp_path: Path, signals: Any,
+                                                     named: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(named)) as caught:
+        trackmux.init(project="p", backends=[], dir=tmp_path, signals=signals)
+    assert "\n" not in str(caught.value) and "init(signals=...)" in str(caught.value)
+    assert not list(tmp_path.iterdir())  # refused before any I/O
+
+
+def test_keys_declared_at_init_feed_the_live_and_the_offline_doctor(tmp_path: Path) -> None:
+    """``thing_a`` means nothing to the doctor's words; declared, it is the reward."""
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, delivery="thread",
+                        signals={"reward": "thing_a", "kl": ["thing_b", "never/logged"]})
+    assert isinstance(run, trackmux.Run)
+    reward = noisy(rising(200, 0.1, 0.8), 0.04, 1) + noisy([0.02] * 100, 0.01, 2)
+    for step, value in enumerate(reward):
+        run.log({"thing_a": value, "thing_b": 0.01, "avg_reward": 0.5}, step=step)
+    assert run.finish(timeout=60).complete
+    collapse = [f for f in run.findings() if f["rule"] == "reward_collapse"]
+    assert collapse and collapse[0]["keys"] == ["thing_a"]
+    result = CliRunner().invoke(cli, ["doctor", "--json", str(run.dir)])
+    coverage = json.loads(result.output)["coverage"]
+    assert coverage["signals"]["reward"] == [{"key": "thing_a", "from": "user"}]
+    assert coverage["signals"]["kl"] == [{"key": "thing_b", "from": "user"}]
+    assert coverage["declared_unseen"] == {"kl": ["never/logged"]}

@@ -42,7 +42,8 @@ def test_exit_codes_text_and_json(tmp_path: Path) -> None:
     assert f"{good.name}: no findings" in result.output
     result = CliRunner().invoke(cli, ["doctor", str(good), str(bad)])
     assert result.exit_code == 1
-    assert "WARNING  kl_blowup @ step 40 [kl/divergence]" in result.output
+    # a KL that went on to 20 is critical past its critical line (a finding that grows)
+    assert "CRITICAL kl_blowup @ step 40 [kl/divergence]" in result.output
     result = CliRunner().invoke(cli, ["doctor", "--json", str(good), str(bad)])
     assert result.exit_code == 1
     objects = [json.loads(line) for line in result.output.splitlines()]
@@ -51,7 +52,8 @@ def test_exit_codes_text_and_json(tmp_path: Path) -> None:
     assert objects[0]["coverage"]["judged"] is True  # issue 42: coverage always said
     [finding] = objects[1]["findings"]
     assert objects[1]["run"] == bad.name
-    assert set(finding) == {"rule", "severity", "step", "keys", "message", "evidence"}
+    assert set(finding) == {"rule", "severity", "step", "keys", "message", "evidence", "id",
+                            "revision", "worst", "latest", "moved"}
     assert (finding["rule"], finding["step"], finding["keys"]) == ("kl_blowup", 40,
                                                                   ["kl/divergence"])
     rules = tmp_path / "rules.toml"

@@ -79,18 +79,25 @@ def test_findings_reach_console_file_webhook_and_the_trainer(
     assert summary.complete, summary
     rules = [f["rule"] for f in run.findings()]
     assert rules == ["nonfinite", "kl_blowup"]
-    assert called == run.findings()
+    # on_finding has every event: the KL's finding, then its updates as it grew (issue 42)
+    assert list({c["id"]: c for c in called}.values()) == run.findings()
+    assert [c["revision"] for c in called if c["rule"] == "kl_blowup"][:2] == [0, 1]
     assert threads and all(name != threading.main_thread().name for name in threads)
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.startswith("[trackmux doctor]")]
+    first_kl, rose = called[1], called[2]  # the console prints an update when it rose
+    assert (first_kl["severity"], rose["severity"]) == ("warning", "critical")
     assert lines == [
         "[trackmux doctor] CRITICAL nonfinite @ step 30: first non-finite values at step 30 "
         "in 1 key: loss (nan)",
-        f"[trackmux doctor] WARNING kl_blowup @ step 40: {run.findings()[1]['message']}"]
+        f"[trackmux doctor] WARNING kl_blowup @ step 40: {first_kl['message']}",
+        f"[trackmux doctor] CRITICAL kl_blowup @ step 40 (update 1): {rose['message']}"]
     [findings_file] = (tmp_path / "out" / "p").glob("*.findings.jsonl")
     written = [orjson.loads(line) for line in findings_file.read_bytes().splitlines()]
-    assert [w["rule"] for w in written] == rules and written[1]["keys"] == ["kl/divergence"]
-    assert [b["rule"] for b in bodies] == rules  # min_severity warning: both are
+    assert [w["rule"] for w in written] == [c["rule"] for c in called]  # appended updates
+    assert written[1]["keys"] == ["kl/divergence"]
+    # min_severity warning: both are (the KL's updates fold into its alerts)
+    assert list(dict.fromkeys(b["rule"] for b in bodies)) == rules
     assert bodies[0]["run"] == run.id and bodies[0]["text"] == lines[0]
     assert load_findings(run.dir) == run.findings()
 
@@ -108,7 +115,7 @@ def test_a_slow_on_finding_has_every_finding_before_finish_returns(tmp_path: Pat
     assert isinstance(run, trackmux.Run)
     _train(run)
     assert run.finish(timeout=30).complete
-    assert called == ["nonfinite", "kl_blowup"]
+    assert list(dict.fromkeys(called)) == ["nonfinite", "kl_blowup"]  # and its updates
 
 
 def test_resync_delivers_findings_and_a_rerun_adds_none(tmp_path: Path) -> None:
@@ -118,8 +125,9 @@ def test_resync_delivers_findings_and_a_rerun_adds_none(tmp_path: Path) -> None:
     run.finish(timeout=30)
     deliver_by_name(run.dir, ["file"], {"file": {"root": str(tmp_path / "b")}})
     [again] = (tmp_path / "b" / "p").glob("*.findings.jsonl")
-    assert [orjson.loads(x)["rule"] for x in again.read_bytes().splitlines()] == [
-        "nonfinite", "kl_blowup"]
+    resent = [orjson.loads(x) for x in again.read_bytes().splitlines()]
+    assert list(dict.fromkeys(f["rule"] for f in resent)) == ["nonfinite", "kl_blowup"]
+    assert [f["id"] for f in resent] == [f.id for f in _stored(run.dir)]  # updates too
     # a restarted delivery process reads the run again: it finds the same, appends none
     from trackmux.doctor.config import resolve
 
@@ -135,6 +143,14 @@ def test_resync_delivers_findings_and_a_rerun_adds_none(tmp_path: Path) -> None:
     runner.stop()
     assert found == [] and reader.last_seq() == before
     reader.close()
+
+
+def _stored(run_dir: Path) -> list[FindingEvent]:
+    reader = SpoolReader(run_dir)
+    try:
+        return [e for e in reader.events_of_kind("finding") if isinstance(e, FindingEvent)]
+    finally:
+        reader.close()
 
 
 def test_doctor_off_stores_nothing_and_readers_diagnose(tmp_path: Path,

@@ -300,5 +300,5 @@ def test_kl_blowup_is_dated_where_the_climb_began_from_a_level_before_it(
     assert start - 1 <= found.step <= start + 8, found.message  # the climb: from start + 1
     last_level_step = int(found.message.split("(steps ")[1].split(")")[0].split("-")[1])
     assert last_level_step <= start + 2, found.message
-    [(key, step, value)] = found.evidence
+    key, step, value = found.evidence[0]  # the onset's (then the update's worst, latest)
     assert (key, step, value) == ("actor/kl_loss", found.step, kl[found.step])

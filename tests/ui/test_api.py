@@ -175,7 +175,7 @@ def test_findings_and_samples_of_a_real_run(tmp_path: Path, server_for: Any) -> 
     assert found["findings"] == load_findings(run_dir)
     assert [(f["rule"], f["severity"], f["step"], f["keys"]) for f in found["findings"]] == [
         ("nonfinite", "critical", 12, ["reward/mean"]),
-        ("kl_blowup", "warning", 30, ["kl/divergence"])]
+        ("kl_blowup", "critical", 30, ["kl/divergence"])]  # it grew past its critical line
     assert get(server, f"/api/run/{rid}/samples").json() == {"keys": {"rollouts": [3, 20]}}
     payload = get(server, f"/api/run/{rid}/samples/step?key=rollouts&step=3").json()
     assert payload == step_payload(run_dir, "rollouts", 3)

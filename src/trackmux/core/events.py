@@ -8,6 +8,7 @@ spool gives it a sequence number (``seq``) when it is committed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -182,7 +183,17 @@ class FindingEvent:
     the delivery process, so every backend, a resync and every reader see it. ``evidence``
     holds ``(key, step, value)`` for every number the message quotes at a step, each the
     value logged at that step, so a reader can check it against the curve (a non-finite
-    value as the string ``"nan"``, ``"inf"`` or ``"-inf"``: strict JSON has no NaN)."""
+    value as the string ``"nan"``, ``"inf"`` or ``"-inf"``: strict JSON has no NaN).
+
+    A finding is an episode that grows (issue 42): ``id`` names it for as long as it lasts
+    and ``revision`` counts its events, 0 when it is found, then 1, 2 ... for each update
+    (the same ``id``, ``rule`` and onset ``step``, a new ``time``, ``message`` and maybe a
+    higher ``severity``). ``worst`` and ``latest`` are ``(key, step, value)`` of the
+    finding's first key: its worst value so far and the last one logged. ``moved`` holds
+    ``(key, how, then, now)`` of the other signals beside it (``how``: ``"flat"``, ``"up"``
+    or ``"down"``; ``then`` the median before the onset, ``now`` the recent one). A store
+    that cannot change a row appends each update; a reader takes the latest event per
+    ``id`` (:func:`latest_findings`)."""
 
     rule: str
     severity: str
@@ -192,21 +203,77 @@ class FindingEvent:
     time: float
     seq: int = 0
     evidence: tuple[tuple[str, int, float | str], ...] = ()
+    id: str = ""
+    revision: int = 0
+    worst: tuple[str, int, float] | None = None
+    latest: tuple[str, int, float] | None = None
+    moved: tuple[tuple[str, str, float, float], ...] = ()
     kind: Literal["finding"] = field(default="finding", init=False)
 
     @property
     def key(self) -> str:
         return f"doctor/{self.rule}"
 
+    @property
+    def finding_id(self) -> str:
+        """``id``, or for a finding an older trackmux stored, the one it would have had."""
+        return self.id or finding_id(self.rule, self.step, self.keys)
+
     def line(self) -> str:
         """The finding as one line of text (console, text fallbacks)."""
-        return f"[trackmux doctor] {self.severity.upper()} {self.rule} @ step {self.step}: " \
-               f"{self.message}"
+        update = f" (update {self.revision})" if self.revision else ""
+        return f"[trackmux doctor] {self.severity.upper()} {self.rule} @ step {self.step}" \
+               f"{update}: {self.message}"
 
     def as_dict(self) -> dict[str, object]:
-        return {"rule": self.rule, "severity": self.severity, "step": self.step,
-                "keys": list(self.keys), "message": self.message,
-                "evidence": [{"key": k, "step": st, "value": v} for k, st, v in self.evidence]}
+        out: dict[str, object] = {
+            "rule": self.rule, "severity": self.severity, "step": self.step,
+            "keys": list(self.keys), "message": self.message,
+            "evidence": [{"key": k, "step": st, "value": v} for k, st, v in self.evidence],
+            "id": self.finding_id, "revision": self.revision}
+        for name in ("worst", "latest"):
+            point = getattr(self, name)
+            out[name] = None if point is None else \
+                {"key": point[0], "step": point[1], "value": point[2]}
+        out["moved"] = [{"key": k, "how": how, "then": then, "now": now}
+                        for k, how, then, now in self.moved]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], time: float = 0.0) -> FindingEvent:
+        """The event :meth:`as_dict` gave (``time`` apart: as_dict leaves it out)."""
+        def point(value: Any) -> tuple[str, int, float] | None:
+            if not value:
+                return None
+            return str(value["key"]), int(value["step"]), float(value["value"])
+
+        return cls(str(data["rule"]), str(data["severity"]), tuple(data["keys"]),
+                   str(data["message"]), int(data["step"]), time,
+                   evidence=tuple((str(e["key"]), int(e["step"]), e["value"])
+                                  for e in data.get("evidence") or ()),
+                   id=str(data.get("id") or ""), revision=int(data.get("revision") or 0),
+                   worst=point(data.get("worst")), latest=point(data.get("latest")),
+                   moved=tuple((str(m["key"]), str(m["how"]), float(m["then"]),
+                                float(m["now"])) for m in data.get("moved") or ()))
+
+
+def finding_id(rule: str, step: int, keys: tuple[str, ...] | list[str]) -> str:
+    """The id of a finding episode: its rule, onset step and first key (stable: the live
+    doctor and a re-run over the same events give the same id)."""
+    return f"{rule}@{step}" + (f":{keys[0]}" if keys else "")
+
+
+def latest_findings(findings: Iterable[FindingEvent]) -> list[FindingEvent]:
+    """One finding per id, its latest state (the highest ``revision``; of equal ones the
+    last given), in the order each id was first seen: what a reader shows of findings
+    that grew."""
+    latest: dict[str, FindingEvent] = {}
+    for finding in findings:
+        fid = finding.finding_id
+        held = latest.get(fid)
+        if held is None or finding.revision >= held.revision:
+            latest[fid] = finding
+    return list(latest.values())
 
 
 # -- samples (issue 23: the rollout ledger) ------------------------------------------

@@ -421,26 +421,29 @@ class Signals:
         return "/".join(dict.fromkeys(mine)) if mine else names
 
 
-def check_mappings(value: Any) -> dict[str, list[str]]:
-    """The rules file's ``signals`` table checked: signal -> non-empty list of patterns."""
+def check_mappings(value: Any, where: str = "doctor 'signals'") -> dict[str, list[str]]:
+    """A declaration checked: signal -> non-empty list of keys or key patterns (a plain key
+    matches itself; globs and ``re:`` as in a rule's keys). ``where`` names the argument
+    in the one-line ``ValueError`` (the rules file's table, ``init(signals=...)``)."""
+    choices = ", ".join(SIGNALS)
     if not isinstance(value, Mapping):
-        raise ValueError(f"doctor 'signals' must be a mapping of signal to key patterns, "
-                         f"got {value!r}")
+        raise ValueError(f"{where} must be a mapping of signal to key or list of keys, e.g. "
+                         f"{{'reward': 'my/return'}}; got {type(value).__name__}; signals: "
+                         f"{choices}")
     out: dict[str, list[str]] = {}
     for signal, patterns in value.items():
         if signal not in SIGNALS:
-            raise ValueError(f"doctor 'signals' has no signal {signal!r}; known: "
-                             f"{sorted(SIGNALS)}")
+            raise ValueError(f"{where} has no signal {signal!r}; known: {choices}")
         if isinstance(patterns, str):
             patterns = [patterns]
         if not isinstance(patterns, (list, tuple)) or not patterns or \
-                not all(isinstance(p, str) for p in patterns):
-            raise ValueError(f"doctor 'signals' {signal!r} must be a non-empty list of key "
-                             f"patterns, got {patterns!r}")
+                not all(isinstance(p, str) and p for p in patterns):
+            raise ValueError(f"{where} {signal!r} must be a key (a non-empty string) or a "
+                             f"non-empty list of keys, got {patterns!r}")
         for pattern in patterns:
             try:
                 compile_pattern(pattern)
             except ValueError as exc:
-                raise ValueError(f"doctor 'signals' {signal!r}: {exc}") from None
+                raise ValueError(f"{where} {signal!r}: {exc}") from None
         out[str(signal)] = list(patterns)
     return out

@@ -17,7 +17,12 @@ class Finding:
     """One detector's finding: ``rule``, ``severity``, onset ``step``, the ``keys`` and a
     ``message`` a researcher can act on. ``time`` is the wall time of the event that
     completed it (0: unknown). ``evidence``: ``(key, step, value)`` of every number the
-    message quotes at a step, each the value logged at that step."""
+    message quotes at a step, each the value logged at that step.
+
+    A finding that grows (doctor/episodes.py) says how its first key goes bad:
+    ``direction`` +1 (higher is worse) or -1 (lower is worse; 0: it does not grow),
+    ``level`` the level it left (None: unknown), and ``critical`` the rule's critical line,
+    past which the episode becomes ``critical`` (None: none)."""
 
     rule: str
     severity: str
@@ -27,7 +32,16 @@ class Finding:
     time: float = 0.0
     related: list[Finding] = field(default_factory=list)
     evidence: list[tuple[str, int, float | str]] = field(default_factory=list)
+    direction: int = 0
+    level: float | None = None
+    critical: float | None = None
 
     def event(self) -> FindingEvent:
         return FindingEvent(self.rule, self.severity, self.keys, self.message, self.step,
                             self.time, evidence=tuple(self.evidence))
+
+    def grows(self, direction: int, level: float | None = None,
+              critical: float | None = None) -> Finding:
+        """This finding, followed while its episode lasts (see the class docstring)."""
+        self.direction, self.level, self.critical = direction, level, critical
+        return self

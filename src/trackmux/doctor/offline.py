@@ -56,9 +56,13 @@ def _rerun(run_dir: Path, setting: Any, damage: list[str], stored: list[FindingE
     from trackmux.core.spool.reader import SpoolReader
     from trackmux.core.spool.runs import lock_is_held
 
-    doctor = Doctor(resolve(setting))
+    rules = resolve(setting)
     reader = SpoolReader(run_dir)
     try:
+        declared = live_declaration(reader.meta())
+        if declared and rules:  # the run's own declaration; --rules' [signals] wins
+            rules["signals"] = {**declared, **rules.get("signals", {})}
+        doctor = Doctor(rules)
         found: list[FindingEvent] = []
         for event in reader.iter_events(page=5000):
             if isinstance(event, FindingEvent):
@@ -69,6 +73,16 @@ def _rerun(run_dir: Path, setting: Any, damage: list[str], stored: list[FindingE
         return found, {**doctor.explain(), "coverage": doctor.coverage()}
     finally:
         reader.close()
+
+
+def live_declaration(meta: dict[str, Any]) -> dict[str, list[str]]:
+    """The keys ``init(signals=...)`` (or the live rules file) declared for the run, as
+    the live doctor's options in the spool's meta keep them; {} if none."""
+    from trackmux.doctor.live import TARGET
+
+    options = (meta.get("watcher_options") or {}).get(TARGET) or {}
+    declared = (options.get("rules") or {}).get("signals") or {}
+    return {str(k): list(v) for k, v in declared.items() if isinstance(v, list)}
 
 
 def _identity(finding: FindingEvent) -> tuple[str, int, tuple[str, ...]]:

@@ -2,9 +2,11 @@
 
     load_findings(run_dir) -> [{"rule", "severity", "step", "keys", "message"}, ...]
 
-ordered by step. The findings the live doctor appended to the spool are read back; a run
-that has none (the doctor was off, or an older trackmux wrote it) is diagnosed now with
-the default rules, the same detectors over the same events.
+ordered by step, one per finding id in its latest state (a finding that grows is appended
+again at each update: core/events.py ``FindingEvent``). The findings the live doctor
+appended to the spool are read back; a run that has none (the doctor was off, or an older
+trackmux wrote it) is diagnosed now with the default rules, the same detectors over the
+same events.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.events import FindingEvent
+from trackmux.core.events import FindingEvent, latest_findings
 
 
 def stored_findings(run_dir: Path) -> list[FindingEvent] | None:
@@ -38,7 +40,7 @@ def load_stored_findings(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]
     found = stored_findings(Path(run_dir))
     if found is None:
         return None
-    return [f.as_dict() for f in sorted(found, key=lambda f: (f.step, f.seq))]
+    return [f.as_dict() for f in sorted(latest_findings(found), key=lambda f: (f.step, f.seq))]
 
 
 def load_findings(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -48,4 +50,4 @@ def load_findings(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         from trackmux.doctor.offline import diagnose
 
         found = diagnose(path)
-    return [f.as_dict() for f in sorted(found, key=lambda f: (f.step, f.seq))]
+    return [f.as_dict() for f in sorted(latest_findings(found), key=lambda f: (f.step, f.seq))]

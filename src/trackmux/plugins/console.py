@@ -8,7 +8,11 @@ fast loop does not flood the terminal. A table prints its first ``rows`` rows (d
 them all (``trackmux show``, the report, every other backend). A histogram is one summary line
 ``[reward/dist @ step 3] n=512 mean=0.41 std=0.2 min=-0.9 p50=0.4 max=1.0`` (with
 ``nan=``/``inf=`` counts when any values were not finite). A finding of the doctor is one
-line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``, never rate-limited.
+line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``, never rate-limited. A finding
+that grows comes again as an update of the same id (core/events.py ``FindingEvent``); the
+console prints an update only when its severity rose above what it printed of that finding
+(``... CRITICAL kl_blowup @ step 41 (update 2): ...``), so a terminal is not filled with a
+KL's every new worst value, and the last state is in ``trackmux doctor``.
 
 Findings come in onset-step order as far as a terminal allows. The doctor appends what
 one read of the spool found in step order (core/delivery/watch.py), and findings that
@@ -44,6 +48,7 @@ from typing import Any, TextIO
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.delivery.fallbacks import table_to_markdown
 from trackmux.core.events import (
+    SEVERITIES,
     Event,
     FindingEvent,
     HistogramEvent,
@@ -172,6 +177,8 @@ class ConsoleBackend(Backend):
         self._last_print = -math.inf
         self._pending: tuple[int, dict[str, Any]] | None = None
         self._skipped = 0
+        #: finding id -> the highest severity printed of it (0 info, 1 warning, 2 critical)
+        self._printed_findings: dict[str, int] = {}
 
     @property
     def stream(self) -> TextIO:
@@ -210,13 +217,25 @@ class ConsoleBackend(Backend):
 
                 self._print(f"[provenance] {summary_line(event.data)}")
             elif isinstance(event, FindingEvent):  # the doctor: one line, never rate-limited
-                self._emit_pending(force=True)
-                self._print(event.line())
+                if self._severity_rose(event):
+                    self._emit_pending(force=True)
+                    self._print(event.line())
             elif isinstance(event, SamplesEvent) and self._due("samples", event.key,
                                                                 event.step):
                 self._emit_pending(force=True)
                 self._print(self._format_samples(event))
         self._emit_pending(force=False, keep_latest=True)
+
+    def _severity_rose(self, event: FindingEvent) -> bool:
+        """A finding first seen, or an update whose severity is above the one printed."""
+        rank = SEVERITIES.index(event.severity) if event.severity in SEVERITIES else -1
+        fid = event.finding_id
+        printed = self._printed_findings.get(fid)
+        if printed is not None and rank <= printed:
+            return False
+        if len(self._printed_findings) < 100_000:
+            self._printed_findings[fid] = rank
+        return True
 
     def _format_samples(self, event: SamplesEvent) -> str:
         """A count line, then one short line per chosen sample (cap ``sample_rows``)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from trackmux.core.events import Event, FindingEvent, SamplesEvent
+from trackmux.core.events import Event, FindingEvent, SamplesEvent, latest_findings
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class RunSource(Protocol):
 
 
 def best_effort_findings(events: Sequence[Event]) -> list[dict[str, Any]]:
-    """Stored findings as dicts, ordered by step (what the live doctor appended)."""
-    found = [e for e in events if isinstance(e, FindingEvent)]
+    """Stored findings as dicts, ordered by step (what the live doctor appended), one per
+    finding id in its latest state (an update of a finding is appended as a new event)."""
+    found = latest_findings(e for e in events if isinstance(e, FindingEvent))
     return [f.as_dict() for f in sorted(found, key=lambda f: (f.step, f.seq))]

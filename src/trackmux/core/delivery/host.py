@@ -321,11 +321,8 @@ class ProcessDelivery:
             return
         if "found" in message:  # the watchers' findings (already in the spool)
             if self._on_found is not None:
-                self._on_found([FindingEvent(
-                    f["rule"], f["severity"], tuple(f["keys"]), f["message"], f["step"],
-                    f["time"], evidence=tuple((e["key"], e["step"], e["value"])
-                                              for e in f.get("evidence") or ()))
-                    for f in message["found"]])
+                self._on_found([FindingEvent.from_dict(f, f["time"])
+                                for f in message["found"]])
             return
         if "log" in message:  # a backend's warning meant for the user
             level, text = message["log"]

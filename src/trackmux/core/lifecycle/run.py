@@ -137,27 +137,37 @@ def _announce_finish(run: Run, deadline: float) -> None:
 
 
 # -- watchers (issue 22): a wing turns an init() argument into the run's watchers ----------
-_watch_options: dict[str, Callable[[Any], list[WatcherSpec]]] = {}
+_watch_options: dict[str, tuple[Callable[..., list[WatcherSpec]], tuple[str, ...]]] = {}
 
 
-def register_watch_option(name: str, resolve: Callable[[Any], list[WatcherSpec]]) -> None:
+def register_watch_option(name: str, resolve: Callable[..., list[WatcherSpec]],
+                          takes: Sequence[str] = ()) -> None:
     """Let a wing turn ``init(<name>=value)`` into watchers (the doctor registers
     ``doctor``). ``resolve(value)`` runs in ``init()``, before any I/O: it validates the
     value and raises naming what is wrong; ``value`` is None when the argument was not
-    given (the wing reads its environment variable then)."""
-    _watch_options[name] = resolve
+    given (the wing reads its environment variable then). ``takes``: other ``init()``
+    arguments handed to ``resolve`` as keywords (the doctor takes ``signals``)."""
+    _watch_options[name] = (resolve, tuple(takes))
 
 
-def _resolve_watchers(values: Mapping[str, Any]) -> list[WatcherSpec]:
+def _resolve_watchers(values: Mapping[str, Any],
+                      extras: Mapping[str, Any] | None = None) -> list[WatcherSpec]:
+    extras = extras or {}
+    taken = {t for _, takes in _watch_options.values() for t in takes}
+    for extra, value in extras.items():
+        if value is not None and extra not in taken:
+            raise ValueError(f"{extra}={value!r}: no installed part of trackmux takes "
+                             f"{extra!r}")
     specs: list[WatcherSpec] = []
     for name, value in values.items():
-        resolve = _watch_options.get(name)
-        if resolve is None:
+        entry = _watch_options.get(name)
+        if entry is None:
             if value not in (None, False, "off"):
                 raise ValueError(f"{name}={value!r}: no installed part of trackmux provides "
                                  f"{name!r}")
             continue
-        specs += resolve(value)
+        resolve, takes = entry
+        specs += resolve(value, **{t: extras.get(t) for t in takes})
     return specs
 
 
@@ -297,7 +307,9 @@ class Run:
             provenance=provenance,  # issue 25: the wandb backend waits for it (plugins/)
         )
         if self._watchers:  # readers know the run was watched live (no findings = healthy)
-            self._spool.set_meta(watchers=[w.target for w in self._watchers])
+            self._spool.set_meta(watchers=[w.target for w in self._watchers],
+                                 watcher_options={w.target: dict(w.options)
+                                                  for w in self._watchers})
         if self._stop_policies or earlier.get("stop_reason"):
             # this attempt's policy; an earlier attempt's stop stays in ``stops`` only
             self._spool.set_meta(stop_on=[p.describe() if hasattr(p, "describe") else repr(p)
@@ -1082,7 +1094,8 @@ def init(project: str | None = None, name: str | None = None,
          orphan_timeout: float | None = None, system_metrics: bool | float | None = None,
          strict: bool | None = None, provenance: bool | None = None,
          save_code: bool = False, doctor: Any = None,
-         on_finding: Callable[[dict[str, Any]], None] | None = None
+         on_finding: Callable[[dict[str, Any]], None] | None = None,
+         signals: Mapping[str, str | Sequence[str]] | None = None
          ) -> Run | DisabledRun:
     """Start a run: a spool under ``dir`` and one delivery worker per backend.
 
@@ -1122,7 +1135,10 @@ def init(project: str | None = None, name: str | None = None,
     overrides; or a path to a TOML or YAML rules file. Checked here, naming a bad rule,
     threshold or pattern. ``on_finding(dict)`` is called with each finding on a thread
     of this process, every one before ``finish()`` returns (within its timeout);
-    ``run.findings()`` lists them. The doctor's key ``stop_on`` (else
+    ``run.findings()`` lists them. ``signals``: which of your keys carry which of the
+    doctor's signals, ``{"reward": "my/return", "kl": ["kl_a", "kl_b"]}``; a declared
+    signal is read from those keys only (docs/doctor.md "Signal names"); an unknown signal
+    or a key that is not a string is refused here. The doctor's key ``stop_on`` (else
     ``TRACKMUX_DOCTOR_STOP_ON``): ``"critical"``, a list of rule names, or False (default)
     sets ``run.should_stop`` and ``run.stop_reason`` when a finding matches; the loop saves
     and ends at a step boundary and the run ends ``stopped`` (docs/doctor.md).
@@ -1149,7 +1165,7 @@ def init(project: str | None = None, name: str | None = None,
     run_id = attempts.check_args(run_id, resume, rewind_to)
     if on_finding is not None and not callable(on_finding):
         raise TypeError(f"on_finding must be callable, got {type(on_finding).__name__}")
-    watchers = _resolve_watchers({"doctor": doctor})
+    watchers = _resolve_watchers({"doctor": doctor}, {"signals": signals})
     names = settings.backends_from(backends)
     mode = settings.delivery_mode(delivery)
     orphan = settings.orphan_timeout(orphan_timeout)

@@ -85,9 +85,13 @@ def encode(event: Event) -> tuple[Row, tuple[str, bytes] | None]:
     elif isinstance(event, ProvenanceEvent):
         body = orjson.dumps({"data": event.data, "diff": event.diff})
     elif isinstance(event, FindingEvent):
-        body = orjson.dumps({"rule": event.rule, "severity": event.severity,
-                             "keys": event.keys, "message": event.message,
-                             "evidence": event.evidence})
+        finding: dict[str, Any] = {"rule": event.rule, "severity": event.severity,
+                                   "keys": event.keys, "message": event.message,
+                                   "evidence": event.evidence}
+        if event.id:  # a finding that grows (issue 42): its episode and what it holds now
+            finding.update(id=event.id, revision=event.revision, worst=event.worst,
+                           latest=event.latest, moved=event.moved)
+        body = orjson.dumps(finding)
     elif isinstance(event, SamplesEvent):  # issue 23: header row + payload blob
         from trackmux.core.spool import samplepack  # only runs that log samples pay for it
 
@@ -153,10 +157,18 @@ def decode(seq: int, kind: str, step: int, time: float, body: bytes,
     if kind == "provenance":
         return ProvenanceEvent(data["data"], data.get("diff", ""), step, time, seq)
     if kind == "finding":
+        worst, latest = data.get("worst"), data.get("latest")
         return FindingEvent(data["rule"], data["severity"], tuple(data["keys"]),
                             data["message"], step, time, seq,
                             tuple((str(k), int(st), v if isinstance(v, str) else float(v))
-                                  for k, st, v in data.get("evidence") or ()))
+                                  for k, st, v in data.get("evidence") or ()),
+                            id=str(data.get("id") or ""), revision=int(data.get("revision") or 0),
+                            worst=(str(worst[0]), int(worst[1]), float(worst[2]))
+                            if worst else None,
+                            latest=(str(latest[0]), int(latest[1]), float(latest[2]))
+                            if latest else None,
+                            moved=tuple((str(k), str(how), float(a), float(b))
+                                        for k, how, a, b in data.get("moved") or ()))
     if kind == "samples":
         if blob is None:
             raise ValueError(f"samples event {seq} references missing blob {data['blob']}")
