@@ -114,8 +114,17 @@ def _find_run(arg: str | os.PathLike[str], root: str | os.PathLike[str] | None) 
         where = ", ".join(str(m) for m in matches)
         raise RunNotFound(f"run id {text!r} exists in several projects ({where}); "
                           f"pass PROJECT/RUN_ID or the run directory")
+    from trackmux.core.spool.runs import run_named
+
+    try:
+        named = run_named(text, base) if base.is_dir() else None
+    except FileNotFoundError as exc:  # several runs share the name: they are listed
+        raise RunNotFound(str(exc)) from None
+    if named is not None:
+        return named
     raise RunNotFound(f"no run {text!r}: not a run directory (no {SPOOL_FILE} in it) and no "
-                      f"run with that id under {base} (set TRACKMUX_DIR or pass --dir)")
+                      f"run with that id or name under {base} (set TRACKMUX_DIR or pass "
+                      "--dir)")
 
 
 def _glob_escape(text: str) -> str:

@@ -197,9 +197,10 @@ RUN_RESOLVERS: list[Callable[[str], Path | None]] = []
 
 
 def resolve_run(arg: str, root: str | os.PathLike[str] | None = None) -> Path:
-    """A run given as a directory, or as a run id (or unique id prefix) under the root,
-    whose spool can be read (:func:`check_readable`); with a store selected (``--store``)
-    the run in that store (``RUN_RESOLVERS``)."""
+    """A run given as a directory, or as a run id, ``PROJECT/RUN_ID`` or the run's name
+    (``init(name=...)``), else a unique id prefix, under the root, whose spool can be read
+    (:func:`check_readable`); with a store selected (``--store``) the run in that store
+    (``RUN_RESOLVERS``). A name several runs share is an error listing them."""
     for resolver in RUN_RESOLVERS:
         found = resolver(arg)
         if found is not None:
@@ -216,10 +217,58 @@ def _resolve_on_disk(arg: str, root: str | os.PathLike[str] | None = None) -> Pa
     matches = [p for p in find_runs(base)
                if p.name.startswith(arg) or _under(p, base).startswith(arg)]
     exact = [p for p in matches if arg in (p.name, _under(p, base))]
+    if not exact:
+        named = run_named(arg, base)
+        exact = [named] if named is not None else []
     matches = exact or matches
     if len(matches) == 1:
         return check_readable(matches[0])
     if not matches:
-        raise FileNotFoundError(f"no run {arg!r}: not a run directory, and no run id under {base}")
+        raise FileNotFoundError(f"no run {arg!r}: not a run directory, and no run id or "
+                                f"name under {base}")
     raise FileNotFoundError(f"run {arg!r} is ambiguous under {base}: "
                             + ", ".join(p.name for p in matches))
+
+
+def run_named(name: str, base: Path) -> Path | None:
+    """The run under ``base`` named ``name`` (``init(name=...)``), None if none is;
+    FileNotFoundError listing them (id and start) when several are."""
+    named = _named(base, name)
+    if len(named) > 1:
+        raise FileNotFoundError(
+            f"run {name!r} is ambiguous under {base}: {len(named)} runs are named so; "
+            "pass one's id: " + "; ".join(_candidate(p, base, meta) for p, meta in named))
+    return named[0][0] if named else None
+
+
+def _named(base: Path, name: str) -> list[tuple[Path, dict[str, Any]]]:
+    """The runs under ``base`` whose meta names them ``name``, with that meta (read-only:
+    a run being written or a damaged spool is read as it is, or left out)."""
+    import sqlite3
+
+    import orjson
+
+    from trackmux.core.spool.writer import connect
+
+    out = []
+    for run_dir in find_runs(base):
+        try:
+            conn = connect(run_dir / SPOOL_FILE, readonly=True)
+            try:
+                rows = conn.execute("SELECT key, value FROM meta WHERE key IN "
+                                    "('name', 'project', 'started_at')").fetchall()
+            finally:
+                conn.close()
+            meta = {str(key): orjson.loads(value) for key, value in rows}
+        except (sqlite3.Error, orjson.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if meta.get("name") == name:
+            out.append((run_dir, meta))
+    return sorted(out, key=lambda item: -float(item[1].get("started_at") or 0))
+
+
+def _candidate(run_dir: Path, base: Path, meta: dict[str, Any]) -> str:
+    started = meta.get("started_at")
+    when = (time.strftime("%Y-%m-%d %H:%M", time.localtime(float(started)))
+            if isinstance(started, (int, float)) else "start unknown")
+    return f"{_under(run_dir, base)} ({when})"

@@ -252,7 +252,15 @@ class KlBlowup(SeriesRule):
     (``min_kl``). The gap compares a KL that runs away over a few tens of steps with where
     it was before it started to climb. A finding is dated where the climb began (the knee
     of the log-KL's course over the last ``history`` points) and quotes the level of the
-    ``window`` steps before it."""
+    ``window`` steps before it.
+
+    Two KLs, two floors: ``min_kl`` for the KL to the reference (verl's target 0.1), and
+    ``min_ppo_kl`` for a PPO old/new-policy KL (keys ``ppo_keys`` match: ``actor/ppo_kl``,
+    ``approx_kl``), whose published targets are 0.003-0.03, so a jump from 0.02 to 0.12 is
+    a runaway. A KL that climbs while the reward (``reward_keys``) keeps improving, by
+    ``learning`` of its level and a rising trend over the climb, is a policy learning: the
+    finding is ``info``. Every finding grows (doctor/episodes.py): it becomes critical past
+    ``critical`` times the key's floor."""
 
     rule = "kl_blowup"
     keep_first = 5
@@ -267,6 +275,16 @@ class KlBlowup(SeriesRule):
         "min_kl": Param(0.1, "positive", "least KL of a runaway, as the median of the "
                         "recent and the gap's steps: healthy per-token KLs reach a few "
                         "hundredths (verl steers to target_kl 0.1)"),
+        "ppo_keys": Param(["*ppo_kl*", "*approx_kl*", "*approxkl*"], "patterns",
+                          "keys that are a PPO old/new-policy KL, judged by min_ppo_kl"),
+        "min_ppo_kl": Param(0.05, "positive", "min_kl of a PPO old/new-policy KL: the PPO "
+                            "paper's adaptive targets are 0.003-0.03, TF-Agents' and "
+                            "TorchRL's 0.01"),
+        "critical": Param(10.0, "positive", "a finding is critical once its KL passes "
+                          "this many times its floor (min_kl 0.1: 1.0; min_ppo_kl: 0.5)"),
+        "reward_keys": Param(["@reward"], "patterns", "the reward judged still improving"),
+        "learning": Param(0.1, "fraction", "a reward that rose this share of its level "
+                          "(and 3 of its noise) over the climb, and still rises: learning"),
         "sigmas": Param(4.0, "positive"),
         "bound": Param(None, "bound", "an absolute KL that is always critical (None: off)"),
         "early_points": Param(5, "count", "the run's first points judged against "
@@ -278,10 +296,63 @@ class KlBlowup(SeriesRule):
         "severity": Param("warning", "severity"),
     }
 
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        self.ppo = KeyMatcher(self.params["ppo_keys"])
+        self.reward = KeyMatcher(self.params["reward_keys"])
+        self.rewards = Series(self.size())
+        self._step = 0
+
     def size(self) -> int:
         return super().size() + int(self.params["history"])
 
+    def selected(self, data: Mapping[str, Any]) -> list[str]:
+        keyset = self.signals.resolve(data)
+        memo = keyset.memo.get(id(self))
+        if memo is None:  # (the KL keys, the first reward key) of a key set
+            rewards = self.keys_for(self.reward, data)
+            memo = keyset.memo[id(self)] = (self.keys_for(self.match, data), rewards[:1])
+        for key in memo[1]:
+            value = finite(data[key])
+            if value is not None:
+                self.rewards.add(self._step, value)
+        chosen: list[str] = memo[0]
+        return chosen
+
+    def update(self, event: Event) -> Sequence[Finding]:
+        self._step = event.step
+        return super().update(event)
+
+    def _floor(self, key: str) -> float:
+        return float(self.params["min_ppo_kl" if self.ppo(key) else "min_kl"])
+
+    def _learning(self, onset: int) -> str:
+        """How the reward kept improving since ``onset`` ("": it did not)."""
+        r = self.rewards
+        pairs = list(zip(r.steps, r.values, strict=True))
+        before = [v for st, v in pairs if onset - int(self.params["window"]) <= st < onset]
+        since = [(st, v) for st, v in pairs if st >= onset]
+        if len(before) < 3 or len(since) < 5:
+            return ""
+        then, now = median(before), median(v for _, v in since[-5:])
+        gain = now - then
+        if gain < self.params["learning"] * abs(then) or gain < 3 * robust_sigma(before):
+            return ""
+        from trackmux.doctor.stats import trend
+
+        _, t, _ = trend([st for st, _ in since], [v for _, v in since])
+        if t < 2:
+            return ""
+        return f"{fmt(then)} before it to {fmt(now)} now"
+
     def check(self, key: str, s: Series, step: int) -> Finding | None:
+        found = self._check(key, s, step)
+        if found is not None:  # followed while it lasts; critical past its line
+            line = self.params["critical"] * self._floor(key)
+            found.grows(1, found.level, None if found.severity == "critical" else line)
+        return found
+
+    def _check(self, key: str, s: Series, step: int) -> Finding | None:
         early_n = self.params["early_points"]
         if s.count <= early_n and s.values[-1] >= self.params["early_bound"] and \
                 self._per_token(key) and not self.latch(key, "early").active:
@@ -312,10 +383,10 @@ class KlBlowup(SeriesRule):
         level = median(before)
         base = max(level, self.params["floor"])
         noise = self.params["sigmas"] * robust_sigma(before)
+        min_kl = self._floor(key)
         bad = recent >= self.params["ratio"] * base and recent - level >= noise and \
-            recent >= self.params["min_kl"] and \
-            median(s.tail(recent_n + gap_n)) >= self.params["min_kl"]  # and held there
-        line = max(self.params["ratio"] * base, level + noise, self.params["min_kl"])
+            recent >= min_kl and median(s.tail(recent_n + gap_n)) >= min_kl  # held there
+        line = max(self.params["ratio"] * base, level + noise, min_kl)
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
         # a run that started at its reference (a KL below floor) moves away from it in its
@@ -340,9 +411,18 @@ class KlBlowup(SeriesRule):
                           if st >= knee and v > top), knee)
             onset = min(onset, self.latch(key).onset)
         where, proof = at(s, key, onset)
-        return self.finding(onset, [key], f"{key} rose {ratio(recent, base):.1f}x above its "
-                            f"level of {fmt(level)} ({span(level_steps)}), to a recent median "
-                            f"of {fmt(recent)}, climbing since {where}", evidence=[proof])
+        message = (f"{key} rose {ratio(recent, base):.1f}x above its level of {fmt(level)} "
+                   f"({span(level_steps)}), to a recent median of {fmt(recent)}, climbing "
+                   f"since {where}")
+        learning = self._learning(onset)
+        if learning:
+            message += (f", while the reward kept improving ({learning}): a policy that "
+                        f"learns moves away from its reference (info; critical past "
+                        f"{fmt(self.params['critical'] * min_kl)})")
+        found = self.finding(onset, [key], message, evidence=[proof],
+                             severity="info" if learning else None)
+        found.level = level
+        return found
 
     def _per_token(self, key: str) -> bool:
         """A key a dialect names as the KL (a per-token KL: the first-points bound is
