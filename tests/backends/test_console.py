@@ -146,3 +146,26 @@ def test_trajectories_print_their_summary_and_final_turns(tmp_path: Path,
             line = next(x for x in out.splitlines() if x.startswith(f"  #{i} ")
                         and f"step {step} question {i}" in x)
             assert "turns=2" in line and f"tool_errors={i % 2}" in line, line
+
+
+def test_a_conversation_line_shows_the_user_turn_and_the_last_answer(tmp_path: Path,
+                                                                     capsys: Any) -> None:
+    """Issue 43 item 13: every conversation opens with the same long system prompt; the
+    line shows what tells samples apart (the first user turn, the last assistant turn)."""
+    from trajectory_support import KEY, messages
+
+    system = "You are a careful agent. " * 12
+    convs = [messages(1, i) for i in range(2)]
+    for conv in convs:
+        conv[0]["content"] = system
+    run = trackmux.init(project="c", backends=["console"], dir=tmp_path,
+                        backend_options={"console": {"interval": 0, "sample_rows": 2}})
+    run.log_samples(KEY, {"messages": convs, "reward": [0.0, 1.0]}, step=1, strict=True)
+    run.finish()
+    out = capsys.readouterr().out
+    for i in range(2):
+        [line] = [x for x in out.splitlines() if x.startswith(f"  #{i} ")]
+        assert "careful agent" not in line, line
+        assert f"user 'step 1 question {i}" in line, line
+        assert f"assistant 'answer {i} at step 1'" in line, line
+        assert "turns=2 tool_calls=1" in line, line

@@ -127,6 +127,43 @@ def _short(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    """A message's words: its text (or text parts), else the tools it calls."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(str(p.get("text", "")) for p in content
+                           if isinstance(p, dict) and p.get("type") == "text")
+    text = " ".join(str(content or "").split())
+    if not text and message.get("tool_calls"):
+        from trackmux.core.values.trajectory import summary
+
+        text = "calls " + ", ".join(summary([message]).tools)
+    return text
+
+
+def conversation_line(cell: Any) -> str:
+    """A conversation as its first user turn and its last assistant turn (its counts are
+    the line's ``turns=`` fields). Every conversation of a run starts with the same system
+    prompt, so its opening words tell the samples apart no better than nothing."""
+    from trackmux.core.values.trajectory import decode
+
+    messages = [m for m in decode(cell) or () if isinstance(m, dict)]
+    user = next((m for m in messages if m.get("role") == "user"), None)
+    last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    parts = []
+    if user is not None:
+        parts.append(f"user {_clip(_message_text(user), SAMPLE_TEXT // 2)!r}")
+    if last is not None:
+        parts.append(f"assistant {_clip(_message_text(last), SAMPLE_TEXT)!r}")
+    if not parts:  # no user or assistant turn (or unreadable): the stored text
+        return repr(_clip(str(cell or ""), SAMPLE_TEXT))
+    return " -> ".join(parts)
+
+
 def _findings_in_step_order(events: Sequence[Event]) -> Sequence[Event]:
     """Each run of adjacent findings sorted by onset step (stable), the rest in place."""
     out = list(events)
@@ -245,14 +282,17 @@ class ConsoleBackend(Backend):
         lines = [f"[{event.key} @ step {event.step}] {event.count} samples, showing "
                  f"{len(rows)} ({self.sample_policy})"]
         hide = {"step", "sample", "prompt", "response", *event.trajectories}
-        for record in records(event, rows):
-            text = str(record.get("response", "") if "response" in record or not
-                       event.trajectories else record[event.trajectories[0]] or "")
-            text = text if len(text) <= SAMPLE_TEXT else text[:SAMPLE_TEXT - 1] + "…"
+        raw = (event.values[event.columns.index(event.trajectories[0])]
+               if event.trajectories else None)
+        for row, record in zip(rows, records(event, rows), strict=True):
+            if "response" in record or raw is None:
+                text = repr(_clip(str(record.get("response", "")), SAMPLE_TEXT))
+            else:  # the stored conversation, not its transcript (records gives that)
+                text = conversation_line(raw[row])
             fields = [f"{name}={_short(record[name])}" for name in record
                       if name not in hide][:6]
             lines.append(f"  #{record['sample']} " + " ".join(fields)
-                         + f" | {text!r}".replace("\n", " "))
+                         + f" | {text}".replace("\n", " "))
         return "\n".join(lines)
 
     def _due(self, kind: str, key: str, step: int) -> bool:
