@@ -24,7 +24,9 @@ from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
 from trackmux.doctor.stats import (
+    ANCHORED,
     Latch,
+    Noise,
     Series,
     SlidingBest,
     finite,
@@ -127,10 +129,13 @@ WINDOW_PARAMS = {
 class RewardCollapse(SeriesRule):
     """A reward falls well below its recent level (the highest rolling median of the last
     ``lookback`` checks) and stays there: the fall is at least ``drop`` of the reward
-    gained since the start (or of the level's size), and ``sigmas`` times its noise."""
+    gained since the start (or of the level's size), and ``sigmas`` standard deviations of
+    such a change under the curve's own noise (stats.Noise: robust, serial correlation
+    taken into account; the level's own luck as the highest of many windows added)."""
 
     rule = "reward_collapse"
     keep_first = 20
+    noise_points = 160
     params_spec = {
         "keys": Param(["@reward"], "patterns", "the total reward (dialects.py), or patterns"),
         "window": Param(20, "count", "steps in the rolling level"),
@@ -138,7 +143,8 @@ class RewardCollapse(SeriesRule):
         **WINDOW_PARAMS,
         "lookback": Param(100, "count", "how many checks back the level's peak is looked for"),
         "drop": Param(0.5, "fraction", "share of the gain (or level) that must be lost"),
-        "sigmas": Param(4.0, "positive", "the fall in units of the curve's noise"),
+        "sigmas": Param(4.0, "positive", "the fall in standard deviations of a change between "
+                        "the two windows under the curve's own noise"),
         "persist": Param(3, "count", "checks in a row before it counts"),
         "severity": Param("critical", "severity"),
     }
@@ -163,8 +169,12 @@ class RewardCollapse(SeriesRule):
         early = median(s.first)
         scale = max(ref - early, abs(ref), 1e-12)
         fall = ref - recent
-        bad = fall >= self.params["drop"] * scale and fall >= self.params["sigmas"] * sigma
-        line = ref - max(self.params["drop"] * scale, self.params["sigmas"] * sigma)
+        noise = self.noise(key, recent_n)
+        spread = self.params["sigmas"] * sigma if noise is None else \
+            self.params["sigmas"] * noise.shift(recent_n, window_n) + \
+            ANCHORED * noise.of_median(window_n)
+        bad = fall >= self.params["drop"] * scale and fall >= spread
+        line = ref - max(self.params["drop"] * scale, spread)
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v <= line)):
             return None
         onset = self.latch(key).onset
@@ -720,7 +730,9 @@ class LengthBlowup(SeriesRule):
 class ValRegression(Detector):
     """A validation score (higher is better) drops ``drop`` below its best so far (of the
     best, or of the gain since the first evaluation, whichever is larger) for ``persist``
-    evaluations in a row."""
+    evaluations in a row; once ``min_history`` evaluations show the score's own noise, the
+    drop must also be ``sigmas`` of it (a best so far is the luckiest evaluation yet, and a
+    small benchmark's score moves by several points from one evaluation to the next)."""
 
     rule = "val_regression"
     kinds = frozenset({"metrics"})
@@ -728,6 +740,9 @@ class ValRegression(Detector):
         "keys": Param(["@val_reward", "!*loss*", "!*std*", "!*length*"], "patterns",
                       "held-out scores (dialects.py), or patterns"),
         "drop": Param(0.25, "fraction"),
+        "sigmas": Param(5.0, "positive", "the drop in the score's own noise (stats.Noise: "
+                        "the sigma of one evaluation, serial correlation included)"),
+        "min_history": Param(6, "count", "evaluations before the noise is judged"),
         "persist": Param(2, "count", "evaluations in a row"),
         "severity": Param("warning", "severity"),
     }
@@ -738,6 +753,7 @@ class ValRegression(Detector):
         self.best: dict[str, tuple[float, int, float]] = {}  # best, its step, first value
         self.latches: dict[str, Latch] = {}
         self.recent: dict[str, Series] = {}
+        self.noises: dict[str, Noise] = {}
 
     def update(self, event: Event) -> Sequence[Finding]:
         if not isinstance(event, MetricsEvent):
@@ -753,8 +769,14 @@ class ValRegression(Detector):
             drop = best - value
             series = self.recent.setdefault(key, Series(self.params["persist"] + 1))
             series.add(event.step, value)
+            noise = self.noises.setdefault(key, Noise(160))
+            bad = drop >= self.params["drop"] * scale
+            # the noise of the evaluations before those judged together (``persist``)
+            if bad and noise.estimate(self.params["persist"] - 1, self.params["min_history"]):
+                bad = drop >= self.params["sigmas"] * noise.sigma
+            noise.add(value)
             latch = self.latches.setdefault(key, Latch(self.params["persist"]))
-            if latch.check(drop >= self.params["drop"] * scale, event.step):
+            if latch.check(bad, event.step):
                 keys.append(key)
                 shown = series.value_at(latch.onset)
                 shown = value if shown is None else shown
