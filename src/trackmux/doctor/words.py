@@ -50,9 +50,11 @@ _words("prompt", "prompt prompts input inputs query queries context")
 _words("trunc", "truncated truncation trunc truncate overlong cutoff")
 _words("clip", "clip clipped clipping")
 _words("clipfrac", "clipfrac clipfraction")
-_words("frac", "frac fraction ratio rate share pct percent prop proportion")
+_words("frac", "frac fraction ratio rate share prop proportion")
+_words("percent", "pct percent percentage")
+_words("flat", "flat")
 _words("grad", "grad grads gradient gradients")
-_words("norm", "norm norms")
+_words("norm", "norm norms normalized normalised unnormalized")
 _words("gradnorm", "gnorm gradnorm")
 _words("loss", "loss losses")
 _words("zero", "zero")
@@ -85,7 +87,7 @@ NEUTRAL = frozenset(str.split(
     "train training batch total overall policy actor env environment episode episodic ep "
     "step steps global raw final per token tokens seq sequence sample samples of the on to "
     "at all agg aggregate metric metrics task trajectory traj group groups r my custom "
-    "ppo grpo rl pg ref reference divergence approx"))
+    "ppo grpo rl pg ref reference divergence approx before after pre post"))
 
 SPLIT = re.compile(r"[/.:]+")
 WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -114,12 +116,15 @@ def classify(key: str) -> tuple[str, tuple[int, int]] | None:
         if has & {"reward", "acc"} and not has & {"std", "spread", "value", "loss"}:
             return "val_reward", (0, 0 if stat <= 2 else 1)
         return None
-    if "zero" in has and "std" in has:
-        return "zero_std_frac", (0, stat)
+    if ("zero" in has and "std" in has) or ("flat" in has and "group" in words + [
+            w.rstrip("s") for w in words]):
+        return None if "percent" in has else ("zero_std_frac", (0, stat))
     if has & {"std", "spread"}:
         return None
     if "rm" in has or ("model" in has and "reward" in has):
         return None if "loss" in has else ("rm_score", (0, stat))
+    if has & {"trunc", "clip", "clipfrac"} and "percent" in has:
+        return None  # a share in percent: the rules' thresholds are fractions
     if "trunc" in has or ("clip" in has and has & {"length", "response"}):
         return "truncation", (0, stat)
     if "clipfrac" in has or ("clip" in has and "frac" in has):
@@ -156,7 +161,7 @@ def _reward(parts: list[list[str]], concept: str, stat: int) -> tuple[str, tuple
     besides the reward's own in the segment of its first reward word or after it."""
     first = next(i for i, part in enumerate(parts)
                  if any(CONCEPTS.get(w) == concept for w in part))
-    own = {concept, "mean", "median", "sum", "extreme", "frac"}
+    own = {concept, "mean", "median", "sum", "extreme", "frac", "percent", "norm"}
     qualifiers = [w for part in parts[first:] for w in part
                   if CONCEPTS.get(w) not in own and w not in NEUTRAL and not w.isdigit()]
     if qualifiers:

@@ -39,12 +39,19 @@ from trackmux.doctor.stats import (
 class Nonfinite(Detector):
     """NaN or inf in a metric (or in a histogram's values): the first step, the keys,
     how many; each key reported once. Its evidence holds each quoted key's value as the
-    string ``"nan"``, ``"inf"`` or ``"-inf"`` (strict JSON has no NaN)."""
+    string ``"nan"``, ``"inf"`` or ``"-inf"`` (strict JSON has no NaN).
+
+    A key NaN from its first point on, at each of its first ``not_computed`` points (or
+    at every point of a run that ended sooner), is ``info``: some trainers log NaN for a
+    term they do not compute. NaN in a key that had numbers, and inf anywhere, keep the
+    rule's severity."""
 
     rule = "nonfinite"
     kinds = frozenset({"metrics", "histogram"})
     params_spec = {
         "keys": Param(["*"], "patterns", "metric keys to check"),
+        "not_computed": Param(3, "count", "points a key NaN from its first must have to be "
+                                          "told as not computed (info)"),
         "severity": Param("critical", "severity"),
     }
 
@@ -53,29 +60,58 @@ class Nonfinite(Detector):
         self.match = KeyMatcher(self.params["keys"])
         self.seen: set[str] = set()
         self.total = 0
+        #: keys that had a number (a NaN in them is a fault)
+        self.numbers: set[str] = set()
+        #: keys NaN at every point so far: key -> [first step, last step, points]
+        self.nan_only: dict[str, list[int]] = {}
+        self.told: set[str] = set()  # keys told as not computed
+        self.time = 0.0
+
+    def _had_numbers(self, data: Mapping[str, Any]) -> None:
+        """Every key of an all-finite event had a number (once per key set)."""
+        keyset = self.signals.resolve(data)
+        if keyset.memo.get(id(self)) is None:
+            keyset.memo[id(self)] = True
+            if len(self.numbers) < 100_000:
+                self.numbers.update(k for k in keyset.keys if isinstance(k, str))
+                for key in keyset.keys:
+                    self.nan_only.pop(key, None)
 
     def update(self, event: Event) -> Sequence[Finding]:
         bad: dict[str, str] = {}
         if not self.read:
             self.note_read("*")
+        quiet: list[str] = []
         if isinstance(event, MetricsEvent):
             try:  # one C-level sum: finite when every value is (overflow: look closer)
                 if math.isfinite(sum(event.data.values())):
+                    self._had_numbers(event.data)
                     return ()
             except (TypeError, OverflowError):
                 pass
             for key, value in event.data.items():
-                if isinstance(value, float) and not math.isfinite(value) and self.match(key):
-                    bad[key] = "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
+                if not isinstance(value, float) or math.isfinite(value):
+                    if isinstance(key, str) and len(self.numbers) < 100_000:
+                        self.numbers.add(key)
+                        self.nan_only.pop(key, None)
+                    continue
+                if not self.match(key):
+                    continue
+                if math.isnan(value) and key not in self.numbers and key not in self.seen:
+                    if key not in self.told:  # NaN since its first point: not computed?
+                        quiet.append(key)
+                    continue
+                bad[key] = "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
         elif isinstance(event, HistogramEvent) and (event.nan or event.inf or event.neginf) \
                 and self.match(event.key):
             bad[event.key] = f"{event.nan + event.inf + event.neginf} non-finite values"
+        found = self._not_computed(quiet, event.step, event.time)
         if not bad:
-            return ()
+            return found
         self.total += len(bad)
         new = [k for k in bad if k not in self.seen]
         if not new:
-            return ()
+            return found
         if len(self.seen) < 100_000:
             self.seen.update(new)
         shown = ", ".join(f"{k} ({bad[k]})" for k in new[:8])
@@ -85,8 +121,47 @@ class Nonfinite(Detector):
                    f"key{'s' if len(new) > 1 else ''}: {shown}{more}")
         proof = [(k, event.step, bad[k]) for k in new[:8]] \
             if isinstance(event, MetricsEvent) else []  # JSON has no NaN: as strings
-        return [self.finding(event.step, new, message, time=event.time, evidence=proof)]
+        return [*found, self.finding(event.step, new, message, time=event.time,
+                                     evidence=proof)]
 
+    def _not_computed(self, keys: list[str], step: int, time: float) -> list[Finding]:
+        """Count the points of keys NaN since their first; tell those that reached
+        ``not_computed`` points, together, as info."""
+        due = []
+        for key in keys:
+            points = self.nan_only.get(key)
+            if points is None:
+                if len(self.nan_only) >= 100_000:
+                    continue
+                points = self.nan_only[key] = [step, step, 0]
+            points[1], points[2] = step, points[2] + 1
+            if points[2] >= self.params["not_computed"]:
+                due.append(key)
+        self.time = time or self.time
+        return self._tell_not_computed(due)
+
+    def _tell_not_computed(self, due: list[str]) -> list[Finding]:
+        if not due:
+            return []
+        spans = {k: self.nan_only.pop(k) for k in due}
+        if len(self.told) < 100_000:
+            self.told.update(due)  # told once; a number, then NaN, is still a fault
+        first = min(s[0] for s in spans.values())
+        shown = ", ".join(f"{k} (steps {s[0]}-{s[1]}, {s[2]} point{'s' if s[2] > 1 else ''})"
+                          for k, s in list(spans.items())[:8])
+        more = f" and {len(due) - 8} more" if len(due) > 8 else ""
+        message = (f"not computed: {shown}{more} NaN at every point from the first, never a "
+                   f"number (a term the trainer does not compute; if it should, it is broken "
+                   f"from the start)")
+        return [self.finding(first, due, message, time=self.time, severity="info",
+                             evidence=[(k, s[0], "nan") for k, s in
+                                       list(spans.items())[:8]])]
+
+    def tick(self, now: float, alive: bool) -> Sequence[Finding]:
+        """A run that ended: keys NaN at every point it logged are not computed."""
+        if alive or not self.nan_only:
+            return ()
+        return self._tell_not_computed(list(self.nan_only))
 
 
 #: a finding is dated from where its curve was this share of the way from its level to

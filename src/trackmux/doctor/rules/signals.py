@@ -217,7 +217,10 @@ class Mismatch(SeriesRule):
 class FrozenStart(Detector):
     """The gradient norm is exactly 0 for the run's first ``points`` points (nothing
     learns: frozen parameters, a detached loss, every advantage zero), or, where no
-    gradient norm is logged, the KL and the loss both are: a broken setup, from step 1."""
+    gradient norm is logged, the KL and the loss both are: a broken setup, from step 1.
+    A run that ended sooner is judged on the points it has: ``end_points`` of them, or a
+    single one where every GRPO group was also flat (its zero-std share 1: every
+    advantage zero), which is conclusive on its own."""
 
     rule = "frozen_start"
     kinds = frozenset({"metrics"})
@@ -225,6 +228,8 @@ class FrozenStart(Detector):
         "grad_keys": Param(["@grad_norm"], "patterns"),
         "kl_keys": Param(["@kl"], "patterns"),
         "loss_keys": Param(["@loss"], "patterns"),
+        "flat_keys": Param(["@zero_std_frac"], "patterns", "share of GRPO groups with "
+                                                           "zero reward spread"),
         "points": Param(5, "count", "first points that must all be exactly 0"),
         "end_points": Param(2, "count", "a run that ended sooner: the points it needs"),
         "severity": Param("critical", "severity"),
@@ -233,7 +238,7 @@ class FrozenStart(Detector):
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.matchers = {name: KeyMatcher(self.params[f"{name}_keys"])
-                         for name in ("grad", "kl", "loss")}
+                         for name in ("grad", "kl", "loss", "flat")}
         self.first: dict[str, list[tuple[int, float]]] = {}
         self.done = False
         self.events = 0
@@ -261,11 +266,14 @@ class FrozenStart(Detector):
         (``end_points`` or more): a short run that never learned is still one."""
         if self.done or alive:
             return ()
-        return self._judge(self.params["end_points"], final=True)
+        flat = [p for k, p in self.first.items() if k.startswith("flat\0")]
+        every_group_flat = bool(flat) and all(v >= 1.0 for p in flat for _, v in p)
+        return self._judge(1 if every_group_flat else self.params["end_points"], final=True,
+                           flat=every_group_flat)
 
-    def _judge(self, n: int, final: bool = False) -> Sequence[Finding]:
+    def _judge(self, n: int, final: bool = False, flat: bool = False) -> Sequence[Finding]:
         zero = {k: p for k, p in self.first.items()
-                if len(p) >= n and all(v == 0 for _, v in p)}
+                if len(p) >= n and all(v == 0 for _, v in p) and not k.startswith("flat\0")}
         full = [k for k, p in self.first.items() if len(p) >= n]
         grads = [k for k in self.first if k.startswith("grad\0")]
         if grads and all(k in full for k in grads):
@@ -274,7 +282,7 @@ class FrozenStart(Detector):
         elif not grads and full and any(k.startswith("kl\0") for k in zero) and \
                 any(k.startswith("loss\0") for k in zero):
             self.done = True
-            hit = [k for k in zero if not k.startswith("grad\0")]
+            hit = [k for k in zero if k.startswith(("kl\0", "loss\0"))]
         else:
             if final:
                 self.done = True
@@ -285,9 +293,11 @@ class FrozenStart(Detector):
         points = zero[hit[0]]
         first_step, last_step = points[0][0], points[-1][0]
         which = f"the run's first {len(points)} points" if not final else \
-            f"every one of the {len(points)} points the run logged"
+            f"every one of the {len(points)} point{'s' if len(points) > 1 else ''} the " \
+            f"run logged"
+        also = ", with every GRPO group flat (zero reward spread)" if flat else ""
         return [self.finding(first_step, keys, (
-            f"{', '.join(keys)} exactly 0 at {which} (steps {first_step}-{last_step}): "
+            f"{', '.join(keys)} exactly 0 at {which} (steps {first_step}-{last_step}){also}: "
             f"nothing is learning. Check for frozen parameters, a loss detached from the "
             f"graph, a zero learning rate, or every advantage zero"), time=self.time,
             evidence=[(k.split("\0", 1)[1], st, v) for k in hit for st, v in zero[k]
