@@ -23,6 +23,9 @@ FAILURES: dict[str, dict[str, Any]] = {
 
 #: the demo's console prints one line of each kind every steps/CONSOLE_LINES steps
 CONSOLE_LINES = 20
+#: seconds the demo waits for the run's provenance before its first step (a loaded
+#: machine takes a few; past it the line comes when it comes)
+PROVENANCE_WAIT = 10.0
 
 
 def default_name(failure: str | None, seed: int) -> str:
@@ -111,6 +114,11 @@ def demo(steps: int, seed: int, extra_backends: str, no_default_backends: bool, 
     echo(f"trackmux demo: GRPO on digit reversal, {steps} steps, seed {seed}, "
                f"backends: {', '.join(backends) or 'spool only'}")
     try:
+        # the provenance event before the first step: the console prints its line above
+        # the step lines, not somewhere among them (it prints in spool order)
+        from trackmux.provenance.record import wait_recorded
+
+        wait_recorded(run, PROVENANCE_WAIT)
         result = train(config, run)
     except BaseException:
         run.finish(exit_code=1)

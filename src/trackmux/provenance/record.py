@@ -246,6 +246,15 @@ def start(run: Any) -> None:
     _collectors[run] = Collector(run)
 
 
+def wait_recorded(run: Any, timeout: float) -> bool:
+    """Wait up to ``timeout`` s for the run's provenance event to be appended (True when
+    it is, or when none is being collected). For a caller that wants the event before
+    its first step in the spool, so a console prints the ``[provenance]`` line above the
+    steps (``trackmux demo``); training never needs to wait for it."""
+    collector = _collectors.get(run)
+    return collector is None or collector.join(timeout)
+
+
 def finish(run: Any, deadline: float) -> None:
     """The run finish hook: give the collector until ``deadline``, then send what it has."""
     collector = _collectors.pop(run, None)
