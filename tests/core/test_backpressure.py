@@ -23,6 +23,75 @@ def test_queue_stays_bounded_when_the_caller_outruns_the_writer(tmp_path: Path) 
     assert summary.events == 30_000 and summary.dropped == 0
 
 
+def test_queue_stays_bounded_in_thread_mode_beside_the_doctor_and_busy_threads(
+        tmp_path: Path) -> None:
+    """Issue 46: in thread mode the writer shares the GIL with the delivery threads, the
+    doctor's and here two threads that never sleep, so on a loaded machine a commit can
+    take longer than BACKPRESSURE_WAIT. A writer that moves is slow, not stalled: the
+    caller keeps waiting and the bound holds (it used to give up and run 1,300 past it)."""
+    import threading
+
+    stop = threading.Event()
+
+    def burn() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+
+    burners = [threading.Thread(target=burn, daemon=True) for _ in range(2)]
+    for burner in burners:
+        burner.start()
+    try:
+        run = trackmux.init(project="bp", backends=["file"], dir=tmp_path, delivery="thread",
+                            doctor=True)
+        assert isinstance(run, trackmux.Run)
+        data = {f"k{j}": j * 0.5 for j in range(100)}
+        deepest = 0
+        for step in range(20_000):
+            run.log({**data, "reward": 0.5 + (step % 7) * 0.01}, step=step)
+            deepest = max(deepest, len(run._spool._queue))
+        summary = run.finish(timeout=120)
+    finally:
+        stop.set()
+        for burner in burners:
+            burner.join(10)
+    assert deepest <= spool.HIGH_WATER + 1, deepest
+    assert summary.events == 20_000 and summary.dropped == 0
+
+
+def test_a_stalled_writer_lets_the_caller_go_after_backpressure_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other side of the bound: a writer blocked in I/O (it moves nothing) holds a
+    caller at most BACKPRESSURE_WAIT, then backpressure is off until its next commit."""
+    import threading
+
+    from trackmux.core.events import MetricsEvent
+
+    monkeypatch.setattr(spool, "BACKPRESSURE_WAIT", 0.2)
+    writer = spool.SpoolWriter(tmp_path / "run")
+    entered, release = threading.Event(), threading.Event()
+    real_write = writer._write
+
+    def stuck_write(batch: list, meta: dict) -> None:  # type: ignore[type-arg]
+        if batch:
+            entered.set()
+            release.wait(600)  # a disk that does not answer
+        real_write(batch, meta)
+
+    writer._write = stuck_write  # type: ignore[method-assign]
+    try:
+        writer.append(MetricsEvent({"a": 0.0}, 0, 0.0))
+        writer._pacer.wake()
+        assert entered.wait(60)
+        for step in range(1, spool.HIGH_WATER + 500):  # returns: the stall let it go
+            writer.append(MetricsEvent({"a": 1.0}, step, 0.0))
+        assert not writer._pressure and len(writer._queue) > spool.HIGH_WATER
+    finally:
+        release.set()
+        writer.close(60)
+    assert writer.status.committed == spool.HIGH_WATER + 499 + 1
+
+
 def test_a_held_caller_is_released_when_the_writer_takes_the_queue(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 34.9: backpressure holds log() until the writer has taken the queue, not until
@@ -30,7 +99,6 @@ def test_a_held_caller_is_released_when_the_writer_takes_the_queue(
     never ends while the caller waits: the caller must be released by the take alone, with
     backpressure still on (not given up after BACKPRESSURE_WAIT)."""
     import threading
-    import time
 
     from trackmux.core.events import MetricsEvent
 
@@ -49,11 +117,21 @@ def test_a_held_caller_is_released_when_the_writer_takes_the_queue(
         held.set()
         real_backpressure()
 
+    class NotedCondition(threading.Condition):
+        """Says when a caller is inside its wait (the lock released), not before."""
+
+        def wait(self, timeout: float | None = None) -> bool:
+            if threading.current_thread() is not writer._thread:
+                waiting.set()
+            return super().wait(timeout)
+
+    waiting = threading.Event()
+    writer._committed_cond = NotedCondition()
     writer._write = slow_write  # type: ignore[method-assign]
     writer._backpressure = noted_backpressure  # type: ignore[method-assign]
     try:
         writer.append(MetricsEvent({"a": 1.0}, 0, 0.0))
-        writer._wake.set()
+        writer._pacer.wake()
         assert entered.wait(60)  # the writer is inside a commit that does not end
         done = threading.Event()
 
@@ -63,8 +141,7 @@ def test_a_held_caller_is_released_when_the_writer_takes_the_queue(
             done.set()
 
         threading.Thread(target=fill, daemon=True).start()
-        assert held.wait(60)
-        time.sleep(0.1)  # into its wait (a shorter one only makes this test weaker)
+        assert held.wait(60) and waiting.wait(60)  # the caller waits inside backpressure
         taken = writer._take()  # what the writer thread does after its commit
         try:
             assert done.wait(30) and writer._pressure  # released by the take, still on

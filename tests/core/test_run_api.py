@@ -12,6 +12,7 @@ import pytest
 
 import trackmux
 from trackmux.core.spool.reader import SpoolReader
+from trackmux.testing.pacer import HeldCommits
 
 
 def test_events_keep_step_and_time_and_step_none_continues(memory_backend: Any,
@@ -133,18 +134,17 @@ def _metric_steps(run_dir: Path) -> list[int]:
 
 
 def test_flush_commits_what_log_took_without_waiting_for_the_commit_interval(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, held_commits: HeldCommits) -> None:
     """flush() is what a trainer calls before its own checkpoint: afterwards a SIGKILL
     cannot take the steps logged so far (by default they wait up to the commit interval)."""
-    from trackmux.core.spool import writer
-
-    monkeypatch.setattr(writer, "COMMIT_INTERVAL", 60.0)  # only flush() commits
     # process delivery: in thread mode the in-process doctor commits to read what it judges
     run = trackmux.init(project="p", backends=[], dir=tmp_path, delivery="process")
     try:
-        # the writer thread's first wait must be behind it (init's meta wakes it once; a
-        # writer slow to start on a busy machine would take the first steps with it)
-        assert run.flush() is True
+        # Only a wake commits now (the held writer's clock never runs), and none is
+        # pending: init's meta and any wake that came while it was committed are behind it.
+        # (A 60 s COMMIT_INTERVAL was not enough: a flush's wake that arrived during the
+        # commit it waited for was taken later, with steps 1 and 2; issue 46.)
+        held_commits.settle()
         run.log({"a": 1.0}, step=1)
         run.log({"a": 2.0}, step=2)
         assert _metric_steps(run.dir) == []  # still in memory: what a kill now would lose

@@ -10,6 +10,7 @@ import pytest
 
 import trackmux
 from conftest import mlflow_history, mlflow_run, spool_events, spool_runs, tensorboard_scalars
+from trackmux.testing.pacer import HeldCommits
 
 pytest.importorskip("accelerate")
 
@@ -127,20 +128,18 @@ def test_by_name_and_resume_through_save_and_load_state(tmp_path: Path,
 
 
 def test_save_state_commits_the_steps_logged_before_it(
-        tmp_path: Path, tracker_env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, tracker_env: dict[str, Path], held_commits: HeldCommits) -> None:
     """accelerator.save_state asks the tracker for its state: the spool has committed every
     step logged so far by then, so the checkpoint never holds steps a kill could take."""
     from accelerate import Accelerator
 
-    from trackmux.core.spool import writer
     from trackmux.integrations.accelerate import TrackmuxTracker
 
-    monkeypatch.setattr(writer, "COMMIT_INTERVAL", 60.0)  # nothing commits by time alone
     tracker = TrackmuxTracker("acc-ckpt", backends=[])
     accelerator = Accelerator(log_with=tracker, cpu=True, project_dir=str(tmp_path))
     accelerator.init_trackers("acc-ckpt")
     accelerator.register_for_checkpointing(tracker)
-    tracker.tracker.flush()  # the run opens; its meta committed, the writer waits 60 s now
+    held_commits.settle()  # the run is open and no wake is pending: nothing commits by itself
     train_loop(accelerator, range(1, 4))
 
     def steps() -> list[int]:

@@ -29,6 +29,7 @@ from conftest import (
 )
 from trackmux.integrations import hf_common, trl_samples
 from trackmux.samples.read import iter_samples, list_sample_keys
+from trackmux.testing.pacer import HeldCommits
 
 pytest.importorskip("trl")
 BACKENDS = ["file", "tensorboard", "mlflow"]
@@ -188,16 +189,15 @@ def test_samples_follow_log_completions_and_an_error_finishes_the_run(
 
 
 def test_a_checkpoint_is_written_after_the_steps_before_it_are_in_the_spool(
-        tmp_path: Path, tracker_env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, tracker_env: dict[str, Path], held_commits: HeldCommits) -> None:
     """The Trainer asks the callback for its state while it writes checkpoint N; the spool
     has committed steps 1..N by then (a kill after the checkpoint could otherwise take the
     last of them, and the resumed run, rewound to N, never logs them again)."""
     from transformers import TrainerCallback
 
-    from trackmux.core.spool import writer
     from trackmux.integrations.transformers import TrackmuxCallback
 
-    monkeypatch.setattr(writer, "COMMIT_INTERVAL", 60.0)  # nothing commits by time alone
+    # held_commits: nothing commits by time alone, only the callback's flush at each save
     at_save: dict[int, list[int]] = {}
 
     class Look(TrainerCallback):  # type: ignore[misc]

@@ -22,6 +22,7 @@ import pytest
 import trackmux
 from conftest import sft_command, sft_env
 from trackmux.core.spool.reader import SpoolReader
+from trackmux.testing.pacer import HeldCommits
 
 pytest.importorskip("verl")
 
@@ -463,7 +464,7 @@ def test_tracking_resumes_the_recorded_run_when_verl_resumes(tmp_path: Path,
 
 
 def test_verl_saves_a_checkpoint_only_after_the_steps_before_it_are_in_the_spool(
-        tmp_path: Path, tracker_env: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, tracker_env: dict[str, Path], held_commits: HeldCommits) -> None:
     """verl's CheckpointHandler (the SFT trainers' saver) with a stand-in engine that looks
     at the spool when verl writes the checkpoint: the steps logged before it are committed
     by then (a SIGKILL after checkpoint N kept N but could lose step N's metrics, which the
@@ -472,13 +473,12 @@ def test_verl_saves_a_checkpoint_only_after_the_steps_before_it_are_in_the_spool
     import verl.utils.tracking as vt
     from verl.utils.checkpoint import CheckpointHandler, OrchestrationMode
 
-    from trackmux.core.spool import writer
-
-    monkeypatch.setattr(writer, "COMMIT_INTERVAL", 60.0)  # nothing commits by time alone
     tracking = vt.Tracking(project_name="ckpt", experiment_name="e", default_backend="file",
                            config={"trainer": {"default_local_dir": str(tmp_path / "ckpt")}})
     run_dir = tracking.run.dir
-    tracking.run.flush()  # init's meta committed: the writer now waits out the interval
+    # nothing commits by time, and no wake is pending: only the drop-in's flushes commit
+    # (a 60 s COMMIT_INTERVAL left a wake taken late with steps 1 and 2; issue 46)
+    held_commits.settle()
     at_save: list[tuple[int, list[int]]] = []
 
     def steps() -> list[int]:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from trackmux.testing import memory
+
+if TYPE_CHECKING:
+    from trackmux.testing.pacer import HeldCommits
 
 
 @pytest.fixture
@@ -28,3 +32,14 @@ def postgres_server() -> Iterator[object]:
         pytest.skip("PostgreSQL is not installed (initdb/pg_ctl not found)")
     with private_postgres() as pg:
         yield pg
+
+
+@pytest.fixture
+def held_commits() -> Iterator[HeldCommits]:
+    """Spool writers made during the test commit only when woken (flush, close, meta,
+    backpressure), never by time; ``held_commits.settle()`` returns once every writer waits
+    with no wake pending. See trackmux.testing.pacer."""
+    from trackmux.testing.pacer import hold_commits
+
+    with hold_commits() as held:
+        yield held

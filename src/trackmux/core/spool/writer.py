@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,29 @@ CREATE TABLE IF NOT EXISTS attempts (
     host TEXT NOT NULL, first_seq INTEGER NOT NULL, rewind_to INTEGER);
 CREATE TABLE IF NOT EXISTS superseded (seq INTEGER PRIMARY KEY, attempt INTEGER NOT NULL);
 """
+
+
+class CommitPacer:
+    """When the writer thread commits: at a wake (``flush``, ``close``, new meta, a queue
+    past ``LOW_WATER``, a strict ``append``) or ``interval`` seconds after its last round.
+    One object owns both, so a test can hold commits on purpose (a pacer whose clock never
+    runs: trackmux.testing.pacer) instead of hoping no thread wakes the writer."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def wake(self) -> None:
+        """Ask for a commit round now (any thread; never blocks)."""
+        self._event.set()
+
+    def wait(self, interval: float) -> None:
+        """Called by the writer thread between rounds: return at a wake or after ``interval``."""
+        self._event.wait(interval)
+        self._event.clear()
+
+
+#: makes each new writer's pacer; trackmux.testing.pacer swaps it for a held one
+new_pacer: Callable[[], CommitPacer] = CommitPacer
 
 
 def make_private_dir(path: Path) -> None:
@@ -207,7 +230,8 @@ class SpoolWriter:
                  max_bytes: int | None = None, max_buffered: int = 1_000_000,
                  on_commit: Callable[[int], None] | None = None,
                  max_buffered_bytes: int | None = None,
-                 meta_source: Callable[[], dict[str, Any] | None] | None = None) -> None:
+                 meta_source: Callable[[], dict[str, Any] | None] | None = None,
+                 pacer: CommitPacer | None = None) -> None:
         if durability not in ("default", "strict"):
             raise ValueError(f"durability must be 'default' or 'strict', got {durability!r}")
         self.run_dir = run_dir
@@ -241,12 +265,15 @@ class SpoolWriter:
         self._appended = 0
         self._written = 0
         self._committed_cond = threading.Condition()
-        self._wake = threading.Event()
+        self._pacer = pacer if pacer is not None else new_pacer()
         self._closing = False
         self._full_reported = False
         self._unstorable_reported = False
         self._dropped_recorded = 0
         self._retry = threading.Event()  # cuts a disk-full retry wait short on close
+        #: events the writer has taken, encoded or inserted, ever: a waiting caller tells a
+        #: slow writer (it moves) from a stalled one (it does not); written by one thread
+        self._progress = 0
         self._pressure = True  # backpressure on; off after a stalled wait, on at a commit
         self._meta_pending: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="trackmux-spool-writer",
@@ -272,26 +299,37 @@ class SpoolWriter:
             self._report_full("in-memory buffer is full")
             return
         if self.strict:
-            self._wake.set()
+            self._pacer.wake()
             with self._committed_cond:
                 while (self._written < ticket and self._thread.is_alive()
                        and self.status.full is None):
                     self._committed_cond.wait(0.5)
         elif len(self._queue) >= LOW_WATER:
-            self._wake.set()
+            self._pacer.wake()
             if len(self._queue) >= HIGH_WATER and self._pressure:
                 self._backpressure()
 
     def _backpressure(self) -> None:
         """Wait until the writer drained the queue to LOW_WATER. Not while the spool cannot
         be written (events then wait in memory, then drop); a writer that commits nothing
-        within BACKPRESSURE_WAIT turns the wait off until its next commit."""
+        within BACKPRESSURE_WAIT turns the wait off until its next commit. Within means
+        progress, not a finished commit: a writer that took, encoded or inserted any event
+        in the last BACKPRESSURE_WAIT is slow, and the caller keeps waiting; one blocked in
+        I/O (a stalled disk, another process's write lock) moves nothing and is let go."""
         deadline = time.monotonic() + BACKPRESSURE_WAIT
+        seen = self._progress
         with self._committed_cond:
             while (len(self._queue) > LOW_WATER and self.status.full is None
                    and self._pressure and self._thread.is_alive()):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
+                    if self._progress != seen:
+                        # Slow, not stalled: a writer short of CPU (a loaded machine, the
+                        # doctor's and delivery threads in this process) is still encoding
+                        # its batch. Waiting on keeps the queue bounded (issue 46).
+                        seen = self._progress
+                        deadline = time.monotonic() + BACKPRESSURE_WAIT
+                        continue
                     self._pressure = False
                     return
                 self._committed_cond.wait(remaining)
@@ -300,13 +338,14 @@ class SpoolWriter:
         """Record run metadata in the next commit (state, finished_at, ...)."""
         with self._lock:
             self._meta_pending.update(values)
-        self._wake.set()
+        self._pacer.wake()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything appended so far is committed; False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         target = self._appended
-        self._wake.set()
+        if self._written < target:  # no wake for nothing: it would commit later events early
+            self._pacer.wake()
         with self._committed_cond:
             while self._written < target and self._thread.is_alive():
                 remaining = None if deadline is None else deadline - time.monotonic()
@@ -337,15 +376,14 @@ class SpoolWriter:
                 self.status.dropped += len(self._queue)
                 self._queue.clear()
         self._retry.set()
-        self._wake.set()
+        self._pacer.wake()
         self._thread.join(timeout if timeout is not None else None)
         return done and not self._thread.is_alive()
 
     # -- writer thread -----------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            self._wake.wait(COMMIT_INTERVAL)
-            self._wake.clear()
+            self._pacer.wait(COMMIT_INTERVAL)
             closing = self._closing
             try:
                 self._commit_pending()
@@ -369,6 +407,7 @@ class SpoolWriter:
         limit = COMMIT_BATCH * 4 if self.status.full is None else RECOVERY_BATCH
         while queue and len(batch) < limit:
             batch.append(queue.popleft())
+        self._progress += len(batch)
         if batch:
             with self._committed_cond:
                 self._committed_cond.notify_all()
@@ -448,8 +487,8 @@ class SpoolWriter:
         conn = self._conn
         encoded = []
         for i, event in enumerate(batch):  # before BEGIN: one event that cannot be stored
-            try:                           # must not poison the batch or the writer; it is
-                                           # dropped, counted and reported
+            self._progress += 1            # must not poison the batch or the writer; it is
+            try:                           # dropped, counted and reported
                 if isinstance(event, DeferredEvent):
                     event = batch[i] = event.resolve()  # kept resolved if the batch is retried
                 row, blob = codec.encode(event)
@@ -478,14 +517,20 @@ class SpoolWriter:
                 "SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]))
         except (sqlite3.DatabaseError, TypeError, ValueError):  # a damaged index: ours
             seq = self._last_seq
-        rows = []
-        for (kind, step, ts, body), blob in encoded:
+        for _row, blob in encoded:
             if blob is not None:
                 conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
-            seq += 1
-            rows.append((seq, kind, step, ts, body, codec.row_crc(seq, kind, step, ts, body)))
+        first = seq
+
+        def rows() -> Iterator[tuple[Any, ...]]:
+            """Made as SQLite takes them, so a waiting caller sees the insert move."""
+            for number, ((kind, step, ts, body), _blob) in enumerate(encoded, first + 1):
+                self._progress += 1
+                yield number, kind, step, ts, body, codec.row_crc(number, kind, step, ts, body)
+
         conn.executemany("INSERT INTO events(seq, kind, step, time, body, crc) "
-                         "VALUES (?, ?, ?, ?, ?, ?)", rows)
+                         "VALUES (?, ?, ?, ?, ?, ?)", rows())
+        seq = first + len(encoded)
         dropped = self.status.dropped
         if dropped:
             meta = {**meta, "dropped_events": dropped,
