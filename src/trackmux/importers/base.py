@@ -104,6 +104,10 @@ class SourceRun:
         """Whether the source says its run ended (``--follow`` stops then)."""
         return False
 
+    def close(self) -> None:
+        """Stop what reading started (a follower's reader process); called once, at the
+        end of an import."""
+
 
 # -- values ----------------------------------------------------------------------------------
 _WRAPPED = re.compile(r"^(?:np\.|numpy\.)?(?:float\d*|int\d*|double)\((.*)\)$|^tensor\((.*?)"

@@ -246,6 +246,8 @@ class RunImport:
                     "state": state, "finished_at": self._last_time or time.time()})
                 self.outcome.steps = _steps(self.dir)
         finally:
+            with contextlib.suppress(Exception):
+                self.source.close()
             if self._lock is not None:
                 with contextlib.suppress(Exception):
                     self._lock.release()
