@@ -512,9 +512,12 @@ class Run:
 
     def findings(self) -> list[dict[str, Any]]:
         """What the run's watchers (the doctor) found so far, oldest first: dicts with
-        ``rule``, ``severity``, ``step``, ``keys``, ``message``."""
+        ``rule``, ``severity``, ``step``, ``keys``, ``message``, ``id`` ..., one per finding
+        id in its latest state (``on_finding`` is called with every update too)."""
+        from trackmux.core.events import latest_findings
+
         with self._findings_lock:
-            return [f.as_dict() for f in self._findings]
+            return [f.as_dict() for f in latest_findings(self._findings)]
 
     @property
     def delivery_pid(self) -> int | None:
