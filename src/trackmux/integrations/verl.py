@@ -22,6 +22,9 @@ elsewhere), so every trainer that imports them afterwards gets these.
   continues with ``rewind_to=N`` (:mod:`trackmux.integrations.verl_resume`); the steps up
   to a checkpoint are committed to the spool before verl writes it
   (:mod:`trackmux.integrations.verl_checkpoints`).
+- With the doctor's ``stop_on`` (``+trainer.trackmux.doctor.stop_on=critical``), a run the
+  doctor asks to stop has verl save its checkpoint and leave ``fit()`` at a step boundary
+  (:mod:`trackmux.integrations.verl_stop`).
 """
 
 from __future__ import annotations
@@ -156,6 +159,7 @@ class Tracking:
         self.run: Any = None
         self._commit_after_log = False  # a checkpoint was just saved (verl_checkpoints)
         self._verl: Any = None
+        self._stopper: Any = None  # ends verl's loop when the doctor asks (verl_stop)
         import trackmux
 
         plain = plain_config(config)
@@ -181,6 +185,14 @@ class Tracking:
         self.run = _init_resuming(plain, project_name, experiment_name, ours,
                                   backend_options or None, options)
         self._finished = False
+        from trackmux.integrations import stopping
+
+        if stopping.configured(options.get("doctor")):  # the doctor's stop_on is set
+            from trackmux.integrations import verl_stop
+
+            trainer = verl_stop.find_trainer()
+            if trainer is not None:
+                self._stopper = verl_stop.Stopper(self.run, trainer)
         if watch is not None:
             from trackmux.integrations import verl_watch
 
@@ -234,6 +246,8 @@ class Tracking:
 
                 self._commit_after_log = False
                 commit([self.run])
+            if self._stopper is not None:
+                self._stopper.at_log(step)
         if self._verl is not None:
             self._verl.log(data=data, step=step, backend=backend)
 
