@@ -17,10 +17,12 @@ def goals(args: tuple[str, ...], store: str | None, as_json: bool) -> None:
     """Show PROJECT's goals with the best run for each; `goals set PROJECT 'KEY >= VALUE'`
     adds a goal or changes its target (also <=, >, <); `goals unset PROJECT KEY` removes
     KEY's goals."""
-    from trackmux.cli.store import open_or_fail
+    from trackmux.cli.store import check_store, open_or_fail
     from trackmux.readers import is_store_uri
     from trackmux.store import goals as goals_mod
 
+    if store and not is_store_uri(store):
+        check_store(store)  # a mistyped DSN is named as such
     if not is_store_uri(store):
         raise click.BadParameter("goals live in the team store: pass a postgresql:// DSN",
                                  param_hint="--store")
@@ -56,13 +58,11 @@ def goals(args: tuple[str, ...], store: str | None, as_json: bool) -> None:
 
 
 def _change(store: str, action: str, project: str, text: str) -> None:
+    from trackmux.cli.store import reach_or_fail
     from trackmux.store import goals as goals_mod
-    from trackmux.store.connect import StoreConfigError, StoreUnavailable, connect
+    from trackmux.store.connect import StoreConfigError
 
-    try:
-        conn = connect(store, autocommit=True)
-    except (StoreConfigError, StoreUnavailable) as exc:
-        raise click.BadParameter(str(exc), param_hint="--store") from None
+    conn = reach_or_fail(store, autocommit=True)
     try:
         if action == "set":
             try:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from trackmux.cli.delivery_reason import last_problems
 from trackmux.cli.output import echo
 from trackmux.core import settings
 from trackmux.core.spool.runs import (
@@ -68,6 +69,8 @@ def runs(directory: Path | None, store: str | None, as_json: bool) -> None:
                 status += f", {summary.quarantined[name]} quarantined"
             echo(f"    {name}: {status} (acknowledged up to event {acked} of "
                  f"{summary.last_seq})")
+            if pending and name in (problems := last_problems(run_dir)):
+                echo(f"      why: {problems[name]}")
         for attempt in summary.attempts if len(summary.attempts) > 1 else ():
             echo(f"    {describe_attempt(attempt)}")
         if summary.damage:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import click
 import orjson
 
+from trackmux.cli.delivery_reason import last_problems
 from trackmux.cli.output import echo
 from trackmux.core.configmerge import merge_config
 from trackmux.core.errors import SpoolUnreadableError, SpoolUnsafeError
@@ -152,6 +153,8 @@ def show(run_arg: str, root: str | None, key: str | None, as_json: bool) -> None
         echo(f"  {name}: {'delivered' if not pending else f'{pending} pending'}"
              + (f", {count} quarantined" if count else "")
              + (f", remote run {remote}" if remote else ""))
+        if pending and name in (problems := last_problems(run_dir)):
+            echo(f"    why: {problems[name]}")
     if quarantined:
         echo(f"quarantined ({len(quarantined)}; refused for good, kept in the spool):")
         for entry in quarantined[:20]:

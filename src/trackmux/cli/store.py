@@ -11,17 +11,53 @@ import click
 import orjson
 
 
-def open_or_fail(uri: str | Path | None) -> Any:
-    from trackmux.readers import open_source
-    from trackmux.store.connect import StoreConfigError, StoreUnavailable
+class StoreUnreachableError(click.ClickException):
+    """The store named cannot be reached or used: one line, exit status 3 (the same for a
+    malformed DSN, a wrong database or password, a refused or silent server)."""
+
+    exit_code = 3  # trackmux.store.connect.EXIT_UNREACHABLE (not imported: psycopg-free)
+
+
+def check_store(uri: str | Path | None) -> None:
+    """Fails with one line when ``uri`` is a mistyped store URL (``postgresql//u@h/db``)
+    or a folder that does not exist, before anything is read from it."""
+    from trackmux.readers import is_store_uri
+    from trackmux.store.connect import malformed
+
+    if uri is None or is_store_uri(uri):
+        return
+    bad = malformed(str(uri))
+    if bad:
+        raise StoreUnreachableError(bad)
+    if not Path(uri).expanduser().is_dir():
+        raise StoreUnreachableError(f"no store at {uri}: neither a folder nor a "
+                                    "postgresql:// URL")
+
+
+def reach_or_fail(dsn: str, **kwargs: Any) -> Any:
+    """A connection to the store ``dsn`` for a command, or StoreUnreachableError."""
+    from trackmux.store.connect import StoreUnreachable, reach
 
     try:
+        return reach(dsn, **kwargs)
+    except StoreUnreachable as exc:
+        raise StoreUnreachableError(str(exc)) from None
+
+
+def open_or_fail(uri: str | Path | None) -> Any:
+    from trackmux.readers import open_source
+    from trackmux.store.connect import StoreUnreachable, hide_password, one_line
+
+    check_store(uri)
+    try:
         return open_source(uri)
-    except (StoreConfigError, StoreUnavailable) as exc:
-        raise click.BadParameter(str(exc), param_hint="--store") from None
-    except Exception as exc:  # the server is down or unreachable
-        raise click.ClickException(f"cannot read the store: {type(exc).__name__}: {exc}"
-                                   ) from None
+    except StoreUnreachable as exc:
+        raise StoreUnreachableError(str(exc)) from None
+    except Exception as exc:  # config errors say where; the rest: down or unreachable
+        text = one_line(str(exc))
+        where = hide_password(str(uri))
+        raise StoreUnreachableError(text if where in text else
+                                    f"cannot reach the store at {where}: {text}") from None
 
 
 def list_runs(uri: str | Path | None, as_json: bool) -> None:
@@ -62,14 +98,11 @@ def init(dsn: str, writers: tuple[str, ...], readers: tuple[str, ...],
          goal_setters: tuple[str, ...]) -> None:
     """Create or upgrade the store's tables in DSN (as the database owner) and grant ROLEs
     (readers may also read the sweeps kept in DSN's database: run it again after the
-    first `sweep create --storage DSN`)."""
+    first `sweep create --storage DSN`). Exit status 3: the store cannot be reached."""
     from trackmux.store import schema, sweeps
-    from trackmux.store.connect import StoreConfigError, StoreUnavailable, connect
+    from trackmux.store.connect import StoreConfigError
 
-    try:
-        conn = connect(dsn, autocommit=True)
-    except (StoreConfigError, StoreUnavailable) as exc:
-        raise click.BadParameter(str(exc), param_hint="DSN") from None
+    conn = reach_or_fail(dsn, autocommit=True)
     try:
         before, after = schema.migrate(conn)
         schema.grant(conn, writers=writers, readers=readers, goal_setters=goal_setters)

@@ -5,7 +5,9 @@ and its remote identity is kept so a later sync continues the same remote run. E
 status: 0 when everything is delivered, 1 while anything is left, when a backend failed
 permanently (its cause is printed) or when part of the spool was damaged (what was intact
 is delivered; the damage is printed), 2 for a usage error (a bad ``-o`` option included)
-or a sync of the same run and backend already in progress.
+or a sync of the same run and backend already in progress, 3 when a backend's destination
+that can be checked before delivering (the team store: one connection, 5 s timeout) cannot
+be reached or used (the cause is printed in one line; the other backends are delivered).
 """
 
 from __future__ import annotations
@@ -73,6 +75,26 @@ def check_options(names: list[str], options: dict[str, dict[str, Any]]) -> None:
             raise click.UsageError(f"backend {name!r}: {exc}") from None
 
 
+def unreachable(names: list[str], options: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Per backend whose destination can be checked now and cannot be used, why (one
+    line). A backend may offer ``probe()`` (the postgres backend connects once, 5 s
+    timeout): without it a store that refuses or never answers would be an ``open``
+    retried with backoff, in silence, until ``--timeout`` or forever."""
+    registry = get_registry()
+    out = {}
+    for name in names:
+        backend = registry.backend(name, options.get(name)).factory(dict(options.get(name)
+                                                                         or {}))
+        probe = getattr(backend, "probe", None)
+        if not callable(probe):
+            continue
+        try:
+            probe()
+        except Exception as exc:
+            out[name] = " ".join(str(exc).split()) or type(exc).__name__
+    return out
+
+
 def stored_options(meta: dict[str, Any], name: str) -> tuple[dict[str, Any], list[str]]:
     """The options the live run used for ``name``, and the names of those that held a
     secret: secrets are never stored, so they come from the environment (the backend's own
@@ -111,6 +133,7 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
     left = 0
     damaged = False
     failed = False
+    blocked = False
     for arg in run_args:
         try:
             run_dir = resolve_run(arg, root)
@@ -131,6 +154,12 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
                      f"or pass -o {n}.{missing[0]}=...", err=True)
             merged[n] = {**kept, **cli_options.get(n, {})}
         check_options(names, merged)
+        for name, why in unreachable(names, merged).items():
+            echo(f"{run_dir.name} -> {name}: cannot deliver: {why}", err=True)
+            names.remove(name)
+            blocked = True
+        if not names:
+            continue
         places = Destinations(run_dir)
         cursors = {n: places.cursor(n, summary, cli_options.get(n, {})) for n in names}
         places.save()
@@ -184,7 +213,7 @@ def sync(run_args: tuple[str, ...], to: str | None, options: tuple[str, ...],
             damaged = True
             echo(f"  spool damage ({len(result.damage)}): "
                  + "; ".join(result.damage[:5]), err=True)
-    sys.exit(1 if left or damaged or failed else 0)
+    sys.exit(3 if blocked else 1 if left or damaged or failed else 0)
 
 
 class Destinations:
@@ -207,26 +236,31 @@ class Destinations:
     def cursor(self, name: str, summary: RunSummary, given: dict[str, Any]) -> str:
         """The cursor ``name``'s acknowledgements are kept under: its own, unless ``-o``
         moves a destination option away from where that cursor delivered; the new
-        destination is ``name@option=value`` and gets every event from the first."""
+        destination is ``name@option=value`` (passwords never in it) and gets every
+        event from the first. A cursor that never delivered anything (a bad DSN from the
+        start) is not a place anyone has data in: ``-o`` fixes it in place, so the
+        backend's pending events go there and no phantom "pending" stays behind."""
         factory = get_registry().backend(name).factory
         wanted = {k: v for k, v in given.items()
                   if k in getattr(factory, "destination_options", ())}
         if not wanted:
             return name
         own = self.known.get(name)
-        if own is None and name in summary.backends:
-            own = stored_options(summary.meta, name)[0]  # the live run's (defaults if none)
-        if own is None and not summary.delivered.get(name):
-            own = self._record(name, wanted)  # a backend's first sync: its own cursor
-        if own is not None and all(own.get(k) == v for k, v in wanted.items()):
+        if own is None and name in summary.backends:  # the live run's (defaults if none)
+            own = (summary.meta.get("backend_options") or {}).get(name) or {}
+        if own is None or (not summary.delivered.get(name)
+                           and not summary.remote_ids.get(name)):
+            self._record(name, wanted)  # nothing delivered yet: its own cursor
             return name
-        moved = name + "@" + ",".join(f"{k}={v}" for k, v in sorted(wanted.items()))
+        if all(same_place(own.get(k), v) for k, v in wanted.items()):
+            return name
+        moved = name + "@" + ",".join(f"{k}={_shown(v)}" for k, v in sorted(wanted.items()))
         if moved not in self.known:
             self._record(moved, wanted)
         return moved
 
     def _record(self, cursor: str, wanted: dict[str, Any]) -> dict[str, Any]:
-        self.known[cursor] = dict(wanted)
+        self.known[cursor] = {k: _shown(v) for k, v in wanted.items()}  # no secret on disk
         self._changed = True
         return self.known[cursor]
 
@@ -236,6 +270,31 @@ class Destinations:
                          | getattr(os, "O_NOFOLLOW", 0), 0o600)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(orjson.dumps(self.known))
+
+
+_USERINFO = re.compile(r"(?i)^([a-z][a-z0-9+.\-]*://)[^/@\s]*@")
+_PASSWORD_WORD = re.compile(r"(?i)\bpassword\s*=\s*\S+")
+
+
+def _place(value: Any) -> Any:
+    """Where a destination option points, leaving out who connects and with what secret
+    (``postgresql://ro:pw@db/x`` and the stored ``postgresql://***@db/x`` are one place)."""
+    if not isinstance(value, str):
+        return value
+    return " ".join(_PASSWORD_WORD.sub("", _USERINFO.sub(r"\1", value.strip())).split())
+
+
+def same_place(stored: Any, given: Any) -> bool:
+    return bool(stored == given or _place(stored) == _place(given))
+
+
+def _shown(value: Any) -> Any:
+    """A destination option as a cursor name or the destinations file may hold it."""
+    if not isinstance(value, str):
+        return value
+    from trackmux.core.values.redact import redact_text
+
+    return redact_text(value, env_secrets=[])
 
 
 def outcome(result: SyncResult, name: str) -> str:

@@ -52,7 +52,14 @@ class PostgresBackend(Backend):
 
     def open(self, run: RunInfo, resume: ResumeState) -> None:
         from trackmux.store import schema
-        from trackmux.store.connect import StoreConfigError, StoreUnavailable, connect
+        from trackmux.store.connect import (
+            StoreConfigError,
+            StoreUnavailable,
+            StoreUnreachable,
+            connect,
+            hide_password,
+            one_line,
+        )
         from trackmux.store.ingest import StoreWriter, current_user
 
         self._info = run
@@ -62,6 +69,14 @@ class PostgresBackend(Backend):
         except (StoreConfigError, StoreUnavailable) as exc:
             self._drop()
             raise PermanentBackendError(str(exc)) from None
+        except Exception as exc:
+            if self._conn is not None:
+                self._drop()
+                raise
+            # retried; said in one line (runs and show quote it from delivery.log)
+            where = hide_password(self.dsn) or "(libpq PG* variables)"
+            raise StoreUnreachable(f"cannot reach the store at {where}: "
+                                   f"{one_line(str(exc))}") from exc
         meta, attempts = _spool_view(run)
         self._host = str(meta.get("host") or "unknown")
         user = str(meta.get("user") or current_user())
@@ -118,6 +133,14 @@ class PostgresBackend(Backend):
 
     def state(self) -> dict[str, Any]:
         return {"run": self._run, "stored_upto": self._watermark}
+
+    def probe(self) -> None:
+        """``trackmux sync`` calls this once before delivering: one connection (5 s
+        timeout), so a store that refuses, never answers or rejects the role is one line
+        now (``StoreUnreachable``), not an ``open`` retried with backoff in silence."""
+        from trackmux.store.connect import reach
+
+        reach(self.dsn, autocommit=True, application="trackmux-sync").close()
 
     def where(self) -> str | None:
         from trackmux.store.connect import hide_password

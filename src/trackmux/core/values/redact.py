@@ -9,7 +9,10 @@ they are model output).
   explicit list (``max_new_tokens``, ``num_tokens``, ``pad_token``, ``image_token``,
   ``tokenizer``, ``prompt_key``, ``key_padding``, ...; tests/reliability/test_secrets*).
 - Credentials inside URLs (``https://user:pass@host``, ``redis://:pass@host``) are
-  stripped to ``scheme://***@host``.
+  stripped to ``scheme://***@host``; so is a user name alone (``https://TOKEN@host`` is a
+  common way to pass a token), except in a database URL (``postgresql://``,
+  ``postgres://``, ``mysql://``), where it is a role name (``postgresql://ro@db/x`` is
+  kept: a sync can reuse it, and saying it "held a secret" would be false).
 - Secret-shaped values are redacted wherever they appear: JWTs, ``Bearer``/``Basic``
   credentials and ``Authorization:`` headers inside a string, well-known key prefixes
   (``sk-``, ``hf_``, ``ghp_``, ``AKIA``, ...) and a value shaped like a wandb API key (40
@@ -152,6 +155,16 @@ def _assigned_sub(match: re.Match[str]) -> str:
     return head + REDACTED
 
 
+_ROLE_NAME_SCHEMES = frozenset({"postgresql://", "postgres://", "mysql://"})
+
+
+def _url_credentials_sub(match: re.Match[str]) -> str:
+    scheme, userinfo = match.group(1), match.group(2)
+    if scheme.lower() in _ROLE_NAME_SCHEMES and userinfo and ":" not in userinfo:
+        return match.group(0)  # a role name, no password
+    return f"{scheme}***@"
+
+
 def redact_assignments(text: str) -> str:
     """Values assigned to credential-named keys inside ``text`` replaced (module doc)."""
     return _ASSIGNED.sub(_assigned_sub, text) if ("=" in text or ":" in text) else text
@@ -160,7 +173,7 @@ def redact_assignments(text: str) -> str:
 def redact_text(text: str, env_secrets: list[str] | None = None) -> str:
     """Strip URL credentials, secret-shaped values, values assigned to credential-named
     keys and known secret values from a string."""
-    text = _URL_CREDENTIALS.sub(r"\1***@", text)
+    text = _URL_CREDENTIALS.sub(_url_credentials_sub, text)
     text = _SECRET_VALUES.sub(REDACTED, text)
     text = _AUTH_IN_TEXT.sub(_auth_sub, text)
     text = redact_assignments(text)
