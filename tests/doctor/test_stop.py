@@ -211,3 +211,29 @@ def test_runs_show_ui_and_report_say_stopped_and_why(tmp_path: Path) -> None:
     assert row["state"] == "stopped" and row["stops"][0].startswith(why)
     page = build_report([str(run.dir)], tmp_path / "r.html", static=True).read_text()
     assert ">stopped</span>" in page and why in page
+
+
+def test_an_attached_worker_learns_the_stop_at_its_next_flush(tmp_path: Path) -> None:
+    run = trackmux.init(project="p", backends=[], dir=tmp_path, delivery="thread",
+                        doctor={"stop_on": "critical"})
+    assert isinstance(run, trackmux.Run)
+    worker = trackmux.attach(role="rollout")
+    worker.log({"gen_s": 1.0})
+    assert worker.flush(10) and worker.should_stop is False
+    assert _loop(run, lambda r: r.should_stop) is not None
+    deadline = time.monotonic() + DEADLINE
+    while not worker.should_stop and time.monotonic() < deadline:
+        worker.log({"gen_s": 1.0})
+        worker.flush(10)
+    assert worker.should_stop is True
+    run.finish(timeout=30)
+
+
+def test_the_ray_sink_answers_stop_once_the_driver_asks() -> None:
+    from trackmux.attached.sink import SinkCore
+
+    sink = SinkCore("run", "p", 0.5)
+    assert sink.push("w", 1, ["e"], 0, 1.0) == "ok"
+    sink.ask_stop({"rule": "nonfinite"})
+    assert sink.push("w", 2, ["e"], 0, 2.0) == "stop"
+    assert sink.push("w", 2, ["e"], 0, 2.0) == "stop"  # a resend is taken as before

@@ -86,6 +86,11 @@ class AttachedRun:
         self._next_log: dict[int, Callable[[int, float], Sequence[Event]]] = {}
         self.dropped = 0
         self.sent = 0
+        #: issue 45: the driver's run was asked to stop (the doctor's ``stop_on``); learnt
+        #: from the sink's answer to this worker's next flush after it. A plain attribute
+        #: (no I/O, no lock); the finding itself is the driver's ``run.stop_reason``.
+        self.should_stop = False
+        self.stop_reason: dict[str, Any] | None = None
         self._gone = False
         self._closed = False
         self._batch = 0
@@ -407,7 +412,9 @@ class AttachedRun:
         inputs = self._inputs() if version != self._inputs_sent else None
         result = self._transport.push(number, batch, self.dropped,
                                       now if empty_after else self._flushed_at, inputs)
-        if result == "ok":
+        if result in ("ok", "stop"):
+            if result == "stop":
+                self.should_stop = True
             self._inputs_sent = version
             self._batch = number
             self.sent += len(batch)

@@ -103,6 +103,7 @@ class RaySinkHost:
             driver_node=node, driver_host=socket.gethostname())
         self._acked = 0
         self._dropped_seen = 0
+        self._stop_told = False  # the run's should_stop was passed on to the workers
         self.pulled = 0
         self._closing = threading.Event()
         self._stop = threading.Event()
@@ -127,6 +128,9 @@ class RaySinkHost:
         for worker, drops in inputs.items():
             self._run._intake.absorb(worker, drops)
         self.pulled += count
+        if self._run.should_stop and not self._stop_told:  # issue 45: to the workers too
+            self._stop_told = True
+            self._ray.get(self.actor.ask_stop.remote(self._run.stop_reason or {}), timeout=30)
         return count
 
     def _pump(self) -> None:
@@ -274,7 +278,7 @@ class LocalTransport:
         if dropped > self._dropped:
             self._run._count_dropped(dropped - self._dropped)
             self._dropped = dropped
-        return "ok"
+        return "stop" if self._run.should_stop else "ok"
 
 
 class LocalHost:

@@ -55,6 +55,9 @@ class SinkCore:
         self._closed = False
         self.received = 0
         self.rejected_full = 0
+        #: the finding the driver's run stopped for (issue 45): then each push that is
+        #: taken answers ``stop`` instead of ``ok``, and the worker's handle raises its flag
+        self.stop_reason: dict[str, Any] | None = None
 
     def info(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "project": self.project,
@@ -67,7 +70,8 @@ class SinkCore:
 
     def push(self, worker: str, batch: int, events: list[Any], dropped: int,
              flushed_at: float, inputs: list[Any] | None = None) -> str:
-        """Take one batch: ``ok``, ``full`` (not taken: retry later) or ``closed``.
+        """Take one batch: ``ok``, ``stop`` (taken, and the driver's run was asked to
+        stop: the worker's ``should_stop``), ``full`` (not taken: retry later) or ``closed``.
 
         ``flushed_at``: the worker's clock when its buffer was last empty (then all it
         logged before that time has been pushed); ``dropped``: its running drop count;
@@ -90,7 +94,12 @@ class SinkCore:
         if batch > state.last_batch:
             state.last_batch = batch
         state.flushed_at = max(state.flushed_at, flushed_at)
-        return "ok"
+        return "ok" if self.stop_reason is None else "stop"
+
+    def ask_stop(self, reason: dict[str, Any]) -> None:
+        """The driver's run was asked to stop (the doctor's ``stop_on``): tell the workers
+        in the answer to their next push."""
+        self.stop_reason = dict(reason)
 
     def drain(self, acked: int, limit: int = 20_000
               ) -> tuple[list[tuple[int, list[Any]]], int, dict[str, list[Any]]]:

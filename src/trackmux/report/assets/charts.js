@@ -4,8 +4,10 @@
  * Line charts use uPlot (MIT, vendored in assets/uplot with its license). */
 (function () {
   "use strict";
-  var PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777",
-                 "#0891b2", "#65a30d", "#9333ea", "#ea580c", "#0d9488", "#4b5563"];
+  // twelve colours any two of which tell apart (CIELAB distance >= 31; no two blues, no
+  // two violets): a run's colour is one of them whichever slot its id hashes to
+  var PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#f97316", "#7c3aed", "#111827",
+                 "#f472b6", "#14b8a6", "#854d0e", "#a3a3a3", "#9d174d", "#ca8a04"];
   var SEVERITY = new Map([["info", "#0891b2"], ["warning", "#d97706"], ["critical", "#dc2626"]]);
 
   function colour(i) { return PALETTE[i % PALETTE.length]; }

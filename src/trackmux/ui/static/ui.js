@@ -537,8 +537,9 @@
       draw(true);
     }).catch(function (e) { node.appendChild(el("p", {"class": "error"}, "sweeps could not be listed: " + e.message)); });
   }
+  // a trial's run alone: its curves, not drawn over whatever else was chosen
   function openRun(rid) {
-    if (S.selected.indexOf(rid) < 0) S.selected.push(rid);
+    S.selected = [rid];
     renderRuns(); show("charts");
   }
   // parameter names are the user's: read them as own properties only ("constructor",
@@ -572,7 +573,7 @@
       d.params.forEach(function (k) { row.appendChild(el("td", {"class": "mono"}, paramText(own(tr.params, k)))); });
       var run = el("td");
       if (tr.run) {
-        var link = el("a", {href: "#", "class": "tm-go sweep-run", "data-run": tr.run, title: "select this run and open its charts"},
+        var link = el("a", {href: "#", "class": "tm-go sweep-run", "data-run": tr.run, title: "show this run alone in the charts"},
                       S.labels[tr.run] || tr.run_id || tr.run);
         link.addEventListener("click", function (e) { e.preventDefault(); openRun(tr.run); });
         run.appendChild(link);
