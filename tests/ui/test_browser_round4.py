@@ -5,12 +5,16 @@ apart."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ui_support import log_batch, open_ui
 
 import trackmux
+from trackmux.ui.store import run_id_of
 
 
 def test_a_samples_finding_opens_the_samples_at_its_onset(browser: Any, server_for: Any,
@@ -58,4 +62,49 @@ def test_an_empty_folder_says_what_to_do_and_fills_in(browser: Any, server_for: 
     assert run.finish(timeout=30).complete
     page.wait_for_selector('.tm-chart[data-key="loss"]', timeout=20_000)
     assert page.locator(".empty-folder").count() == 0
+    assert problems == []
+
+
+def _lab(colour: str) -> tuple[float, float, float]:
+    """CIELAB (D65) of ``#rrggbb``: distances there follow what an eye tells apart."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(int(colour[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+
+    def f(v: float) -> float:
+        return v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def test_a_trial_run_opens_alone_and_run_colours_tell_apart(browser: Any, server_for: Any,
+                                                            tmp_path: Path) -> None:
+    """Item 7: a click on a trial's run shows that run alone; runs never share a colour
+    or get two near-identical ones (any two palette colours >= 25 apart in CIELAB)."""
+    pytest.importorskip("optuna")
+    from sweep_ui_support import make_sweep
+
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    made = make_sweep(root, elsewhere)
+    server = server_for(root)
+    page, problems = open_ui(browser, server, "#tab=sweeps")
+    page.wait_for_selector("#sweep-trials a.sweep-run")
+    assert page.evaluate("() => window.trackmuxUI.state.selected.length") >= 2
+    pruned_n = made["by_lr"][0]
+    rid = run_id_of(made["runs"][pruned_n].resolve())
+    page.click(f'#sweep-trials tr[data-trial="{pruned_n}"] a.sweep-run')
+    page.wait_for_selector('.tm-chart[data-key="reward/mean"] canvas')
+    assert page.evaluate("() => window.trackmuxUI.state.selected") == [rid]
+    assert page.locator("#runs tbody tr.selected").count() == 1
+    palette = page.evaluate("() => window.trackmuxCharts.PALETTE")
+    closest = min(math.dist(_lab(a), _lab(b)) for a, b in itertools.combinations(palette, 2))
+    assert closest >= 25, closest
+    shown = page.evaluate("() => Object.values(window.trackmuxUI.state.colours)")
+    assert len(shown) == len(set(shown)) == 4  # the four runs served
     assert problems == []

@@ -263,6 +263,14 @@ def postgres_dsn(value: str | None = None) -> str:
     return os.environ.get("TRACKMUX_POSTGRES_DSN", "")
 
 
+def run_name(value: str | None) -> str | None:
+    """``init(name=...)``, then ``TRACKMUX_RUN_NAME`` (a sweep agent names its trials' runs
+    so: sweeps/agent.py), else None: the run is named by its id."""
+    if value is not None:
+        return value
+    return os.environ.get("TRACKMUX_RUN_NAME") or None
+
+
 def store_uri(value: str | None = None) -> str | None:
     """``--store`` argument, then ``TRACKMUX_STORE``: where readers read runs from (a spool
     folder or a ``postgresql://`` DSN); None: the spool folder (``TRACKMUX_DIR``)."""

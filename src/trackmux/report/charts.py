@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-PALETTE = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2",
-           "#65a30d")
+#: the same colours as assets/charts.js: any two tell apart (CIELAB distance >= 31)
+PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#f97316", "#7c3aed", "#111827", "#f472b6",
+           "#14b8a6", "#854d0e", "#a3a3a3", "#9d174d", "#ca8a04")
 WIDTH, HEIGHT = 420, 230
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 30, 30
 MAX_POINTS = 1200

@@ -6,6 +6,9 @@ program it starts, and every ``trackmux.init`` in that program reads them.
 ``TRACKMUX_SWEEP_PARAMS``   the trial's parameters as JSON
 ``TRACKMUX_SWEEP_CLAIM``    a file the first run of the trial creates with its id and folder,
                             so the agent follows that run's spool (read-only)
+``TRACKMUX_RUN_NAME``       the run's name when the program passes none (:func:`trial_name`:
+                            ``trial-5 lr=0.00693 kl_coef=0.05``), so a list of runs says which
+                            trial each one is
 
 The config gets ``sweep: {id, trial, params}`` (``trackmux_sweep`` if the program's own
 config already has a ``sweep`` key), so every backend shows the sweep and the trial
@@ -28,6 +31,21 @@ SWEEP_ID = "TRACKMUX_SWEEP_ID"
 TRIAL = "TRACKMUX_SWEEP_TRIAL"
 PARAMS = "TRACKMUX_SWEEP_PARAMS"
 CLAIM = "TRACKMUX_SWEEP_CLAIM"
+RUN_NAME = "TRACKMUX_RUN_NAME"
+#: a trial's run name stays short enough for a list (the parameters are in its config)
+MAX_TRIAL_NAME = 120
+
+
+def trial_name(number: int, params: dict[str, Any]) -> str:
+    """``trial-5 lr=0.00693 kl_coef=0.05``: the trial and its parameters, numbers to three
+    significant digits (the config keeps them exact), cut at ``MAX_TRIAL_NAME``."""
+    def short(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:.3g}"
+        return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+    name = " ".join([f"trial-{number}", *(f"{k}={short(v)}" for k, v in params.items())])
+    return name if len(name) <= MAX_TRIAL_NAME else name[:MAX_TRIAL_NAME - 1] + "…"
 
 
 def _trial() -> dict[str, Any] | None:

@@ -1108,6 +1108,9 @@ def init(project: str | None = None, name: str | None = None,
     each rank gets its own run (its own run id; put the rank in ``name`` if you want it
     shown) -- frameworks that already pick the logging process pass it too.
 
+    ``name``: what the UI, the CLI and every backend call the run; None reads
+    ``TRACKMUX_RUN_NAME`` (a sweep agent sets it per trial), else the run id names it.
+
     ``delivery``: "process" (default; ``TRACKMUX_DELIVERY``) runs the backends in a
     delivery process beside this one, so their libraries never share the training loop's
     interpreter; "thread" keeps them on threads here, for places that cannot spawn a
@@ -1148,6 +1151,7 @@ def init(project: str | None = None, name: str | None = None,
     """
     project = normalize.check_name(project or os.environ.get("TRACKMUX_PROJECT") or "default",
                                    "project", MAX_NAME_LENGTH)
+    name = settings.run_name(name)
     if name is not None and name != "":  # "" names the run by its id, as None does
         name = normalize.check_name(name, "name", MAX_NAME_LENGTH)
     if isinstance(tags, (str, bytes)) or not isinstance(tags, Sequence):
