@@ -1,6 +1,7 @@
 """The goals board (``/board`` of ``trackmux ui postgresql://...``) in headless Chromium,
-served with the reader role: per project each goal with the best run's name, value and
-step, met or not, the best run's curve drawn, the findings of the project's live runs; and
+served with the reader role: per project each goal with the name, value, step and time of
+the run nearest the target now, met or not, that run's curve drawn on a y-axis with the
+target's value, the findings of the project's live runs; and
 the users' strings (project and run names, goal keys) shown as text, never as markup."""
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ TAG_KEY = "<b>acc</b>"
 ROWS = """sec => [...sec.querySelectorAll('tr[data-goal]')].map(tr => ({
   goal: tr.dataset.goal, met: tr.classList.contains('met'),
   cells: [...tr.children].slice(0, 4).map(td => td.textContent),
+  axis: [...tr.querySelectorAll('text.axis')].map(t => t.textContent),
+  target: (tr.querySelector('text.axis.target') || {textContent: null}).textContent,
+  at: tr.querySelector('text.axis.target') ? [+tr.querySelector('text.axis.target')
+    .getAttribute('y'), +tr.querySelector('line.target').getAttribute('y1')] : null,
   points: (tr.querySelector('path') || {getAttribute: () => ''})
     .getAttribute('d').split(/[ML]/).filter(Boolean).length}))"""
 # the rendered stroke of a goal's curve is hit half way along it (the browser laid it
@@ -116,11 +121,18 @@ def test_the_board_shows_goals_best_runs_curves_and_live_findings(
                 f"{HOSTILE} (2 runs)")
             met, unmet = hostile.evaluate(ROWS)
             assert met["goal"] == f"{TAG_KEY} >= 0.9" and met["met"] is True
-            assert met["cells"] == [f"{TAG_KEY} >= 0.9", "met", "0.9500 at step 19",
-                                    f"{IMG} ({_user()}@node-a)"]
+            assert met["cells"][:2] == [f"{TAG_KEY} >= 0.9", "met"]
+            assert met["cells"][2].startswith("0.9500 at step 19, ")  # value, step, time
+            assert met["cells"][2].endswith("(1 of 2 runs meet it now)")  # live: NaN now
+            assert met["cells"][3] == f"{IMG} ({_user()}@node-a)"
+            # the sparkline's y-axis: its range, and the target's value on the target line
+            assert met["target"] == "0.9" and met["at"][0] == met["at"][1]
+            assert met["axis"] == ["0", "0.9"]  # 0.95 is too near the target to label
             assert met["points"] == steps  # the best run's whole curve
             assert unmet["goal"] == "__proto__ <= 0.01" and unmet["met"] is False
-            assert unmet["cells"][1:3] == ["not met", "0.05000 at step 19"]
+            assert unmet["cells"][1] == "not met"
+            assert unmet["cells"][2].startswith("0.05000 at step 19, ")
+            assert unmet["target"] == "0.01" and "1" in unmet["axis"]
             assert unmet["cells"][3].startswith(IMG)
             assert unmet["points"] == steps
             assert hostile.evaluate(f"s => [...s.querySelectorAll('tr[data-goal]')]"
@@ -134,13 +146,15 @@ def test_the_board_shows_goals_best_runs_curves_and_live_findings(
 
             other = section(page, "__proto__")
             loss, never, once = other.evaluate(ROWS)
-            assert loss["met"] is True and loss["cells"][2] == "0.05000 at step 19"
+            assert loss["met"] is True and loss["cells"][2].startswith("0.05000 at step 19, ")
+            assert loss["target"] == "0.2"
             assert loss["cells"][3] == f"plain ({_user()}@node-c)" and loss["points"] == steps
             assert never["met"] is False and never["points"] == 0
             assert never["cells"][2] == "no run logged it yet"
             assert other.evaluate("s => s.querySelectorAll('.live').length") == 0
             # a goal met by a run's only point: that point is painted, as a dot
-            assert once["met"] is True and once["cells"][2] == "0.7000 at step 19"
+            assert once["met"] is True and once["cells"][2].startswith("0.7000 at step 19, ")
+            assert once["target"] == "0.5"
             assert once["points"] == 1
             assert other.evaluate(f"s => ({HIT_DOT})(s.querySelectorAll('tr[data-goal]')[2])")
 

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from store_support import rows, train
 
+import trackmux
 from trackmux.cli.main import cli
 
 
@@ -126,7 +127,44 @@ def test_goals_give_the_best_run_so_far(dsn: str, team: dict[str, Any]) -> None:
     assert [r["goal"] for r in board] == ["reward >= 0.9", "loss < 0.05"]
     assert board[1]["met"] is True
     text = invoke("goals", "team", "--store", dsn).output
-    assert "reward >= 0.9: met; best 0.966667 at step 29" in text
+    assert "reward >= 0.9: met (2 of 3 runs now, by latest value); nearest: " in text
+    assert " at 0.966667, step 29, " in text
+
+
+def test_a_goal_is_judged_on_where_runs_are_now_not_on_a_lucky_point(
+        dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43 item 1: KL 0.011 at step 0, then every run ends at 0.2-0.6."""
+    ends = {"a": 0.2, "b": 0.6, "c": 0.3}
+    for host, end in ends.items():
+        monkeypatch.setenv("TRACKMUX_HOST", host)
+        run = trackmux.init("grpo", host, backends=["postgres"], dir=tmp_path / host,
+                            delivery="thread", backend_options={"postgres": {"dsn": dsn}})
+        for step in range(10):
+            run.log({"train/kl": 0.011 if step == 0 else end + 0.01 * (step % 2)}, step=step)
+        assert run.finish(timeout=60).pending == {}
+    assert invoke("goals", "set", "grpo", "train/kl < 0.05", "--store", dsn).exit_code == 0
+    board = json.loads(invoke("goals", "grpo", "--store", dsn, "--json").output)
+    assert len(board) == 1
+    kl = board[0]
+    assert kl["met"] is False and kl["meeting"] == 0 and kl["runs"] == 3
+    assert kl["judged"] == "latest value" and kl["last"] == 1
+    nearest = kl["best"]  # the run nearest the target now, at its latest point
+    assert nearest["name"] == "a" and nearest["step"] == 9
+    assert nearest["value"] == pytest.approx(0.21) and nearest["time"] > 0
+    text = invoke("goals", "grpo", "--store", dsn).output
+    assert text.startswith("train/kl < 0.05: not met (0 of 3 runs now, by latest value); "
+                           "nearest: a at 0.21, step 9, "), text
+    # the mean of the last N points: 0.2 and 0.21 alternate
+    three = json.loads(invoke("goals", "grpo", "--store", dsn, "--json", "--last", "4")
+                       .output)[0]
+    assert three["judged"] == "mean of the last 4 points" and three["best"]["points"] == 4
+    assert three["best"]["value"] == pytest.approx(0.205)
+    bad = invoke("goals", "grpo", "--store", dsn, "--last", "0")
+    assert bad.exit_code == 2 and "--last" in bad.output
+    # a target the runs do reach now is met, by the count of runs that reach it
+    invoke("goals", "set", "grpo", "train/kl < 0.4", "--store", dsn)
+    board = json.loads(invoke("goals", "grpo", "--store", dsn, "--json").output)
+    assert board[0]["met"] is True and board[0]["meeting"] == 2
 
 
 def test_an_older_schema_is_read_and_upgraded(dsn: str, tmp_path: Path,

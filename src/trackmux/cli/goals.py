@@ -4,6 +4,8 @@ far for each (trackmux/store/goals.py)."""
 
 from __future__ import annotations
 
+import time
+
 import click
 import orjson
 
@@ -13,10 +15,15 @@ import orjson
 @click.option("--store", envvar="TRACKMUX_STORE", metavar="DSN",
               help="The team store (postgresql://...; default: TRACKMUX_STORE).")
 @click.option("--json", "as_json", is_flag=True, help="The board as JSON.")
-def goals(args: tuple[str, ...], store: str | None, as_json: bool) -> None:
-    """Show PROJECT's goals with the best run for each; `goals set PROJECT 'KEY >= VALUE'`
-    adds a goal or changes its target (also <=, >, <); `goals unset PROJECT KEY` removes
-    KEY's goals."""
+@click.option("--last", "last", type=click.IntRange(min=1), default=1, show_default=True,
+              metavar="N", help="Judge each run on the mean of its last N points (1: its "
+                                "latest value).")
+def goals(args: tuple[str, ...], store: str | None, as_json: bool, last: int) -> None:
+    """Show PROJECT's goals, each judged on where runs are now (their latest value, or
+    the mean of their last N points with --last N), with the run nearest the target;
+    `goals set PROJECT 'KEY >= VALUE'` adds a goal or changes its target (also <=, >, <);
+    `goals unset PROJECT KEY` removes KEY's goals. Exit status 3: the store cannot be
+    reached."""
     from trackmux.cli.store import check_store, open_or_fail
     from trackmux.readers import is_store_uri
     from trackmux.store import goals as goals_mod
@@ -37,7 +44,7 @@ def goals(args: tuple[str, ...], store: str | None, as_json: bool) -> None:
         raise click.UsageError("usage: trackmux goals PROJECT (or goals set PROJECT 'KEY >= V')")
     source = open_or_fail(store)
     try:
-        board = goals_mod.board(source, args[0])
+        board = goals_mod.board(source, args[0], last)
     finally:
         source.close()
     if as_json:
@@ -51,10 +58,16 @@ def goals(args: tuple[str, ...], store: str | None, as_json: bool) -> None:
         best = row["best"]
         mark = "met" if row["met"] else "not met"
         if best is None:
-            click.echo(f"{row['goal']}: no run has logged {row['key']} yet")
+            click.echo(f"{row['goal']}: no run has logged {row['key']} yet"
+                       if not row["runs"] else
+                       f"{row['goal']}: not met; every run that logged {row['key']} "
+                       "stands at NaN or infinity now")
             continue
-        click.echo(f"{row['goal']}: {mark}; best {best['value']:g} at step {best['step']} "
-                   f"by {best['name']} ({best['run_id']}, {best['user']}@{best['host']})")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(best["time"]))
+        click.echo(f"{row['goal']}: {mark} ({row['meeting']} of {row['runs']} runs now, "
+                   f"by {row['judged']}); nearest: {best['name']} at {best['value']:g}, "
+                   f"step {best['step']}, {when} ({best['run_id']}, "
+                   f"{best['user']}@{best['host']})")
 
 
 def _change(store: str, action: str, project: str, text: str) -> None:

@@ -1,5 +1,10 @@
 """The team's goals (KPI targets such as ``eval/aime_acc >= 0.7``) per project, and the
-best run so far for each. Goals live in the store (schema 2), so everyone sees the same."""
+run nearest each target now. Goals live in the store (schema 2), so everyone sees the same.
+
+A goal is judged on where a run *is*, not on its best point ever: one lucky early point
+(a KL of 0.011 at step 0 in a run that ends at 0.4) meets nothing. Each run stands at its
+latest value, or the mean of its last N points (``last=N``: noisy evals); the board names
+which, and shows the leading run's value with the step and time of its latest point."""
 
 from __future__ import annotations
 
@@ -67,17 +72,31 @@ def remove_goal(conn: Any, project: str, key: str) -> int:
         return int(cur.rowcount)
 
 
-def board(source: Any, project: str) -> list[dict[str, Any]]:
-    """Per goal of ``project``: the best run so far (name, value, step) and whether the
-    goal is met. Superseded points do not count."""
+def judged(last: int) -> str:
+    """How runs are judged, in words: "latest value" or "mean of the last N points"."""
+    return "latest value" if last == 1 else f"mean of the last {last} points"
+
+
+def board(source: Any, project: str, last: int = 1) -> list[dict[str, Any]]:
+    """Per goal of ``project``: the run nearest the target now (``best``: name, value,
+    step and time of its latest point, points averaged), whether that run meets it
+    (``met``), how many runs meet it now (``meeting``) of those that logged the key
+    (``runs``), and how runs were judged (``judged``, ``last``). Superseded points do not
+    count; a run whose window holds a NaN stands nowhere."""
+    if isinstance(last, bool) or not isinstance(last, int) or last < 1:
+        raise ValueError(f"last must be a whole number >= 1, got {last!r}")
     if not hasattr(source, "goals"):
         raise StoreConfigError("goals live in the team store: pass --store postgresql://...")
     out = []
     for key, op, value in source.goals(project):
         goal = Goal(key, op, value)
-        best = source.best(project, key, goal.maximize)
-        row: dict[str, Any] = {"goal": str(goal), "key": key, "op": op, "target": value,
-                               "met": goal.met(best["value"] if best else None),
-                               "best": best}
-        out.append(row)
+        standing = source.standings(project, key, last)
+        finite = [s for s in standing if math.isfinite(s["value"])]
+        pick = max if goal.maximize else min
+        best = pick(finite, key=lambda s: s["value"]) if finite else None
+        out.append({"goal": str(goal), "key": key, "op": op, "target": value,
+                    "judged": judged(last), "last": last,
+                    "met": goal.met(best["value"] if best else None), "best": best,
+                    "meeting": sum(goal.met(s["value"]) for s in finite),
+                    "runs": len(standing)})
     return out

@@ -338,6 +338,32 @@ class StoreSource:
             "SELECT key, op, value FROM trackmux.goals WHERE project = %s ORDER BY id",
             (project,))]
 
+    def standings(self, project: str, key: str, last: int = 1) -> list[dict[str, Any]]:
+        """Where each run of ``project`` is now on ``key``: the mean of its last ``last``
+        logged points (1: its latest value; superseded points never count), with the
+        step and time of its latest point. A run whose window holds a NaN or an
+        infinity stands at NaN (a diverged run is nowhere near any target)."""
+        if self.version == 0:
+            return []
+        out = []
+        for pk, run_id, name, host, user, value, finite, step, ts, points in self._rows(
+                "SELECT r.id, r.run_id, r.name, r.host, r.user_name, "
+                "avg(w.v) FILTER (WHERE w.v NOT IN ('NaN', 'Infinity', '-Infinity')), "
+                "bool_and(w.v NOT IN ('NaN', 'Infinity', '-Infinity')), "
+                "(array_agg(w.step ORDER BY w.seq DESC))[1], max(w.time), count(*) "
+                "FROM trackmux.runs r CROSS JOIN LATERAL ("
+                " SELECT m.seq, m.step, m.time, m.vals[array_position(m.keys, %s)] AS v "
+                " FROM trackmux.metrics m WHERE m.run = r.id AND %s = ANY(m.keys) "
+                f" AND {_LIVE.format(t='m')} ORDER BY m.seq DESC LIMIT %s) w "
+                "WHERE r.project = %s GROUP BY r.id, r.run_id, r.name, r.host, r.user_name",
+                (key, key, last, project)):
+            out.append({"ref": str(pk), "run_id": run_id, "name": name, "host": host,
+                        "user": user, "step": int(step), "time": float(ts),
+                        "points": int(points),
+                        "value": float(value) if finite and value is not None
+                        else float("nan")})
+        return out
+
     def best(self, project: str, key: str, maximize: bool) -> dict[str, Any] | None:
         """The run with the best value of ``key`` in ``project`` (NaN and infinities never
         count, nor superseded points)."""

@@ -1,5 +1,6 @@
-"""The goals board of ``trackmux ui postgresql://...``: per project, each goal with the
-best run so far and that run's curve, and the findings of the project's live runs.
+"""The goals board of ``trackmux ui postgresql://...``: per project, each goal judged on
+where runs are now (trackmux/store/goals.py), the run nearest the target and that run's
+curve, and the findings of the project's live runs.
 Read from the store itself (goals live there), with the UI's read-only role."""
 
 from __future__ import annotations

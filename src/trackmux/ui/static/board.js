@@ -1,6 +1,8 @@
-// The goals board: per project, each goal with the best run so far and its curve (the
-// target as a dashed line), and the findings of the project's live runs. Refreshes every
-// 2 s. Text goes in through textContent only; the page runs under the UI's CSP.
+// The goals board: per project, each goal judged on where runs are now (their latest
+// value), the run nearest the target and its curve (a y-axis with the curve's range and
+// the target's value, the target as a dashed line), and the findings of the project's
+// live runs. Refreshes every 2 s. Text goes in through textContent only; the page runs
+// under the UI's CSP.
 (function () {
   "use strict";
   var token = new URLSearchParams(location.search).get("token");
@@ -19,8 +21,15 @@
     Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
     return node;
   }
+  function label(v) { return Number(v.toPrecision(3)).toString(); }
+  function text(x, y, content, cls) {
+    var node = svg("text", {x: x, y: y, "text-anchor": "end", "dominant-baseline": "middle",
+                            "font-size": 9, fill: cls === "target" ? "#555" : "#888", "class": "axis " + cls});
+    node.textContent = content;
+    return node;
+  }
   function curve(goal) {
-    var w = 320, h = 90, pad = 4;
+    var w = 360, h = 90, pad = 6, left = 44;  // left: the y-axis and its labels
     var box = svg("svg", {width: w, height: h, viewBox: "0 0 " + w + " " + h, "class": "goal-curve"});
     var c = goal.curve;
     if (!c || !c.steps.length) return box;
@@ -28,8 +37,16 @@
     var lo = Math.min.apply(null, ys), hi = Math.max.apply(null, ys);
     if (hi === lo) { hi += 1; lo -= 1; }
     var x0 = c.steps[0], x1 = c.steps[c.steps.length - 1] || 1;
-    function X(s) { return pad + (x1 === x0 ? 0 : (s - x0) / (x1 - x0)) * (w - 2 * pad); }
+    function X(s) { return left + (x1 === x0 ? 0 : (s - x0) / (x1 - x0)) * (w - left - pad); }
     function Y(v) { return h - pad - (v - lo) / (hi - lo) * (h - 2 * pad); }
+    // the y-axis: the range drawn, and the target's value where its line meets the axis
+    box.appendChild(svg("line", {x1: left - 2, x2: left - 2, y1: pad, y2: h - pad,
+                                 stroke: "#bbb", "class": "y-axis"}));
+    var yt = Y(goal.target);
+    [[hi, "hi"], [lo, "lo"]].forEach(function (tick) {
+      if (Math.abs(Y(tick[0]) - yt) >= 10) box.appendChild(text(left - 5, Y(tick[0]), label(tick[0]), tick[1]));
+    });
+    box.appendChild(text(left - 5, yt, label(goal.target), "target"));
     // a gap (NaN) starts a new segment; a point alone (an eval logged once, or between
     // gaps) is a dot, since a path of one point paints nothing
     var d = "", dots = [], run = [];
@@ -43,8 +60,8 @@
     });
     close();
     var colour = goal.met ? "#2a8a3e" : "#c0392b";
-    box.appendChild(svg("line", {x1: pad, x2: w - pad, y1: Y(goal.target), y2: Y(goal.target),
-                                 stroke: "#999", "stroke-dasharray": "4 3"}));
+    box.appendChild(svg("line", {x1: left - 2, x2: w - pad, y1: yt, y2: yt,
+                                 stroke: "#999", "stroke-dasharray": "4 3", "class": "target"}));
     box.appendChild(svg("path", {d: d, fill: "none", stroke: colour, "stroke-width": 1.5}));
     dots.forEach(function (p) {
       box.appendChild(svg("circle", {cx: p[0], cy: p[1], r: 2.5, fill: colour, "class": "dot"}));
@@ -70,7 +87,11 @@
         tr.appendChild(el("td", {}, g.goal));
         tr.appendChild(el("td", {"class": "badge " + (g.met ? "ok" : "warn")}, g.met ? "met" : "not met"));
         var best = g.best;
-        tr.appendChild(el("td", {}, best ? best.value.toPrecision(4) + " at step " + best.step : "no run logged it yet"));
+        var when = best && best.time ? ", " + new Date(best.time * 1000).toLocaleString() : "";
+        tr.appendChild(el("td", {title: g.judged ? "runs judged on their " + g.judged : ""},
+                          best ? best.value.toPrecision(4) + " at step " + best.step + when +
+                                 " (" + g.meeting + " of " + g.runs + " runs meet it now)"
+                               : g.runs ? "no run stands at a finite value" : "no run logged it yet"));
         tr.appendChild(el("td", {}, best ? best.name + " (" + (best.user ? best.user + "@" : "") + best.host + ")" : ""));
         var chart = el("td"); chart.appendChild(curve(g)); tr.appendChild(chart);
         table.appendChild(tr);
