@@ -108,3 +108,38 @@ def test_a_judged_live_run_and_a_run_of_other_keys_add_no_event(tmp_path: Path) 
     for name, rows in (("a", _judged(20)), ("b", [{"x": 1.0, "loss": 0.5}] * 20)):
         run_dir = _spool(tmp_path / name, rows, doctor=True, delivery="thread")
         assert summarize(run_dir).events == 20
+
+
+def test_the_ui_findings_panel_and_both_reports_say_the_coverage(tmp_path: Path) -> None:
+    import httpx
+
+    from trackmux.report import build_report
+    from trackmux.ui.app import Server
+
+    judged = _spool(tmp_path / "root", _judged())
+    unjudged = _spool(tmp_path / "root", [{"policy_entropy": 1.0, "gen_len": 200.0}
+                                          for _ in range(20)], doctor=True, delivery="thread")
+    server = Server([tmp_path / "root"], port=0).start()
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        runs = {Path(r["ref"]).name if "ref" in r else r["name"]: r["id"]
+                for r in httpx.get(f"{base}/api/runs", timeout=30).json()["runs"]}
+        assert len(runs) == 2
+        body = httpx.get(f"{base}/api/findings?runs={','.join(runs.values())}",
+                         timeout=30).json()
+        by_judged = {r["coverage"]["judged"]: r for r in body["runs"]}
+        assert by_judged[True]["coverage"]["line"].startswith("judged: read reward and kl")
+        assert "reward <- score_mean" in by_judged[True]["coverage"]["line"]
+        assert by_judged[False]["coverage"]["line"].startswith("not judged")
+        assert by_judged[False]["findings"] == []  # the live line is the coverage, not a row
+        stored = httpx.get(f"{base}/api/findings?runs={','.join(runs.values())}&stored=1",
+                           timeout=30).json()
+        assert all("coverage" not in r for r in stored["runs"])  # stays cheap
+    finally:
+        server.stop()
+    page = build_report([judged, unjudged], tmp_path / "r.html").read_text()
+    assert '"line":"judged: read reward and kl; read kl \\u003c- kl_to_ref' in page
+    assert "not judged: no key for the reward or the KL" in page
+    static = build_report([judged, unjudged], tmp_path / "s.html", static=True).read_text()
+    assert '<li class="coverage unjudged">' in static and "not judged: no key" in static
+    assert "judged: read reward and kl; read kl &lt;- kl_to_ref" in static

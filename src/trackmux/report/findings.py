@@ -19,8 +19,9 @@ def load(runs: Sequence[RunData]) -> dict[str, list[dict[str, Any]]]:
 
     out: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
-        try:
-            out[run.run_id] = load_findings(run.run_dir)
+        try:  # the live doctor's "not judged" line is said as the run's coverage
+            out[run.run_id] = [f for f in load_findings(run.run_dir)
+                               if f["rule"] != "coverage"]
         except Exception as exc:  # a report never fails for its first section
             out[run.run_id] = [{"rule": "doctor", "severity": "info", "step": 0, "keys": [],
                                 "message": f"could not read findings: {exc}"}]
@@ -47,6 +48,7 @@ def findings_section(runs: Sequence[RunData], found: dict[str, list[dict[str, An
                         f'{escape(f["severity"])}</span></td><td>{escape(run.label)}</td>'
                         f'<td>{escape(f["rule"])}</td><td class="num">{int(f["step"])}</td>'
                         f'<td>{escape(keys)}</td><td>{escape(f["message"])}</td></tr>')
+    said = coverage_lines(runs)
     if not rows:
         body = ('<p class="hint">no findings: no rule of the doctor fired (docs/doctor.md '
                 "lists them)</p>")
@@ -55,4 +57,21 @@ def findings_section(runs: Sequence[RunData], found: dict[str, list[dict[str, An
                 "<th>onset step</th><th>keys</th><th>what happened</th></tr></thead><tbody>"
                 + "".join(rows) + "</tbody></table><p class=\"hint\">Onsets are marked on the "
                 "charts of their keys (dashed lines).</p>")
-    return f'<section id="findings"><h2>Doctor</h2>{body}</section>'
+    return f'<section id="findings"><h2>Doctor</h2>{body}{said}</section>'
+
+
+def coverage_lines(runs: Sequence[RunData]) -> str:
+    """Per run, what the doctor read (doctor/coverage.py): a run it could not judge is
+    never shown as one with nothing wrong."""
+    from trackmux.doctor.coverage import line, scan
+
+    items = []
+    for run in runs:
+        try:
+            coverage = scan(run.run_dir)
+            text, judged = line(coverage), bool(coverage["judged"])
+        except Exception as exc:  # a report never fails for its first section
+            text, judged = f"coverage could not be read: {type(exc).__name__}: {exc}", True
+        items.append(f'<li class="coverage{"" if judged else " unjudged"}">'
+                     f'<b>{escape(run.label)}</b>: {escape(text)}</li>')
+    return f'<ul class="coverage hint">{"".join(items)}</ul>' if items else ""

@@ -95,7 +95,9 @@ def payload(run_dirs: Sequence[Path]) -> dict[str, Any]:
                                for key, items in media["images"].items()}
         if data["findings"] is not None:
             try:
-                data["findings"][rid] = sources.load_findings(cache.run_dir)
+                data["findings"][rid] = sources.without_coverage(
+                    sources.load_findings(cache.run_dir))
+                data.setdefault("coverage", {})[rid] = sources.load_coverage(cache.run_dir)
             except sources.Unavailable:
                 data["findings"] = None
             except Exception as exc:  # a report never fails for its first section

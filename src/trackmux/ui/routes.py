@@ -201,7 +201,11 @@ def findings(request: Request) -> Response:
         if run_dir is None:
             continue
         found = store.stored_findings(rid) if stored else sources.load_findings(run_dir)
-        out.append({"id": rid, "findings": found or [], "diagnosed": found is not None})
+        entry = {"id": rid, "findings": sources.without_coverage(found or []),
+                 "diagnosed": found is not None}
+        if not stored:  # what the doctor read (issue 42): a scan, so not over many runs
+            entry["coverage"] = sources.load_coverage(run_dir)
+        out.append(entry)
     return JSON({"runs": out})
 
 

@@ -59,6 +59,39 @@ def load_findings(run_dir: Path) -> list[dict[str, Any]]:
     return findings
 
 
+#: the live doctor's "not judged" finding: the UI shows the run's coverage instead
+COVERAGE_RULE = "coverage"
+_coverage: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+def without_coverage(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings less the live doctor's coverage line (shown as the run's coverage)."""
+    return [f for f in found if f.get("rule") != COVERAGE_RULE]
+
+
+def load_coverage(run_dir: Path) -> dict[str, Any]:
+    """What the doctor reads of the run (``trackmux.doctor.coverage.scan``): ``judged``,
+    ``verdict`` and ``line``, its one-line text; scanned again once the spool changed."""
+    module = _module("trackmux.doctor.coverage")
+    state: list[Any] = [str(run_dir)]
+    for name in ("spool.db", "spool.db-wal"):
+        try:
+            stat = (run_dir / name).stat()
+            state += [stat.st_mtime_ns, stat.st_size]
+        except OSError:
+            state.append(None)
+    key = tuple(state)
+    hit = _coverage.get(key)
+    if hit is None:
+        coverage = module.scan(run_dir)
+        hit = {"judged": bool(coverage["judged"]), "verdict": coverage["verdict"],
+               "line": module.line(coverage)}
+        if len(_coverage) >= 256:
+            _coverage.pop(next(iter(_coverage)))
+        _coverage[key] = hit
+    return hit
+
+
 def load_stored_findings(run_dir: Path) -> list[dict[str, Any]] | None:
     """What the live doctor stored, never a diagnosis (the run list must stay cheap over
     hundreds of runs); None when the doctor did not watch the run."""

@@ -508,8 +508,10 @@
 
   /* The doctor's findings on a step timeline (one track per run, a step axis under them)
    * and as a list. runs: [{id, label, findings: [{rule, severity, step, keys, message,
-   * evidence?: [{key, step, value}]}]}]. opts.open(finding, runId, key): where a click on a
-   * mark, an onset, a key or the evidence leads (none: the list is plain text). */
+   * evidence?: [{key, step, value}]}], coverage?: {judged, verdict, line}}]: what the doctor
+   * read of the run, said under its name (a run it could not judge is never "no findings").
+   * opts.open(finding, runId, key): where a click on a mark, an onset, a key or the
+   * evidence leads (none: the list is plain text). */
   function findings(node, runs, maxStep, opts) {
     opts = opts || {};
     var box = el("div", {"class": "tm-findings"}), top = Math.max(maxStep || 1, 1);
@@ -563,8 +565,10 @@
         }
         list.appendChild(li);
       });
-      if (!r.findings.length) list.appendChild(el("li", {"class": "hint"}, r.label + ": no findings"));
+      var unjudged = r.coverage && !r.coverage.judged;
+      if (!r.findings.length) list.appendChild(el("li", {"class": "hint"}, r.label + (unjudged ? ": not judged" : ": no findings")));
       box.appendChild(el("h4", {}, r.label));
+      if (r.coverage) box.appendChild(el("p", {"class": "hint tm-coverage" + (unjudged ? " unjudged" : ""), "data-run": r.id}, "doctor coverage: " + r.coverage.line));
       box.appendChild(list);
     });
     node.appendChild(box);

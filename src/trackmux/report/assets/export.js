@@ -30,7 +30,7 @@
   if (data.findings) {
     var fs = section("findings", "Doctor");
     var max = Math.max.apply(null, data.runs.map(function (r) { return r.last_step || 1; }));
-    C.findings(fs.node, data.runs.map(function (r) { return {id: r.id, label: labels[r.id], findings: data.findings[r.id] || []}; }), max,
+    C.findings(fs.node, data.runs.map(function (r) { return {id: r.id, label: labels[r.id], findings: data.findings[r.id] || [], coverage: (data.coverage || {})[r.id] || null}; }), max,
                {open: openFinding});
     data.runs.forEach(function (r) { (data.findings[r.id] || []).forEach(function (f) { findings.push(f); }); });
     if (findings.length) fs.node.appendChild(el("p", {"class": "hint"}, "Onsets are marked on the charts of their keys (dashed lines)."));

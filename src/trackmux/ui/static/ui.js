@@ -9,7 +9,7 @@
   // every map keyed by run data (run ids, keys) has no prototype: an id like "__proto__"
   // or "constructor" is just a key (C.dict)
   var S = {runs: [], selected: [], tab: "charts", charts: [], sources: C.dict(), labels: C.dict(),
-           colours: C.dict(), findings: C.dict(), timers: [], shown: null, groups: null, focus: null,
+           colours: C.dict(), findings: C.dict(), coverage: C.dict(), timers: [], shown: null, groups: null, focus: null,
            sweep: null};
   var colourOf = C.colourKeeper();  // a run keeps its colour when others come and go
   // findings read from samples; a finding of any other rule whose key is one of the run's
@@ -272,7 +272,7 @@
     if (!S.sources.findings || !S.selected.length) return Promise.resolve();
     var stored = !diagnose && S.selected.length > 12 ? "1" : null;
     return api("/api/findings?" + q({runs: S.selected.join(","), stored: stored})).then(function (body) {
-      body.runs.forEach(function (r) { S.findings[r.id] = r.findings; });
+      body.runs.forEach(function (r) { S.findings[r.id] = r.findings; if (r.coverage) S.coverage[r.id] = r.coverage; });
       S.charts.forEach(function (c) { if (c.handle) c.handle.setFindings(allFindings(c.runs, c.key)); });
     }).catch(function () {});
   }
@@ -415,7 +415,7 @@
     loadFindings(true).then(function () {
       var max = 1;
       S.runs.forEach(function (r) { if (S.selected.indexOf(r.id) >= 0 && r.last_step) max = Math.max(max, r.last_step); });
-      C.findings(node, S.selected.map(function (id) { return {id: id, label: S.labels[id], findings: S.findings[id] || []}; }), max,
+      C.findings(node, S.selected.map(function (id) { return {id: id, label: S.labels[id], findings: S.findings[id] || [], coverage: S.coverage[id] || null}; }), max,
                  {open: openFinding});
     });
   }
