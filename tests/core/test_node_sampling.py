@@ -8,6 +8,7 @@ import itertools
 import logging
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -119,11 +120,13 @@ class _Transport:
     def __init__(self, plan: NodePlan | None) -> None:
         self.plan = plan
         self.events: list[Event] = []
+        self.plan_asked = threading.Event()  # the handle asks once, from its flusher
 
     def connect(self) -> bool:
         return True
 
     def node_plan(self) -> NodePlan | None:
+        self.plan_asked.set()
         return self.plan
 
     def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float,
@@ -133,6 +136,11 @@ class _Transport:
 
     def describe(self) -> str:
         return "memory"
+
+
+def _samples(transport: _Transport) -> list[MetricsEvent]:
+    return [e for e in list(transport.events) if isinstance(e, MetricsEvent)
+            and "system/gpuhost/cpu/percent" in e.data]
 
 
 def test_samples_travel_through_the_handle_with_wall_time_and_gpu_keys(
@@ -148,13 +156,18 @@ def test_samples_travel_through_the_handle_with_wall_time_and_gpu_keys(
         start = time.time()
         for step in range(200):
             handle.log({"x": float(step)}, step=step)
-            time.sleep(0.003)
+            time.sleep(0.003)  # paces the loop; the samples are waited for below
+        # three samples have reached the transport (on a loaded machine the sampler may
+        # have taken fewer in the loop's 0.6 s)
+        deadline = time.monotonic() + 60
+        while len(_samples(transport)) < 3 and time.monotonic() < deadline:
+            handle.flush(5)
+            time.sleep(0.02)
         handle.flush(5)
     finally:
         handle.close(5)
     assert not handle.sampling  # close hands the node over
-    samples = [e for e in transport.events if isinstance(e, MetricsEvent)
-               and "system/gpuhost/cpu/percent" in e.data]
+    samples = _samples(transport)
     assert len(samples) >= 3
     keys = set().union(*(e.data for e in samples))
     assert {"system/gpuhost/gpu0/util_percent", "system/gpuhost/gpu1/memory_used_gb",
@@ -170,8 +183,10 @@ def test_samples_travel_through_the_handle_with_wall_time_and_gpu_keys(
 
 def test_no_plan_no_sampler_and_a_broken_psutil_never_reaches_the_worker(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    quiet = AttachedRun(_Transport(None), run_id=None, role=None, flush_interval=0.05)
-    time.sleep(0.2)
+    nothing = _Transport(None)
+    quiet = AttachedRun(nothing, run_id=None, role=None, flush_interval=0.05)
+    # asked once and told None: from here on the handle never samples (by construction)
+    assert nothing.plan_asked.wait(60)
     assert not quiet.sampling
     quiet.close(2)
 
@@ -185,9 +200,18 @@ def test_no_plan_no_sampler_and_a_broken_psutil_never_reaches_the_worker(
         handle = AttachedRun(transport, run_id=None, role=None, flush_interval=0.05)
         for step in range(50):
             handle.log({"x": 1.0}, step=step)
-            time.sleep(0.005)
+            time.sleep(0.005)  # paces the loop
+        # the flusher's node tick met the broken psutil (on a loaded machine it may come
+        # after the loop): wait for its warning before close, which stops the ticks
+        deadline = time.monotonic() + 60
+        while not _warned_psutil(caplog) and time.monotonic() < deadline:
+            time.sleep(0.02)
         handle.close(5)
     assert not handle.sampling
     assert sum(isinstance(e, MetricsEvent) for e in transport.events) == 50
-    assert any("not sampled by this process" in r.getMessage() and "psutil" in
-               r.getMessage() for r in caplog.records)
+    assert _warned_psutil(caplog)
+
+
+def _warned_psutil(caplog: pytest.LogCaptureFixture) -> bool:
+    return any("not sampled by this process" in r.getMessage() and "psutil" in
+               r.getMessage() for r in list(caplog.records))

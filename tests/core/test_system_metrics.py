@@ -3,7 +3,7 @@ thread appending to a real run, and bad settings named."""
 
 from __future__ import annotations
 
-import time
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -77,11 +77,20 @@ def test_sample_has_documented_keys_and_rates(tmp_path: Path) -> None:
 def test_run_samples_beside_the_loop(tmp_path: Path) -> None:
     run = trackmux.init(project="s", backends=[], dir=tmp_path, system_metrics=0.1)
     assert isinstance(run, trackmux.Run)
+    sampler = run._sampler
+    sampled = threading.Semaphore(0)
+    emit = sampler.emit
+
+    def counted(data: dict[str, float]) -> None:
+        emit(data)
+        sampled.release()
+
+    sampler.emit = counted  # read by the sampler's thread at each sample
     for step in range(5):
         run.log({"loss": 1.0 / (step + 1)}, step=step)
-        time.sleep(0.1)
+        # a sample beside each step (not a sleep: a loaded machine may sample later)
+        assert sampled.acquire(timeout=60), "the sampler took no sample in 60 s"
     run.finish()
-    sampler = run._sampler
     assert not sampler.thread.is_alive()  # stopped by finish
     reader = SpoolReader(run.dir)
     events = [e for e in reader.iter_events() if isinstance(e, MetricsEvent)
