@@ -15,7 +15,8 @@ def test_forms() -> None:
     assert resolve(False) == {} and resolve("off") == {}
     every = resolve(True)
     assert set(every) == {"nonfinite", "reward_collapse", "reward_frozen", "kl_blowup",
-                          "entropy_collapse", "grad_explosion", "length_blowup",
+                          "entropy_collapse", "entropy_explosion", "grad_explosion",
+                          "length_blowup",
                           "degenerate_text", "stall",
                           "val_regression", "flat_groups", "component_divergence",
                           "mismatch", "frozen_start", "clip_fraction", "zero_std_groups",

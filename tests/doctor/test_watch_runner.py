@@ -99,7 +99,8 @@ def test_only_the_kinds_watchers_read_are_decoded_and_reads_coalesce(
 
 def test_the_doctor_names_the_kinds_its_rules_read() -> None:
     doctor = Doctor(resolve(True))
-    assert doctor.kinds == frozenset({"metrics", "histogram", "table", "samples"})
+    # config: length_blowup reads the response length cap from it
+    assert doctor.kinds == frozenset({"metrics", "histogram", "table", "samples", "config"})
     only_kl = Doctor(resolve({name: name == "kl_blowup" for name in resolve(True)}))
     assert only_kl.kinds == frozenset({"metrics"})
 

@@ -25,6 +25,7 @@ class RuleSpec:
 
 
 def _builtin() -> list[RuleSpec]:
+    from trackmux.doctor.rules.entropy import EntropyExplosion
     from trackmux.doctor.rules.metrics import BUILTIN
     from trackmux.doctor.rules.overoptimization import BUILTIN as OVEROPTIMIZATION
     from trackmux.doctor.rules.rewards import BUILTIN as REWARDS
@@ -34,7 +35,8 @@ def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.trajectories import BUILTIN as TRAJECTORIES
 
     specs = []
-    builtin: tuple[type[Detector], ...] = (*BUILTIN, *SIGNALS, *OVEROPTIMIZATION,
+    builtin: tuple[type[Detector], ...] = (*BUILTIN, EntropyExplosion, *SIGNALS,
+                                            *OVEROPTIMIZATION,
                                             DegenerateText, *REWARDS, Stall, *TRAJECTORIES)
     for cls in builtin:
         params = {**COMMON, **getattr(cls, "params_spec", {})}

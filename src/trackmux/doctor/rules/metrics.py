@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trackmux.core.events import Event, HistogramEvent, MetricsEvent
+from trackmux.core.events import ConfigEvent, Event, HistogramEvent, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
@@ -583,7 +583,9 @@ def _det3(m: list[list[float]]) -> float:
 
 class EntropyCollapse(SeriesRule):
     """Policy entropy falls to ``fraction`` of its early level (the median of the run's
-    first ``early`` points) and stays there."""
+    first ``early`` points) and stays there; the finding grows (doctor/episodes.py) and is
+    critical below ``critical`` of the early level. Its other direction, a rise far above
+    the early level, is ``entropy_explosion`` (rules/entropy.py)."""
 
     rule = "entropy_collapse"
     params_spec = {
@@ -591,6 +593,7 @@ class EntropyCollapse(SeriesRule):
         "early": Param(10, "count", "points of the early level"),
         "recent": Param(5, "count"),
         "fraction": Param(0.1, "fraction", "collapse below this share of the early level"),
+        "critical": Param(0.01, "fraction", "critical below this share of the early level"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
@@ -615,9 +618,10 @@ class EntropyCollapse(SeriesRule):
         half = ONSET * line + (1 - ONSET) * early
         onset = since(s, lambda v: v <= half, self.latch(key).onset)
         where, proof = at(s, key, onset)
-        return self.finding(onset, [key], f"{key} collapsed to a recent median of "
-                            f"{fmt(recent)}, {ratio(recent, early):.0%} of its early level "
-                            f"{fmt(early)}, falling since {where}", evidence=[proof])
+        found = self.finding(onset, [key], f"{key} collapsed to a recent median of "
+                             f"{fmt(recent)}, {ratio(recent, early):.0%} of its early level "
+                             f"{fmt(early)}, falling since {where}", evidence=[proof])
+        return found.grows(-1, early, self.params["critical"] * early)
 
 
 class GradExplosion(SeriesRule):
@@ -684,9 +688,16 @@ class LengthBlowup(SeriesRule):
     highest (for a fall) rolling median of the last ``lookback`` checks, so a length that
     creeps up over hundreds of steps is measured from where it started, not from the
     drift's own last stretch. A truncation rise while the reward stays flat is said so
-    (the policy spends its budget without gaining)."""
+    (the policy spends its budget without gaining).
+
+    Pinned at its cap: the length's recent median at ``pinned`` of the cap (``cap``, or
+    the run's config: rules/length_cap.py), or a truncated share at ``pinned_clip``,
+    whatever the level was (a run that starts at the cap never runs away to it). Findings
+    grow (doctor/episodes.py): a runaway becomes critical at the cap, a truncation rise at
+    ``pinned_clip``."""
 
     rule = "length_blowup"
+    kinds = frozenset({"metrics", "config"})
     params_spec = {
         "keys": Param(["@response_length"], "patterns", "mean response length "
                       "(dialects.py), or patterns"),
@@ -703,12 +714,17 @@ class LengthBlowup(SeriesRule):
         "clip_rise": Param(0.1, "fraction"),
         "flat": Param(0.1, "fraction", "a reward that moved less than this share of its "
                       "level counts as flat"),
+        "cap": Param(None, "bound", "the response length cap in tokens (None: from the "
+                     "run's config: data.max_response_length, max_completion_length ...)"),
+        "pinned": Param(0.95, "fraction", "a length at this share of its cap is pinned"),
+        "pinned_clip": Param(0.9, "fraction", "a truncated share this high is pinned"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
+        self.config_cap: tuple[str, int] | None = None
         self.clip = KeyMatcher(self.params["clip_keys"])
         self.reward = KeyMatcher(self.params["reward_keys"])
         self.levels: dict[str, tuple[SlidingBest, SlidingBest]] = {}  # lowest, highest
@@ -722,20 +738,72 @@ class LengthBlowup(SeriesRule):
             clip = self.keys_for(self.clip, data)
             memo = keyset.memo[id(self)] = (
                 [*self.keys_for(self.match, data), *clip], frozenset(clip),
-                self.keys_for(self.reward, data) if clip else [])
+                self.keys_for(self.reward, data))
         chosen: list[str] = memo[0]
         self._clip_now, rewards = memo[1], memo[2]
-        for key in rewards:  # the reward matters only beside a truncation
+        for key in rewards:  # said beside a truncation or a length at its cap
             value = finite(data[key])
             if value is not None and (key in self.rewards or len(self.rewards) < 16):
                 self.rewards.setdefault(key, Series(64)).add(self._step, value)
         return chosen
 
     def update(self, event: Event) -> Sequence[Finding]:
+        if isinstance(event, ConfigEvent):
+            from trackmux.doctor.rules.length_cap import find_cap
+
+            self.config_cap = find_cap(event.config) or self.config_cap
+            return ()
         self._step = event.step
         return super().update(event)
 
+    def cap(self) -> tuple[str, float] | None:
+        """(where it was read, the cap) of the response length, None if unknown."""
+        if self.params["cap"] is not None:
+            return "the rule's cap", float(self.params["cap"])
+        if self.config_cap is not None:
+            return f"config {self.config_cap[0]}", float(self.config_cap[1])
+        return None
+
     def check(self, key: str, s: Series, step: int) -> Finding | None:
+        found = self._check(key, s, step)
+        if found is None and enough(s, self.params):
+            found = self._pinned(key, s, step)
+        return found
+
+    def _pinned(self, key: str, s: Series, step: int) -> Finding | None:
+        """A length at its cap (or most responses truncated) whatever its level was, when
+        no runaway of that key is being followed."""
+        recent_n, _, _ = windows(s, self.params)
+        recent = median(s.tail(recent_n))
+        clip = key in self._clip_now
+        cap = None if clip else self.cap()
+        if clip:
+            line = self.params["pinned_clip"]
+        elif cap is not None:
+            line = self.params["pinned"] * cap[1]
+        else:
+            return None
+        latch = self.latch(key, "pinned")
+        if self.latch(key, "clip" if clip else "grow").active:
+            latch.check(False, step)
+            return None
+        pinned = line <= recent <= 1.0 if clip else recent >= line  # a share is at most 1
+        if not latch.check(pinned, first_past(s, recent_n, lambda v: v >= line)):
+            return None
+        onset = since(s, lambda v: v >= line, latch.onset)
+        where, proof = at(s, key, onset)
+        if clip:
+            what = (f"{key}: {recent:.0%} of the responses are cut at the length cap (recent "
+                    f"median), at least {fmt(line)} since {where}")
+        else:
+            assert cap is not None
+            what = (f"{key} is pinned at its length cap: a recent median of {fmt(recent)}, "
+                    f"{ratio(recent, cap[1]):.0%} of the cap {fmt(cap[1])} ({cap[0]}), "
+                    f"since {where}: the responses are cut at the limit")
+        return self.finding(onset, [key], what + self._reward_flat(onset),
+                            evidence=[proof]).grows(1)
+
+    def _check(self, key: str, s: Series, step: int) -> Finding | None:
         if not enough(s, self.params):
             return None
         recent_n, _, window_n = windows(s, self.params)
@@ -759,10 +827,11 @@ class LengthBlowup(SeriesRule):
             line = level + self.params["clip_rise"]
             if latch.check(bad, first_past(s, recent_n, lambda v: v >= line)):
                 where, proof = at(s, key, latch.onset)
-                return self.finding(latch.onset, [key], f"{key} (the share of truncated "
-                                    f"responses) climbed to {where} from {fmt(level)} "
-                                    f"({span([first, last])}), recent median {fmt(recent)}"
-                                    f"{self._reward_flat(first)}", evidence=[proof])
+                found = self.finding(latch.onset, [key], f"{key} (the share of truncated "
+                                     f"responses) climbed to {where} from {fmt(level)} "
+                                     f"({span([first, last])}), recent median {fmt(recent)}"
+                                     f"{self._reward_flat(first)}", evidence=[proof])
+                return found.grows(1, level, self.params["pinned_clip"])
             return None
         low, low_first, low_last = levels[0].best()
         high, high_first, high_last = levels[1].best()
@@ -783,10 +852,14 @@ class LengthBlowup(SeriesRule):
             onset = since(s, (lambda v: v >= half) if grow else (lambda v: v <= half),
                           latch.onset)
             where, proof = at(s, key, onset)
-            return self.finding(onset, [key], f"{key} {what} a recent median of "
-                                f"{fmt(recent)}, {ratio(recent, level):.1f}x its level of "
-                                f"{fmt(level)} ({span([first, last])}), moving since {where}",
-                                evidence=[proof])
+            found = self.finding(onset, [key], f"{key} {what} a recent median of "
+                                 f"{fmt(recent)}, {ratio(recent, level):.1f}x its level of "
+                                 f"{fmt(level)} ({span([first, last])}), moving since "
+                                 f"{where}", evidence=[proof])
+            cap = self.cap()
+            if not grow:
+                return found.grows(-1, level)
+            return found.grows(1, level, None if cap is None else self.params["pinned"] * cap[1])
         return None
 
     def _reward_flat(self, since: int) -> str:
