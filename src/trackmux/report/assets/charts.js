@@ -233,12 +233,27 @@
         near.slice(0, 6).map(function (n) { return n[1] + " " + fmt(n[2]); }).join(" · ") +
         (near.length > 6 ? " · " + (near.length - 6) + " more" : "");
     }
+    /* The value of an outlier marked at the plot's edge: beside its triangle, on the side
+     * that keeps it inside the plot (never cut at the right edge, never over the y axis's
+     * ticks), on a white ground so grid lines do not cross it. */
+    function edgeLabel(ctx, text, X, baseline, box, r) {
+      var w = ctx.measureText(text).width, pad = 2 * r;
+      var left = X + 7 * r + w + pad <= box.left + box.width ? X + 7 * r : X - 7 * r - w;
+      left = Math.max(box.left + pad, Math.min(left, box.left + box.width - w - pad));
+      var fill = ctx.fillStyle;
+      ctx.fillStyle = "rgba(255, 255, 255, 0.85)";
+      ctx.fillRect(left - pad, baseline - 10 * r, w + 2 * pad, 13 * r);
+      ctx.fillStyle = fill;
+      ctx.fillText(text, left, baseline);
+      state.edgeLabels.push({text: text, left: left, right: left + w, plot: [box.left, box.left + box.width]});
+    }
     /* What a line cannot show: a point with no neighbour (a metric logged once) is a dot;
      * values beyond a clipped range are triangles at the edge with the largest value
      * written; evidence of a finding is ringed. */
     function overlay(u) {
       var ctx = u.ctx, r = devicePixelRatio || 1, box = u.bbox, xs = u.data[0];
       var x0 = u.scales.x.min, x1 = u.scales.x.max;
+      state.edgeLabels = [];
       ctx.save();
       for (var s = 1; s < u.data.length; s++) {
         if (u.series[s].show === false) continue;
@@ -267,8 +282,8 @@
           }
         }
         ctx.font = (11 * r) + "px system-ui, sans-serif";
-        if (top !== null) ctx.fillText(fmt(ys[top]), u.valToPos(xs[top], "x", true) + 7 * r, box.top + 11 * r);
-        if (bottom !== null) ctx.fillText(fmt(ys[bottom]), u.valToPos(xs[bottom], "x", true) + 7 * r, box.top + box.height - 4 * r);
+        if (top !== null) edgeLabel(ctx, fmt(ys[top]), u.valToPos(xs[top], "x", true), box.top + 11 * r, box, r);
+        if (bottom !== null) edgeLabel(ctx, fmt(ys[bottom]), u.valToPos(xs[bottom], "x", true), box.top + box.height - 4 * r, box, r);
       }
       state.evidence.forEach(function (e) {
         if (e.step < x0 || e.step > x1 || e.value === null || e.value === undefined || !isFinite(e.value)) return;
@@ -341,6 +356,9 @@
       },
       zoomTo: function (lo, hi) { zoomed = true; plot.setScale("x", {min: lo, max: hi}); },
       clipped: function () { return state.clip; },
+      // the outlier values written at the edges: [{text, left, right}] in canvas pixels,
+      // with the plot's own [left, right]
+      edgeLabels: function () { return state.edgeLabels || []; },
       zoomed: function () { return zoomed; },
       destroy: function () { plot.destroy(); wrap.remove(); }
     };

@@ -7,7 +7,7 @@
   var data = JSON.parse(document.getElementById("trackmux-data").textContent);
   var main = document.getElementById("export"), nav = document.getElementById("nav");
   // keyed by run ids and metric keys (user data): maps without a prototype (C.dict)
-  var labels = C.dict(), colours = C.dict(), handles = C.dict(), details = data.details || C.dict();
+  var labels = C.dict(), colours = C.dict(), handles = C.dict(), cells = C.dict(), details = data.details || C.dict();
   var colourOf = C.colourKeeper();  // the same colour rule as the live page
   window.trackmuxExport = {data: data, charts: handles};
   data.runs.forEach(function (r) { labels[r.id] = r.label || r.name; colours[r.id] = colourOf(r.id); });
@@ -110,8 +110,22 @@
       var s = data.series[key], cell = el("div", {"class": "panel"}); grid.appendChild(cell);
       var marks = findings.filter(function (f) { return !f.keys || !f.keys.length || f.keys.indexOf(key) >= 0; });
       handles[key] = C.lineChart(cell, {key: key, x_mode: s.x_mode, runs: s.runs.map(function (r) { return {id: r.id, x: s.x, y: r.y, nonfinite: r.nonfinite}; })},
-        {labels: labels, colours: colours, findings: marks, width: 560});
+        {labels: labels, colours: colours, findings: marks, width: chartWidth(cell)});
+      cells[key] = cell;
     });
+  });
+  // a chart fills its card (the grid's cards are 580 px and wider), and follows it when the
+  // window is resized
+  function chartWidth(cell) { return Math.max(260, Math.floor(cell.clientWidth || 580) - 18); }
+  var resizing = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizing);
+    resizing = setTimeout(function () {
+      Object.keys(handles).forEach(function (k) {
+        var plot = handles[k].plot, width = chartWidth(cells[k]);
+        if (plot && plot.width !== width) plot.setSize({width: width, height: plot.height});
+      });
+    }, 150);
   });
 
   var hs = section("histograms", "Histograms"), any = false;
