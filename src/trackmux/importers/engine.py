@@ -53,7 +53,7 @@ from trackmux.core.values import normalize
 from trackmux.importers.base import IMPORTER_VERSION, Chunk, Damage, SourceError, SourceRun
 
 #: events gathered from a source's chunks before one commit (one transaction)
-COMMIT_EVENTS = 20_000
+COMMIT_EVENTS = 5_000
 #: default project of an imported run whose source has none
 DEFAULT_PROJECT = "imported"
 

@@ -33,7 +33,7 @@ from trackmux.importers.tfrecord import Bad, records
 
 PATTERN = "events.out.tfevents*"
 #: records per chunk (one commit at most)
-CHUNK_RECORDS = 50_000
+CHUNK_RECORDS = 20_000
 MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
 
 
