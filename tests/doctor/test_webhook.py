@@ -277,13 +277,26 @@ def test_undelivered_findings_are_the_last_line_and_sigterm_ends_the_retrying(
 
 def test_a_held_group_goes_out_when_its_window_ends_without_another_event(
         tmp_path: Path, servers: tuple[Server, Server]) -> None:
+    import threading
     import time
 
     here, _ = servers
     backend = _backend(tmp_path, here.url + "/hook", fold_seconds=0.3)
+    # The backend's timer thread is held at its start until the test has looked: on a
+    # loaded machine 0.3 s can pass before the assertion below, and the timer would have
+    # sent the held group already.
+    let_timer_run = threading.Event()
+    on_timer = backend._on_timer
+
+    def held_timer() -> None:
+        let_timer_run.wait(60)
+        on_timer()
+
+    backend._on_timer = held_timer  # type: ignore[method-assign]
     backend.write([_finding(1)])
     backend.write([_finding(2, key="b"), _finding(3, key="c")])  # folded, held
     assert len(here.requests) == 1
+    let_timer_run.set()
     deadline = time.monotonic() + 30
     while len(here.requests) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
