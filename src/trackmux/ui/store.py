@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import threading
 import time
 from collections import OrderedDict
@@ -239,8 +240,12 @@ class Store:
             row["backends"].append({"name": name, "acked": acked,
                                     "pending": max(0, summary.last_seq - acked),
                                     "quarantined": summary.quarantined.get(name, 0)})
+        # a run no chart read yet, or read before it moved (it appeared or finished while
+        # the page was open): the spool's latest step, not a blank or an old one
+        current = (cache is not None and cache.cursor >= summary.last_seq
+                   and cache.last_step is not None)
+        row["last_step"] = cache.last_step if current and cache else latest_step(path)
         if cache is not None:
-            row["last_step"] = cache.last_step
             row["cursor"] = cache.cursor
             if cache.error:
                 row["state"] = "damaged"
@@ -259,6 +264,31 @@ class Store:
             row["findings"] = None
             row["damage"] = [*row["damage"], f"findings: {type(exc).__name__}: {exc}"]
         return row
+
+
+def latest_step(run_dir: Path) -> int | None:
+    """The step of the run's latest live event other than config (None: no such event),
+    read from the end of the spool by its primary key: max(step) would scan every event
+    of a live run at each refresh of the list. Read-only."""
+    from trackmux.core.spool.writer import connect
+
+    live = ("SELECT step FROM events e WHERE kind != 'config' AND NOT EXISTS (SELECT 1 "
+            "FROM superseded s WHERE s.seq = e.seq) ORDER BY seq DESC LIMIT 1")
+    try:
+        conn = connect(run_dir / SPOOL_FILE, readonly=True)
+    except sqlite3.Error:
+        return None
+    try:
+        try:
+            found = conn.execute(live).fetchone()
+        except sqlite3.OperationalError:  # a spool from before attempts: no superseded
+            found = conn.execute("SELECT step FROM events WHERE kind != 'config' "
+                                 "ORDER BY seq DESC LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return None if found is None or found[0] is None else int(found[0])
 
 
 def _stamp(path: Path) -> tuple[float, ...]:
