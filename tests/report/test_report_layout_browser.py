@@ -28,7 +28,11 @@ def test_charts_fill_their_cards_and_an_edge_outlier_label_is_inside(
     for width in (1400, 2000):
         page = browser.new_page(viewport={"width": width, "height": 1000})
         problems: list[str] = []
-        page.on("pageerror", problems.append)
+
+        def failed(error: Any, seen: list[str] = problems) -> None:
+            seen.append(str(error))
+
+        page.on("pageerror", failed)
         page.goto(report.as_uri())
         drawn(page)
         sizes = page.evaluate("""() => Object.keys(window.trackmuxExport.charts).map(k => {
