@@ -93,7 +93,7 @@ def test_a_write_lock_held_by_another_process_loses_nothing(
     monkeypatch.setattr(spool_module, "DISK_RETRY_INTERVAL", 0.05)
     run = trackmux.init(project="p", backends=[], dir=tmp_path)
     run.log({"x": 0.0})
-    time.sleep(0.2)
+    assert run.flush(30)  # the writer's first commit is behind it before the lock is taken
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sqlite3, sys, time
         conn = sqlite3.connect({str(run.dir / "spool.db")!r}, isolation_level=None)
@@ -121,10 +121,17 @@ def test_the_buffer_is_bounded_in_bytes_while_the_spool_is_full(
     writer = SpoolWriter(tmp_path / "run", max_bytes=1, max_buffered=1_000_000,
                          max_buffered_bytes=2_000_000)
     row = {f"metric/{i}": float(i) for i in range(100)}
-    for step in range(20_000):
+    writer.append(MetricsEvent(dict(row), 0, 0.0))
+    # The writer has met the cap and lowered the limit (not a sleep: a writer slow to get
+    # the CPU let the queue grow past the bound before it first looked).
+    deadline = time.monotonic() + 60
+    while writer._limit == writer.max_buffered and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert writer.status.full is not None and writer._limit < writer.max_buffered
+    for step in range(1, 20_000):
         writer.append(MetricsEvent(dict(row), step, 0.0))
         if step % 1000 == 0:
-            time.sleep(0.05)   # let the writer notice the cap and lower the limit
+            time.sleep(0.05)   # paces the bursts; the writer re-derives the limit meanwhile
     held = len(writer._queue)
     assert writer.status.full is not None
     per_event = spool_module.event_bytes(MetricsEvent(row, 0, 0.0))
@@ -275,6 +282,23 @@ def test_an_older_runs_sync_moves_aside_when_a_newer_run_took_its_file(tmp_path:
     assert [line["data"]["who"] for line in _lines(own)] == [1.0] * 50
 
 
+def delivered(run: Any, backend: str, timeout: float = 60.0) -> None:
+    """Wait until ``backend`` acknowledged every event logged so far."""
+    assert run.flush(timeout)
+    deadline = time.monotonic() + timeout
+    while (progress := run.delivery()[backend])[0] < progress[1]:
+        assert time.monotonic() < deadline, f"{backend}: {progress} (acked, last) after {timeout} s"
+        time.sleep(0.02)
+
+
+def failed_writing(run: Any, backend: str, timeout: float = 60.0) -> None:
+    """Wait until a delivery to ``backend`` failed (reported to the run, then retried)."""
+    deadline = time.monotonic() + timeout
+    while not any(p.backend == backend for p in run.problems()):
+        assert time.monotonic() < deadline, f"no failed delivery to {backend} in {timeout} s"
+        time.sleep(0.02)
+
+
 def test_a_backend_disk_that_fills_then_frees_writes_each_line_once(
         tmp_path: Path, small_tmpfs: Path, fill_disk: Any) -> None:
     """The file backend's own output disk (a 1 MB tmpfs) fills mid-run and is freed: the
@@ -286,12 +310,12 @@ def test_a_backend_disk_that_fills_then_frees_writes_each_line_once(
     for step in range(100):
         run.log({"x": float(step)}, step=step)
         run.log_text("t", text, step=step)
-    time.sleep(0.5)
+    delivered(run, "file")  # the first 100 steps are in the file before the disk fills
     fill_disk(filler)
     for step in range(100, 300):
         run.log({"x": float(step)}, step=step)
         run.log_text("t", text, step=step)
-    time.sleep(1.5)     # deliveries fail with ENOSPC and are retried
+    failed_writing(run, "file")  # a delivery failed with ENOSPC (and is retried)
     filler.unlink()
     summary = run.finish(timeout=60)
     assert summary.complete, summary
