@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from trackmux.core.events import Event, MetricsEvent, TableEvent
+from trackmux.core.events import ConfigEvent, Event, MetricsEvent, TableEvent
 
 DIALECTS = ("verl", "trl", "nemo_rl", "slime", "openrlhf", "custom")
 NOISE = ("iid", "ar1", "student_t")
@@ -244,8 +244,11 @@ class Curves:
         self.e_end = rng.uniform(0.35, 0.95)
         self.g0 = math.exp(rng.uniform(math.log(0.05), math.log(5.0)))
         self.l0 = rng.uniform(150.0, 1500.0)
-        self.l_growth = rng.uniform(0.8, 1.4) if run.scenario != "trend" else rng.uniform(1.5, 3.0)
-        self.cap = self.l0 * max(self.l_growth, 1.0) * rng.uniform(2.5, 6.0)
+        # lengths grow by a rate per step, not per run: reasoning runs (DeepSeek-R1-Zero,
+        # DAPO) grow 1.3-2x per 1,000 steps at most, up to about 3x over a long run
+        per_1000 = rng.uniform(-0.2, 0.3) if run.scenario != "trend" else rng.uniform(0.3, 0.7)
+        self.l_growth = max(0.7, min(3.0, math.exp(per_1000 * n / 1000)))
+        self.cap = int(self.l0 * max(self.l_growth, 1.0) * rng.uniform(2.5, 6.0))
         self.budget = rng.uniform(1.2, 1.6)  # a budget raise: lengths grow this much
         self.drop = rng.uniform(0.1, 0.3)  # a curriculum's drop, as a share of the reward
         self.clip = math.exp(rng.uniform(math.log(5e-4), math.log(0.03)))
@@ -253,6 +256,8 @@ class Curves:
         self.mismatch_kl = math.exp(rng.uniform(math.log(3e-4), math.log(3e-3)))
         self.logp = math.exp(rng.uniform(math.log(0.003), math.log(0.03)))
         self.group = rng.choice((4, 8, 16))
+        self.b0 = rng.uniform(0.2, 0.7)  # a second reward term (format): its course
+        self.b1 = rng.uniform(max(self.b0, 0.6), 0.95)
         self.n = n
 
     def progress(self, step: int) -> float:
@@ -307,9 +312,17 @@ def events(run: Run) -> Iterator[Event]:
     fault = _fault_effect(run, curves, rng)
     val_every = max(run.every, 10 * rng.randint(1, 5))
     time = 1_700_000_000.0
+    configured = rng.random() < 0.7
+    if configured:  # the run's config, with its response-length cap
+        yield ConfigEvent(_config(run, int(curves.cap)), 0, time)
+    raised = False
     interval = rng.uniform(10.0, 120.0)
     for step in range(0, run.steps, run.every):
         time += interval * run.every * rng.uniform(0.9, 1.1)
+        if configured and run.scenario == "budget_raise" and step >= run.change \
+                and not raised:  # the budget raise, as the config says it
+            raised = True
+            yield ConfigEvent(_config(run, int(curves.cap_at(step))), step, time)
         values: dict[str, float] = {}
         acc = min(1.0, max(0.0, curves.accuracy(step) + curves.reward_sigma * noise("reward")))
         values["reward"] = curves.rm_offset + curves.rm_scale * acc
@@ -334,8 +347,8 @@ def events(run: Run) -> Iterator[Event]:
         values["mult_prob"] = 1.0 + _lognormal(curves.mismatch_kl * 3, noise("mpe"), 0.2)
         values["logp_diff"] = _lognormal(curves.logp, noise("logp"), 0.15)
         values["comp_a"] = min(1.0, max(0.0, acc + 0.03 * noise("comp_a")))
-        values["comp_b"] = min(1.0, max(0.0, 0.6 + 0.3 * saturating(x, 8.0)
-                                        + 0.03 * noise("comp_b")))
+        values["comp_b"] = min(1.0, max(0.0, curves.b0 + (curves.b1 - curves.b0)
+                                        * saturating(x, 6.0) + 0.03 * noise("comp_b")))
         values["val"] = min(1.0, max(0.0, curves.accuracy(step, True) - 0.05
                                      + 0.02 * noise("val")))
         values["timing"] = interval * rng.uniform(0.9, 1.1)
@@ -353,15 +366,32 @@ def events(run: Run) -> Iterator[Event]:
             yield _table(run, curves, values, step, time, rng)
 
 
+def _config(run: Run, cap: int) -> dict[str, Any]:
+    """The part of a run's config that names its response-length cap, in its framework's
+    words (doctor/rules/length_cap.py)."""
+    if run.dialect == "verl":
+        return {"data": {"max_response_length": cap, "train_batch_size": 512}}
+    if run.dialect == "trl":
+        return {"max_completion_length": cap, "num_generations": 8}
+    if run.dialect == "slime":
+        return {"rollout_max_response_len": cap}
+    if run.dialect == "openrlhf":
+        return {"generate_max_len": cap}
+    if run.dialect == "nemo_rl":
+        return {"policy": {"generation": {"max_new_tokens": cap}}}
+    return {"max_new_tokens": cap, "lr": 1e-6}
+
+
 def _table(run: Run, curves: Curves, values: dict[str, float], step: int, time: float,
            rng: random.Random) -> TableEvent:
     """A rollout table: 8 prompts of ``curves.group`` samples each, scored 0 or 1 at the
     batch's success rate (``values["flat"]`` forces every group flat)."""
     acc = values.get("table_acc", min(1.0, max(0.0, (values["reward"] - curves.rm_offset)
                                                 / curves.rm_scale)))
+    spread = values.get("table_spread", 0.25)  # prompts differ in difficulty
     rows: list[list[Any]] = []
     for g in range(8):
-        p = min(1.0, max(0.0, acc + rng.gauss(0.0, 0.25)))  # prompts differ in difficulty
+        p = min(1.0, max(0.0, acc + rng.gauss(0.0, spread)))
         for _ in range(curves.group):
             rows.append([f"{step}-{g}", float(rng.random() < p)])
     return TableEvent("train/rollouts", ["uid", "score"], rows, step, time)
@@ -430,7 +460,9 @@ def _fault_effect(run: Run, curves: Curves, rng: random.Random
             s = share(step)
             if s >= 0:
                 target = 0.995 if solved else 0.005
+                # every prompt solved (or failed) alike: the prompts' spread goes too
                 v["table_acc"] = target if s >= 1 else (1 - s) * 0.5 + s * target
+                v["table_spread"] = 0.25 * (1 - s)
                 v["zero_std"] = v["zero_std"] + (rng.uniform(0.93, 1.0) - v["zero_std"]) * s
                 acc = v["table_acc"]
                 v["reward"] = curves.rm_offset + curves.rm_scale * acc

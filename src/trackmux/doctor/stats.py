@@ -333,3 +333,10 @@ def _ar1_phi(ratio: float, lag: int) -> float:
 #: a rule anchors to sits from their typical one: an anchored level is the extreme of many
 #: windows, so a change measured from it starts that far out under noise alone
 ANCHORED = 2.0
+
+
+def ar1_t(t: float, phi: float) -> float:
+    """A least-squares slope's t statistic corrected for AR(1) residuals: with lag-1
+    correlation phi a line's n points hold about n (1 - phi) / (1 + phi) independent
+    ones, so its standard error is that much larger in square root."""
+    return t * math.sqrt((1.0 - phi) / (1.0 + phi)) if phi > 0 else t

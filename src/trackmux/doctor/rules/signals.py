@@ -13,7 +13,7 @@ from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span, trend_window
-from trackmux.doctor.stats import Series, SlidingBest, finite, median, ratio, trend
+from trackmux.doctor.stats import Series, SlidingBest, ar1_t, finite, median, ratio, trend
 
 #: mismatch signal -> (parameter, direction, what it means); the defaults' sources are
 #: verl docs/algo/rollout_corr.md ("check_rollout_correction_health", "Troubleshooting")
@@ -445,13 +445,16 @@ BUILTIN: tuple[type[Detector], ...] = (Mismatch, FrozenStart, ClipFraction, Zero
 class RewardHacking(SeriesRule):
     """Reward hacking from logged scalars: over the last ``trend_window`` steps a reward
     component (``rewards/<fn>/mean``) trends up while another component or the held-out
-    reward trends down, each line's slope ``sigmas`` standard errors from flat, and the
-    fall at least ``min_change`` of where the falling one stood; ``persist`` points in a
-    row. One finding names both. A falling penalty (``*penalty*``, ``*length*``) is the
-    expected price of a gain and does not count, nor does the total reward (a component
-    that rises while the total falls is a trade the reward's weights chose)."""
+    reward trends down, each line's slope ``sigmas`` standard errors from flat (the
+    errors of a line through serially correlated points: stats.ar1_t with the curve's own
+    noise), and the fall at least ``min_change`` of where the falling one stood;
+    ``persist`` points in a row. One finding names both. A falling penalty
+    (``*penalty*``, ``*length*``) is the expected price of a gain and does not count, nor
+    does the total reward (a component that rises while the total falls is a trade the
+    reward's weights chose)."""
 
     rule = "reward_hacking"
+    noise_points = 160
     params_spec = {
         "keys": Param(["@reward_component", "@val_reward"], "patterns"),
         "rising_keys": Param(["@reward_component"], "patterns", "what may rise"),
@@ -488,6 +491,8 @@ class RewardHacking(SeriesRule):
         steps, values = line
         n = len(values)
         slope, t, _ = trend(steps, values)
+        noise = self.noise(key, 0)
+        t = ar1_t(t, noise.phi if noise is not None else 0.5)
         start = median(values[:max(3, n // 5)])
         change = slope * (steps[-1] - steps[0])
         sig = self.params["sigmas"]
