@@ -14,7 +14,9 @@ bad usage.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -74,9 +76,14 @@ def import_(sources: tuple[str, ...], fmt: str | None, project: str | None,
             said.add(message)
             echo(f"trackmux import: {message}", err=True)
 
+    #: sources looked at again while following: folders where new runs may appear
+    again: set[str] = set()
+    looked = False
+
     def discover() -> list[RunImport]:
+        nonlocal looked
         found: list[RunImport] = []
-        for source in sources:
+        for source in sources if not looked else [s for s in sources if s in again]:
             try:
                 runs = find_runs(source, fmt, options)
             except SourceError as exc:
@@ -84,6 +91,8 @@ def import_(sources: tuple[str, ...], fmt: str | None, project: str | None,
                 continue
             if not runs:
                 fail(f"{source}: no run found in it")
+            if any(run.format == "tensorboard" for run in runs) and os.path.isdir(source):
+                again.add(source)
             many = len(runs) > 1
             for run in runs:
                 named = f"{name}-{run.name}" if name and many else name
@@ -91,6 +100,7 @@ def import_(sources: tuple[str, ...], fmt: str | None, project: str | None,
                     found.append(RunImport(run, base, project, named))
                 except ValueError as exc:
                     raise click.UsageError(str(exc)) from None
+        looked = True
         return found
 
     if follow:
@@ -104,8 +114,12 @@ def import_(sources: tuple[str, ...], fmt: str | None, project: str | None,
                 continue
             try:
                 item.pull(live=False)
+            except (OSError, sqlite3.Error) as exc:  # the spool side: disk full, locked
+                fail(f"{item.source.where}: cannot write the run {item.dir}: "
+                     f"{type(exc).__name__}: {exc}")
             finally:
-                item.close("finished")
+                with contextlib.suppress(OSError, sqlite3.Error):
+                    item.close("finished")
             report(item, as_json)
             failed = failed or bool(item.outcome.damage)
     if failed:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +50,7 @@ class Follower:
         self.stop = threading.Event()
         self.runs: dict[Path, RunImport] = {}
         self.runners: dict[Path, WatchRunner] = {}
+        self._said: set[str] = set()
 
     def _adopt(self) -> None:
         for run in self.discover():
@@ -70,10 +72,17 @@ class Follower:
             self.say(finding.line())
 
     def _problem(self, name: str, message: str) -> None:
-        self.say(f"trackmux import: {name}: {message}")
+        line = f"trackmux import: {name}: {message}"
+        if line not in self._said:  # a poll that fails the same way is said once
+            self._said.add(line)
+            self.say(line)
 
     def _pull(self, run: RunImport) -> None:
-        added = run.pull(live=True)
+        try:
+            added = run.pull(live=True)
+        except (OSError, sqlite3.Error) as exc:  # the spool side (disk full): said, retried
+            self._problem(str(run.dir), f"cannot write: {type(exc).__name__}: {exc}")
+            return
         if added and run.dir in self.runners:
             self.runners[run.dir].notify()
         if self.on_pull is not None:
