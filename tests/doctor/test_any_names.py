@@ -28,6 +28,7 @@ from trackmux.doctor.dialects import Signals
     ("truncated_ratio", "truncation"), ("frac_zero_std_groups", "zero_std_frac"),
     ("eval/acc", "val_reward"), ("test_score", "val_reward"),
     ("format_reward", "reward_component"), ("reward/format", "reward_component"),
+    ("flat_groups_frac", "zero_std_frac"), ("reward_before_norm_mean", "reward"),
 ])
 def test_a_key_is_read_from_the_words_of_its_name(key: str, signal: str) -> None:
     assert Signals().resolve({key: 1.0}).by_signal.get(signal) == [key]
@@ -35,7 +36,8 @@ def test_a_key_is_read_from_the_words_of_its_name(key: str, signal: str) -> None
 
 @pytest.mark.parametrize("key", ["kl_coef", "entropy_coef", "target_kl", "learning_rate",
                                  "prompt_length", "timing_s/reward", "reward_std",
-                                 "critic/returns/mean", "reward_ema", "num_tokens"])
+                                 "critic/returns/mean", "reward_ema", "num_tokens",
+                                 "truncation_pct", "flat_reward_groups_pct"])
 def test_settings_spreads_and_bookkeeping_feed_no_signal(key: str) -> None:
     assert Signals().resolve({key: 1.0}).by_signal == {}
 
