@@ -49,11 +49,12 @@ def test_sigterm_keeps_every_returned_log_and_marks_the_run_failed(
     first = child.stdout.readline().decode()
     assert first.startswith("RUN "), first
     run_dir = Path(first[4:].strip())
-    time.sleep(1.0)
+    # 60 steps returned before the signal (a sleep gave a loaded machine too few)
+    before = [child.stdout.readline() for _ in range(60)]
     child.send_signal(signal.SIGTERM)
     child.wait(30)
     out, err = child.stdout.read(), child.stderr.read()  # type: ignore[union-attr]
-    returned = [int(line) for line in out.decode().split()]
+    returned = [int(line) for line in b"".join([*before, out]).decode().split()]
     assert len(returned) > 50
     if handler == "default":  # it still dies by SIGTERM, as it would without trackmux
         assert child.returncode == -signal.SIGTERM, err.decode()
@@ -66,6 +67,7 @@ def test_sigterm_keeps_every_returned_log_and_marks_the_run_failed(
 
 REENTER_FINISH = r"""
 import signal, sys, time, trackmux
+from trackmux.core.lifecycle.run import on_run_finish
 from trackmux.testing import faults
 faults.register_fault_backends("sig-")
 run = trackmux.init(project="sig", backends=["sig-hanging"], dir=sys.argv[1],
@@ -76,7 +78,9 @@ def on_term(*_):
     sys.exit(1)
 signal.signal(signal.SIGTERM, on_term)
 run.log({"x": 1.0}, step=0)
-sys.stdout.write("FINISHING\n"); sys.stdout.flush()
+def inside(run, deadline):                  # said from inside finish(), not before it
+    sys.stdout.write("FINISHING\n"); sys.stdout.flush()
+on_run_finish(inside)
 run.finish(timeout=60)                      # the hanging backend holds it to the deadline
 """
 
@@ -84,8 +88,7 @@ run.finish(timeout=60)                      # the hanging backend holds it to th
 def test_a_sigterm_handler_calling_finish_inside_finish_does_not_hang(tmp_path: Path) -> None:
     child = spawn(REENTER_FINISH, str(tmp_path), TRACKMUX_FINISH_TIMEOUT="2")
     assert child.stdout is not None
-    assert child.stdout.readline().decode().strip() == "FINISHING"
-    time.sleep(0.5)
+    assert child.stdout.readline().decode().strip() == "FINISHING"  # inside finish()
     started = time.monotonic()
     child.send_signal(signal.SIGTERM)
     child.wait(60)  # before: a deadlock, the process never exited
