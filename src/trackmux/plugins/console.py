@@ -45,10 +45,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from trackmux.core.backends.alerts import AlertGate
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.delivery.fallbacks import table_to_markdown
 from trackmux.core.events import (
-    SEVERITIES,
     Event,
     FindingEvent,
     HistogramEvent,
@@ -214,8 +214,8 @@ class ConsoleBackend(Backend):
         self._last_print = -math.inf
         self._pending: tuple[int, dict[str, Any]] | None = None
         self._skipped = 0
-        #: finding id -> the highest severity printed of it (0 info, 1 warning, 2 critical)
-        self._printed_findings: dict[str, int] = {}
+        #: a finding's update is printed only when its severity rose
+        self._alerts = AlertGate()
 
     @property
     def stream(self) -> TextIO:
@@ -254,7 +254,7 @@ class ConsoleBackend(Backend):
 
                 self._print(f"[provenance] {summary_line(event.data)}")
             elif isinstance(event, FindingEvent):  # the doctor: one line, never rate-limited
-                if self._severity_rose(event):
+                if self._alerts.due(event):
                     self._emit_pending(force=True)
                     self._print(event.line())
             elif isinstance(event, SamplesEvent) and self._due("samples", event.key,
@@ -262,17 +262,6 @@ class ConsoleBackend(Backend):
                 self._emit_pending(force=True)
                 self._print(self._format_samples(event))
         self._emit_pending(force=False, keep_latest=True)
-
-    def _severity_rose(self, event: FindingEvent) -> bool:
-        """A finding first seen, or an update whose severity is above the one printed."""
-        rank = SEVERITIES.index(event.severity) if event.severity in SEVERITIES else -1
-        fid = event.finding_id
-        printed = self._printed_findings.get(fid)
-        if printed is not None and rank <= printed:
-            return False
-        if len(self._printed_findings) < 100_000:
-            self._printed_findings[fid] = rank
-        return True
 
     def _format_samples(self, event: SamplesEvent) -> str:
         """A count line, then one short line per chosen sample (cap ``sample_rows``)."""

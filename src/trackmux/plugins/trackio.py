@@ -50,6 +50,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
+from trackmux.core.backends.alerts import AlertGate
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo, check_option_types
 from trackmux.core.delivery.fallbacks import samples_table
 from trackmux.core.errors import EventRejected
@@ -129,6 +130,7 @@ class TrackioBackend(Backend):
         self._seq = 0
         self._config_extra: dict[str, Any] = {}
         self.dir: Path | None = None
+        self._alerts = AlertGate()  # a finding's updates alert when its severity rises
 
     @property
     def db_path(self) -> Path:
@@ -189,8 +191,8 @@ class TrackioBackend(Backend):
         for event in fresh:
             if event.seq and self.log_id(event.seq) in stored:
                 continue
-            if isinstance(event, FindingEvent):
-                findings.append(event)
+            if isinstance(event, FindingEvent) and self._alerts.due(event):
+                findings.append(event)  # an update alerts when its severity rose
             if isinstance(event, ConfigEvent):
                 config = {**event.config, **self._config_extra}
                 row: dict[str, Any] = {}

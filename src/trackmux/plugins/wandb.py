@@ -70,6 +70,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
+from trackmux.core.backends.alerts import AlertGate
 from trackmux.core.backends.contract import Backend, ResumeState, RunInfo
 from trackmux.core.errors import EventRejected
 from trackmux.core.events import (
@@ -328,6 +329,7 @@ class WandbBackend(Backend):
         self._run_dir: Path | None = None  # the spool's run folder (a stop's reason)
         self._seq = 0
         self._next_step = 0
+        self._alerts = AlertGate()  # a finding's updates alert when its severity rises
         self._tables: dict[str, tuple[tuple[str, ...], Any]] = {}
         self._resumed_tables: dict[str, dict[str, Any]] = {}
         self._last: dict[str, tuple[int, float]] = {}
@@ -436,14 +438,18 @@ class WandbBackend(Backend):
     def _finding(self, event: FindingEvent) -> None:
         """A finding of the doctor: ``run.alert`` (an email or Slack message where the
         user set alerts up; offline it is kept in the run files), a line in the summary
-        under ``doctor/<rule>``, and a row of the incremental table ``doctor/findings``."""
+        under ``doctor/<rule>``, and a row of the incremental table ``doctor/findings``.
+        An update of a finding that grows is a new row and the summary's latest line; it
+        alerts only when its severity rose (core/backends/alerts.py)."""
         level = {"critical": "ERROR", "warning": "WARN"}.get(event.severity, "INFO")
-        try:
-            self._run.alert(title=slack_escape(f"trackmux doctor: {event.rule} at step "
-                                               f"{event.step}"),
-                            text=slack_escape(event.message), level=level, wait_duration=0)
-        except Exception as exc:  # an alert is a courtesy; the record below is the data
-            log.info("trackmux: wandb alert for %s not sent: %s", event.rule, exc)
+        if self._alerts.due(event):  # an update alerts only when its severity rose
+            try:
+                self._run.alert(title=slack_escape(f"trackmux doctor: {event.rule} at step "
+                                                   f"{event.step}"),
+                                text=slack_escape(event.message), level=level,
+                                wait_duration=0)
+            except Exception as exc:  # an alert is a courtesy; the record below is the data
+                log.info("trackmux: wandb alert for %s not sent: %s", event.rule, exc)
         self._run.summary[f"doctor/{event.rule}"] = event.line()
         table = self._table("doctor/findings", ("step", "rule", "severity", "keys", "message"))
         table.add_data(event.step, event.rule, event.severity, ", ".join(event.keys),
