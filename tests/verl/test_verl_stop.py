@@ -151,6 +151,7 @@ def stop_command(assets: dict[str, Path], work: Path, extra: list[str]) -> list[
         "+trainer.trackmux.doctor.kl_blowup.bound=0.001", *extra]
 
 
+@pytest.mark.slow
 def test_sft_trainer_saves_and_leaves_fit_at_the_step_it_sees_the_stop(
         tiny_assets: dict[str, Path], tmp_path: Path, tracker_env: dict[str, Path]) -> None:
     command = stop_command(tiny_assets, tmp_path, ["+trainer.trackmux.doctor.stop_on=critical"])
