@@ -31,11 +31,13 @@ def test_nan_in_a_key_that_had_numbers_stays_critical_beside_a_not_computed_one(
         ("info", 0, ("actor/kl_loss",)), ("critical", 30, ("loss",))]
 
 
-def test_nan_before_the_first_number_is_not_told_nan_after_it_is() -> None:
+def test_nan_at_fewer_first_points_then_numbers_is_a_fault_dated_at_the_first() -> None:
     values = [NAN, NAN, 0.5, 0.4, NAN]
     found = run_doctor(MetricsEvent({"reward": 0.5, "x/score": v}, i, float(i))
                        for i, v in enumerate(values))
-    assert [(f.rule, f.severity, f.step) for f in found] == [("nonfinite", "critical", 4)]
+    assert [(f.rule, f.severity, f.step, f.keys) for f in found] == [
+        ("nonfinite", "critical", 0, ("x/score",))]
+    assert "then numbers at step 2" in found[0].message
 
 
 def test_a_key_told_not_computed_that_then_has_numbers_and_nan_again_is_critical() -> None:

@@ -44,7 +44,8 @@ class Nonfinite(Detector):
     A key NaN from its first point on, at each of its first ``not_computed`` points (or
     at every point of a run that ended sooner), is ``info``: some trainers log NaN for a
     term they do not compute. NaN in a key that had numbers, and inf anywhere, keep the
-    rule's severity."""
+    rule's severity, as does a key NaN at fewer first points that then has a number (told
+    at that number, dated at its first NaN)."""
 
     rule = "nonfinite"
     kinds = frozenset({"metrics", "histogram"})
@@ -67,33 +68,51 @@ class Nonfinite(Detector):
         self.told: set[str] = set()  # keys told as not computed
         self.time = 0.0
 
-    def _had_numbers(self, data: Mapping[str, Any]) -> None:
-        """Every key of an all-finite event had a number (once per key set)."""
+    def _had_numbers(self, data: Mapping[str, Any]) -> list[str]:
+        """Every key of an all-finite event had a number (once per key set); returns
+        the keys that were NaN until now."""
         keyset = self.signals.resolve(data)
-        if keyset.memo.get(id(self)) is None:
-            keyset.memo[id(self)] = True
-            if len(self.numbers) < 100_000:
-                self.numbers.update(k for k in keyset.keys if isinstance(k, str))
-                for key in keyset.keys:
-                    self.nan_only.pop(key, None)
+        if keyset.memo.get(id(self)) is not None:
+            return []
+        keyset.memo[id(self)] = True
+        if len(self.numbers) < 100_000:
+            self.numbers.update(k for k in keyset.keys if isinstance(k, str))
+        return [k for k in keyset.keys if k in self.nan_only] if self.nan_only else []
+
+    def _revived(self, keys: list[str], step: int, time: float) -> list[Finding]:
+        """Keys NaN from their first point that now have a number: a fault after all."""
+        if not keys:
+            return []
+        spans = {k: self.nan_only.pop(k) for k in keys}
+        if len(self.seen) < 100_000:
+            self.seen.update(keys)
+        first = min(s[0] for s in spans.values())
+        shown = ", ".join(f"{k} (nan, steps {s[0]}-{s[1]})" for k, s in list(spans.items())[:8])
+        more = f" and {len(keys) - 8} more" if len(keys) > 8 else ""
+        return [self.finding(first, keys, (
+            f"non-finite values from step {first} in {len(keys)} key"
+            f"{'s' if len(keys) > 1 else ''}: {shown}{more}, then numbers at step {step}"),
+            time=time, evidence=[(k, s[0], "nan") for k, s in list(spans.items())[:8]])]
 
     def update(self, event: Event) -> Sequence[Finding]:
         bad: dict[str, str] = {}
         if not self.read:
             self.note_read("*")
         quiet: list[str] = []
+        revived: list[str] = []
         if isinstance(event, MetricsEvent):
             try:  # one C-level sum: finite when every value is (overflow: look closer)
                 if math.isfinite(sum(event.data.values())):
-                    self._had_numbers(event.data)
-                    return ()
+                    return self._revived(self._had_numbers(event.data), event.step,
+                                         event.time)
             except (TypeError, OverflowError):
                 pass
             for key, value in event.data.items():
                 if not isinstance(value, float) or math.isfinite(value):
                     if isinstance(key, str) and len(self.numbers) < 100_000:
                         self.numbers.add(key)
-                        self.nan_only.pop(key, None)
+                        if key in self.nan_only:
+                            revived.append(key)
                     continue
                 if not self.match(key):
                     continue
@@ -106,6 +125,7 @@ class Nonfinite(Detector):
                 and self.match(event.key):
             bad[event.key] = f"{event.nan + event.inf + event.neginf} non-finite values"
         found = self._not_computed(quiet, event.step, event.time)
+        found += self._revived(revived, event.step, event.time)
         if not bad:
             return found
         self.total += len(bad)
