@@ -194,7 +194,7 @@ def followed_points(root: Path) -> dict[str, list[tuple[int, float]]]:
     return series(runs[0].parent) if runs else {}
 
 
-def test_follow_sees_points_appended_to_a_live_run_and_the_doctor_judges_it(
+def test_follow_sees_points_appended_to_a_live_run_the_doctor_judges_it_and_to_delivers(
         tmp_path: Path) -> None:
     folder, root = tmp_path / "live", tmp_path / "spools"
     writer = EventFileWriter(str(folder))
@@ -202,7 +202,8 @@ def test_follow_sees_points_appended_to_a_live_run_and_the_doctor_judges_it(
     for step in range(40):
         scalar(writer, reward, 0.8 + 0.01 * math.sin(step), step)
     writer.flush()
-    proc = follow(root, str(folder))
+    delivered = tmp_path / "delivered.jsonl"
+    proc = follow(root, str(folder), "--to", "file", "-o", f"file.path={delivered}")
     try:
         wait_for(lambda: len(followed_points(root).get(reward, [])) == 40, "the first 40")
         for step in range(40, 70):  # the reward collapses while it is followed
@@ -224,3 +225,8 @@ def test_follow_sees_points_appended_to_a_live_run_and_the_doctor_judges_it(
     (summary,) = [orjson.loads(line) for line in out.splitlines()]
     assert summary["points"] == 70 and summary["damage"] == []
     assert b"reward_collapse" in err and meta(run_dir)["state"] == "finished"
+    # delivered live with --to: every point, and the doctor's finding as an alert
+    lines = [orjson.loads(x) for x in delivered.read_text().splitlines()]
+    assert sum(len(line["data"]) for line in lines) == 70
+    findings = tmp_path / "delivered.findings.jsonl"
+    assert "reward_collapse" in findings.read_text()

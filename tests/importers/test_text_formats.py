@@ -201,3 +201,5 @@ def test_bad_sources_are_one_line_each_and_exit_non_zero(tmp_path: Path, import_
     assert "no TensorBoard event files" in import_into(str(empty)).stderr
     bad = CliRunner().invoke(cli, ["import", "--format", "nope", str(log)])
     assert bad.exit_code == 2 and "--format" in bad.output
+    once = CliRunner().invoke(cli, ["import", "--to", "file", str(log)])
+    assert once.exit_code == 2 and "trackmux sync" in once.output

@@ -48,9 +48,15 @@ from trackmux.cli.output import echo
                    "TRACKMUX_DOCTOR, on).")
 @click.option("--interval", type=click.FloatRange(0.05, 60), default=0.5, show_default=True,
               help="With --follow: seconds between two reads of the sources.")
+@click.option("--to", "to", default=None, metavar="NAME[,NAME]",
+              help="With --follow: deliver each run live to these backends (webhook or "
+                   "console for the doctor's alerts, a tracker to mirror it).")
+@click.option("-o", "--option", "backend_options", multiple=True,
+              help="With --to: backend option BACKEND.KEY=VALUE (repeatable).")
 def import_(sources: tuple[str, ...], fmt: str | None, project: str | None,
             name: str | None, root: str | None, follow: bool, as_json: bool,
-            tracking_uri: str | None, doctor: str | None, interval: float) -> None:
+            tracking_uri: str | None, doctor: str | None, interval: float,
+            to: str | None, backend_options: tuple[str, ...]) -> None:
     """Import runs from TensorBoard, wandb, MLflow, trackio, trainer_state.json, console
     logs, JSONL or CSV into trackmux runs (again: only what is new)."""
     from trackmux.core import settings
@@ -103,8 +109,12 @@ def import_(sources: tuple[str, ...], fmt: str | None, project: str | None,
         looked = True
         return found
 
+    deliver = _backends(to, backend_options) if to else {}
+    if to and not follow:
+        raise click.UsageError("--to delivers a followed run live; for a one-off import, "
+                               "run `trackmux sync RUN --to NAME` after it")
     if follow:
-        failed = _follow(discover, fail, doctor, interval, as_json) or failed
+        failed = _follow(discover, fail, doctor, interval, as_json, deliver) or failed
     else:
         for item in discover():
             try:
@@ -138,8 +148,23 @@ def report(item: Any, as_json: bool) -> None:
         echo(f"    damage: {damage.line()}")
 
 
+def _backends(to: str, pairs: tuple[str, ...]) -> dict[str, Any]:
+    """Factories of the ``--to`` backends, their options checked now (a usage error)."""
+    import functools
+
+    from trackmux.cli.sync import check_options, parse_options
+    from trackmux.core.backends.registry import get_registry
+
+    names = [n.strip() for n in to.split(",") if n.strip()]
+    options = parse_options(pairs)
+    check_options(names, options)
+    registry = get_registry()
+    return {name: functools.partial(registry.backend(name, options.get(name)).factory,
+                                    dict(options.get(name, {}))) for name in names}
+
+
 def _follow(discover: Any, fail: Any, doctor: str | None, interval: float,
-            as_json: bool) -> bool:
+            as_json: bool, deliver: dict[str, Any]) -> bool:
     """Follow the sources until Ctrl-C or their end; True when any run had damage."""
     from trackmux.importers import SourceError
     from trackmux.importers.engine import RunImport
@@ -179,7 +204,8 @@ def _follow(discover: Any, fail: Any, doctor: str | None, interval: float,
     def say(line: str) -> None:
         echo(line, err=True)
 
-    follower = Follower(adopt, watchers=watchers, interval=interval, say=say)
+    follower = Follower(adopt, watchers=watchers, interval=interval, say=say,
+                        deliver=deliver)
     damaged = False
     for item in follower.run():
         item.close("finished")

@@ -8,9 +8,14 @@ thread here, as it does in a live run's delivery process, following each run's s
 its findings are appended to the spool (so ``trackmux ui``, ``show`` and a later ``sync``
 see them) and printed as they come.
 
+``--to NAME[,NAME]`` delivers each run while it is followed (its points and the
+doctor's findings) to those backends, on threads here, with the same delivery worker a
+live run uses: a webhook or the console for alerts, a tracker to mirror the run.
+
 It ends on Ctrl-C or SIGTERM, or when every source says its run ended (a wandb exit
 record, an MLflow run no longer RUNNING); a last read then takes what is left, the
-doctor catches up, and each run is marked ``finished``.
+doctor catches up, the delivery to ``--to`` backends finishes (within 10 s; the rest
+stays for ``trackmux sync``), and each run is marked ``finished``.
 """
 
 from __future__ import annotations
@@ -20,13 +25,16 @@ import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.backends.contract import RunInfo
+from trackmux.core.backends.contract import Backend, RunInfo
+from trackmux.core.delivery.host import ThreadDelivery
+from trackmux.core.delivery.reporting import Reporter
 from trackmux.core.delivery.watch import WatcherSpec, WatchRunner
 from trackmux.core.events import FindingEvent
+from trackmux.core.spool.reader import SpoolReader
 from trackmux.importers.engine import RunImport
 
 INTERVAL = 0.5
@@ -41,9 +49,14 @@ class Follower:
     def __init__(self, discover: Callable[[], list[RunImport]], *,
                  watchers: Sequence[WatcherSpec] = (), interval: float = INTERVAL,
                  say: Callable[[str], None] = print,
-                 on_pull: Callable[[RunImport, int], None] | None = None) -> None:
+                 on_pull: Callable[[RunImport, int], None] | None = None,
+                 deliver: Mapping[str, Callable[[], Backend]] | None = None) -> None:
         self.discover = discover
         self.watchers = list(watchers)
+        #: backends each run is delivered to while it is followed (``--to``), on threads
+        self.deliver = dict(deliver or {})
+        self.hosts: dict[Path, ThreadDelivery] = {}
+        self.reporter = Reporter()
         self.interval = interval
         self.say = say
         self.on_pull = on_pull
@@ -57,9 +70,15 @@ class Follower:
             if run.dir in self.runs:
                 continue
             self.runs[run.dir] = run
+            info = RunInfo(run.project, run.name, run.run_id, run.dir, time.time(),
+                           ("imported",))
+            if self.deliver:
+                try:
+                    self.hosts[run.dir] = ThreadDelivery(run.dir, info, self.deliver,
+                                                         self.reporter)
+                except Exception as exc:  # another sync of this run holds a backend
+                    self._problem(str(run.dir), f"not delivered live: {exc}")
             if self.watchers:
-                info = RunInfo(run.project, run.name, run.run_id, run.dir, time.time(),
-                               ("imported",))
                 runner = WatchRunner(self.watchers, info, alive=lambda: not self.stop.is_set(),
                                      on_found=self._found, on_problem=self._problem)
                 self.runners[run.dir] = runner
@@ -115,16 +134,23 @@ class Follower:
                     self.runners[run.dir].notify()
         deadline = time.monotonic() + CATCH_UP
         for path, runner in self.runners.items():
-            from trackmux.core.spool.reader import SpoolReader
-
-            reader = SpoolReader(path)
-            try:
-                last = reader.last_seq()
-            finally:
-                reader.close()
-            runner.catch_up(last, deadline)
+            runner.catch_up(_last_seq(path), deadline)
             runner.stop(wait=2.0)
+        for path, host in self.hosts.items():  # what was read and found, delivered
+            target = _last_seq(path)
+            finish_by = time.monotonic() + CATCH_UP
+            host.request_finish(target, "finished", finish_by)
+            host.wait(target, finish_by)
+            host.abandon()
         return list(self.runs.values())
+
+
+def _last_seq(run_dir: Path) -> int:
+    reader = SpoolReader(run_dir)
+    try:
+        return reader.last_seq()
+    finally:
+        reader.close()
 
 
 def _on_sigterm(handler: Callable[[], Any]) -> Any:
