@@ -14,24 +14,44 @@ from typing import Any
 
 # a trial program: logs `score` = lr * step for `steps` steps, `pause` seconds a step;
 # `--mode=crash` raises after step 2, `--mode=nan` logs NaN from step 5 on (the doctor's
-# critical `nonfinite`), `--mode=none` never calls trackmux.init
+# critical `nonfinite`), `--mode=none` never calls trackmux.init; `--lockstep`: each finite
+# step waits until the agent has reported it to the sweep's pruner, so the pruner judges every
+# step before the next is logged, however late a loaded machine lets the agent read
 PROGRAM = textwrap.dedent("""
-    import argparse, sys, time
+    import argparse, math, os, sys, time
     import trackmux
     p = argparse.ArgumentParser()
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--mode", default="ok")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--pause", type=float, default=0.0)
+    p.add_argument("--lockstep", action="store_true")
     a = p.parse_args()
     if a.mode == "none":
         sys.exit(0)
+
+    sweep = None
+
+    def reported(step):
+        global sweep
+        from trackmux.sweeps import join, storage, study
+        if sweep is None:
+            sweep = study.load(os.environ[join.SWEEP_ID], storage.resolve_url(None)).study
+        number = int(os.environ[join.TRIAL])
+        return any(step in t.intermediate_values for t in sweep.get_trials(deepcopy=False)
+                   if t.number == number)
+
     run = trackmux.init(project="sw", backends=[], config={"lr": a.lr, "mode": a.mode})
     for s in range(a.steps):
         value = float("nan") if a.mode == "nan" and s >= 5 else a.lr * s
         run.log({"score": value, "other": 1.0}, step=s)
         if a.mode == "crash" and s == 2:
             raise RuntimeError("the trainer broke")
+        if a.lockstep and math.isfinite(value):
+            run.flush()
+            deadline = time.monotonic() + 120
+            while not reported(s) and time.monotonic() < deadline:
+                time.sleep(0.05)  # a pruned trial is stopped (SIGTERM) while it waits here
         time.sleep(a.pause)
     run.finish()
 """)

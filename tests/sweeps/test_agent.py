@@ -185,10 +185,12 @@ def test_hyperband_stops_a_trial_behind_its_bracket_beside_the_doctor(
     HyperbandPruner (brackets of successive halving) fed with the metric as the agent reads
     it. Five trials, each worse than the one before, over three brackets: a later
     trial shares a bracket with a better one and is stopped at a rung. A NaN trial in the
-    same sweep is stopped by the doctor (a NaN is never reported to the pruner)."""
+    same sweep is stopped by the doctor (a NaN is never reported to the pruner). The trials
+    run in lockstep with the agent (each step waits until the pruner has it): a loaded machine
+    once let a trial log all 30 steps before the agent read its rung (issue 46)."""
     sweep_id = create(root, f"""
         program: {program}
-        command: ["${{interpreter}}", "${{program}}", "--steps=30", "--pause=0.04",
+        command: ["${{interpreter}}", "${{program}}", "--steps=30", "--lockstep",
                   "${{args}}"]
         method: random
         metric: {{name: score, goal: maximize}}
