@@ -55,7 +55,20 @@ run.finish()
 """
 
 
-def _attempt(args: list[str], out: Path, delay: float) -> None:
+def _acked(run_dir: Path) -> int:
+    if not (run_dir / "spool.db").exists():
+        return 0
+    reader = SpoolReader(run_dir)
+    try:
+        return reader.cursor("slowfile").acked_seq
+    finally:
+        reader.close()
+
+
+def _attempt(args: list[str], out: Path, delay: float, run_dir: Path | None = None) -> None:
+    """Run one attempt and SIGKILL it ``delay`` s after it began to deliver; with
+    ``run_dir``, not before the slow backend acknowledged a batch (on a loaded machine the
+    delay alone did not always cover one)."""
     child = spawn(CHILD, *args)
     deadline = time.monotonic() + 60
     start = out.stat().st_size if out.exists() else 0
@@ -63,7 +76,10 @@ def _attempt(args: list[str], out: Path, delay: float) -> None:
         assert child.poll() is None, child.stderr.read().decode()  # type: ignore[union-attr]
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    time.sleep(delay)
+    time.sleep(delay)  # a random point of the delivery
+    while run_dir is not None and _acked(run_dir) <= 2 and child.poll() is None:
+        assert time.monotonic() < deadline + 60, "nothing acknowledged in 120 s"
+        time.sleep(0.01)
     os.kill(child.pid, signal.SIGKILL)
     child.wait(10)
 
@@ -83,9 +99,9 @@ def test_kill_during_the_resumed_attempt_then_sync_duplicates_nothing(tmp_path: 
     for trial in range(3):
         root = tmp_path / f"t{trial}"
         out = root / "out" / "m.jsonl"
-        # long enough for a batch (1000 events) to be acknowledged
-        _attempt(["1", str(out), str(root)], out, rng.uniform(0.8, 1.2))
         run_dir = root / "k" / "k"
+        # long enough for a batch (1000 events) to be acknowledged
+        _attempt(["1", str(out), str(root)], out, rng.uniform(0.8, 1.2), run_dir)
         reader = SpoolReader(run_dir)
         acked = reader.cursor("slowfile").acked_seq
         reader.close()
