@@ -53,6 +53,7 @@ class PostgresBackend(Backend):
     def open(self, run: RunInfo, resume: ResumeState) -> None:
         from trackmux.store import schema
         from trackmux.store.connect import (
+            NO_DSN,
             StoreConfigError,
             StoreUnavailable,
             StoreUnreachable,
@@ -74,7 +75,7 @@ class PostgresBackend(Backend):
                 self._drop()
                 raise
             # retried; said in one line (runs and show quote it from delivery.log)
-            where = hide_password(self.dsn) or "(libpq PG* variables)"
+            where = hide_password(self.dsn) or NO_DSN
             raise StoreUnreachable(f"cannot reach the store at {where}: "
                                    f"{one_line(str(exc))}") from exc
         meta, attempts = _spool_view(run)

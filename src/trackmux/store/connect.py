@@ -29,6 +29,8 @@ _PERMANENT = re.compile(r"password authentication failed|authentication failed|"
                         r"missing \"=\"|invalid connection option|invalid URI|"
                         r"no password supplied|invalid port|invalid integer value",
                         re.IGNORECASE)
+#: where a connection goes without a DSN (the option unset, or dropped as a secret)
+NO_DSN = "the libpq defaults (no DSN given: PG* variables, else the local socket)"
 #: the exit status of a command that cannot reach (or use) the store it was given
 EXIT_UNREACHABLE = 3
 _STORE_SCHEMES = ("postgresql://", "postgres://")
@@ -76,7 +78,7 @@ def one_line(text: str) -> str:
 def reach(dsn: str, **kwargs: Any) -> Any:
     """:func:`connect` for a command: any failure is :class:`StoreUnreachable` with one
     line naming the store (never its password) and the cause."""
-    where = hide_password(dsn) or "(libpq PG* variables)"
+    where = hide_password(dsn) or NO_DSN
     bad = malformed(dsn)
     if bad:
         raise StoreUnreachable(bad)
@@ -122,7 +124,7 @@ def connect(dsn: str | None = None, *, autocommit: bool = False,
     except pg.OperationalError as exc:
         text = str(exc)
         if _PERMANENT.search(text):
-            where = hide_password(dsn) or "(libpq PG* variables)"
+            where = hide_password(dsn) or NO_DSN
             raise StoreConfigError(f"cannot use the store at {where}: "
                                    f"{one_line(text)}") from None
         raise
