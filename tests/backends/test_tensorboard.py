@@ -411,14 +411,23 @@ def test_an_output_disk_that_fills_then_frees_writes_each_event_once(
     rng = np.random.default_rng(0)
     for step in range(40):
         run.log({"x": float(step)}, step=step)
-    time.sleep(0.5)
+    # the first 40 steps are delivered before the disk fills (not a sleep: on a loaded
+    # machine they were not always)
+    assert run.flush(60)
+    deadline = time.monotonic() + 60
+    while (progress := run.delivery()["tensorboard"])[0] < progress[1]:
+        assert time.monotonic() < deadline, progress
+        time.sleep(0.02)
     filler = small_tmpfs / "filler"
     fill_disk(filler)
     for step in range(40, 120):
         run.log({"x": float(step)}, step=step)
         if step % 10 == 0:
             run.log_image("noise", rng.integers(0, 255, (64, 64, 3), dtype=np.uint8), step=step)
-    time.sleep(1.5)
+    # a delivery failed on the full disk (reported, retried) before the space comes back
+    while not any(p.backend == "tensorboard" for p in run.problems()):
+        assert time.monotonic() < deadline + 60, "no delivery failed on the full disk"
+        time.sleep(0.02)
     filler.unlink()
     summary = run.finish(timeout=60)
     assert summary.complete, summary

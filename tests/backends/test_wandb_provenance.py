@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -97,9 +96,10 @@ def test_a_live_run_waits_for_provenance_before_opening_wandb(
             assert TOKEN.encode() not in path.read_bytes(), path
 
 
-def late_provenance_spool(tmp_path: Path, delay: float) -> tuple[Path, threading.Thread]:
+def late_provenance_spool(tmp_path: Path, after: threading.Event
+                          ) -> tuple[Path, threading.Thread]:
     """A running run whose meta says provenance is being collected; the event is appended
-    ``delay`` seconds later by a thread (as the trainer's provenance thread does)."""
+    by a thread (as the trainer's provenance thread does) once ``after`` is set."""
     from trackmux.core.events import MetricsEvent
     from trackmux.core.spool.writer import SpoolWriter
     from trackmux.testing.provenance import provenance_event
@@ -112,7 +112,7 @@ def late_provenance_spool(tmp_path: Path, delay: float) -> tuple[Path, threading
     writer.flush(10)
 
     def later() -> None:
-        time.sleep(delay)
+        assert after.wait(120), "the wandb backend never looked for the provenance"
         writer.append(provenance_event())
         writer.set_meta(state="finished")
         writer.close()
@@ -123,11 +123,28 @@ def late_provenance_spool(tmp_path: Path, delay: float) -> tuple[Path, threading
 
 
 @pytest.mark.parametrize("wait", [10.0, 0.0])
-def test_open_waits_for_provenance_still_being_collected(tmp_path: Path, wait: float) -> None:
-    """The order problem itself: the event lands 1.5 s after delivery starts. With the
-    default wait wandb's run record gets the commit; with ``provenance_wait=0`` it opens
-    at once and wandb's git fields stay empty (the config still gets ``_provenance``)."""
-    run_dir, thread = late_provenance_spool(tmp_path, 1.5)
+def test_open_waits_for_provenance_still_being_collected(
+        tmp_path: Path, wait: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order problem itself: the event lands after delivery started. With the default
+    wait it lands while ``open`` waits for it, and wandb's run record gets the commit; with
+    ``provenance_wait=0`` it lands after ``open`` looked once, and wandb's git fields stay
+    empty (the config still gets ``_provenance``). The event is appended on those moments,
+    not after a sleep: a slow start of the delivery on a loaded machine let a fixed delay
+    put it first either way."""
+    from trackmux.plugins import wandb_provenance
+
+    looking, looked = threading.Event(), threading.Event()
+    real_wait = wandb_provenance.wait
+
+    def noted_wait(run_dir: Path, timeout: float) -> Any:
+        looking.set()
+        try:
+            return real_wait(run_dir, timeout)
+        finally:
+            looked.set()
+
+    monkeypatch.setattr(wandb_provenance, "wait", noted_wait)
+    run_dir, thread = late_provenance_spool(tmp_path, looking if wait else looked)
     try:
         deliver_wandb(run_dir, provenance_wait=wait)
     finally:
