@@ -170,3 +170,25 @@ def test_sft_trainer_saves_and_leaves_fit_at_the_step_it_sees_the_stop(
     assert stop["step"] <= last < SFT_STEPS, proc.stdout[-2000:]
     assert (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").read_text() == str(last)
     assert f"verl's SFTTrainer stops at step {last}" in proc.stderr + proc.stdout
+
+
+@pytest.mark.slow
+def test_sft_trainer_of_two_ranks_stops_on_every_rank_at_the_same_step(
+        tiny_assets: dict[str, Path], tmp_path: Path, tracker_env: dict[str, Path]) -> None:
+    """torchrun with two CPU ranks (gloo): only rank 0 logs; both ranks agree at the start
+    of each step (one all-reduce) and end the loop together, verl saving that step."""
+    steps = 12
+    command = stop_command(tiny_assets, tmp_path, ["+trainer.trackmux.doctor.stop_on=critical"])
+    overrides = {"trainer.total_training_steps": str(steps), "trainer.total_epochs": "3",
+                 "data.train_batch_size": "4"}
+    command = [arg.replace("--nproc_per_node=1", "--nproc_per_node=2") for arg in command
+               if arg.split("=", 1)[0] not in overrides]
+    command += [f"{key}={value}" for key, value in overrides.items()]
+    proc = subprocess.run(command, env=sft_env(tracker_env), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    meta = spool_meta(only_run(tracker_env["spool"], "tiny-sft"))
+    assert meta["state"] == "stopped", meta.get("state")
+    saved = sorted(int(p.name.split("_")[-1]) for p in (tmp_path / "ckpt").glob("global_step_*"))
+    assert len(saved) == 1 and saved[0] < steps, saved
+    assert f"(every rank) stops at step {saved[0]}" in proc.stderr + proc.stdout

@@ -395,6 +395,9 @@ def install() -> None:
     from trackmux.integrations import verl_watch
 
     verl_watch.install()  # engines register their models (watched only when asked)
+    from trackmux.integrations import verl_stop
+
+    verl_stop.install_rank_hook()  # SFT ranks decide a doctor's stop together
     if getattr(tracking_module, "Tracking", None) is Tracking:
         return
     _originals["Tracking"] = tracking_module.Tracking
