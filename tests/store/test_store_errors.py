@@ -71,6 +71,10 @@ def test_each_way_of_not_reaching_the_store_is_one_line_and_exit_3(pg: Any, dsn:
             line = one_error_line(result.output)
             assert says in line, (case, command, line)
             assert pg.password not in line and "wrong-pw" not in line
+    for store, says in (cases["malformed"], cases["refused"]):  # trackmux ui DSN too
+        pytest.importorskip("starlette")
+        result = invoke("ui", store, "--port", "0")
+        assert result.exit_code == 3 and says in one_error_line(result.output), result.output
     missing = invoke("runs", "--store", "/no/such/folder")  # nor a folder that is not there
     assert missing.exit_code == 3 and "no store at /no/such/folder" in missing.output
     ok = invoke("runs", "--store", dsn)

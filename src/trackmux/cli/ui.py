@@ -36,9 +36,13 @@ def ui(directories: tuple[str, ...], host: str, port: int, use_token: bool,
         raise click.ClickException(
             "trackmux ui needs the extra 'ui' (in the trackmux checkout: "
             f"pip install -e '.[ui]'): {exc}") from None
+    from trackmux.cli.store import StoreUnreachableError
     from trackmux.core.spool.runs import find_runs
     from trackmux.readers import is_store_uri
+    from trackmux.store.connect import malformed
 
+    for bad in filter(None, (malformed(d) for d in directories)):  # not a folder name
+        raise StoreUnreachableError(bad)
     mirrors = [_mirror(d) for d in directories if is_store_uri(d)]
     roots = [settings.spool_root(d) for d in directories if not is_store_uri(d)]
     roots += [m.root for m in mirrors]
@@ -89,16 +93,18 @@ def empty_hint(roots: list[Path]) -> str:
 
 
 def _mirror(dsn: str) -> Any:
-    """A started mirror of the store (trackmux/ui/mirror.py); a bad DSN is a usage error."""
-    from trackmux.store.connect import StoreConfigError, StoreUnavailable, hide_password
+    """A started mirror of the store (trackmux/ui/mirror.py); a store that cannot be
+    reached or used is one line and exit status 3, as for every command (cli/store.py)."""
+    from trackmux.cli.store import reach_or_fail
+    from trackmux.store.connect import hide_password
     from trackmux.ui.mirror import StoreMirror
 
+    reach_or_fail(dsn).close()
     try:
         mirror = StoreMirror(dsn).start(wait=False)  # runs appear as they are copied
-    except (StoreConfigError, StoreUnavailable) as exc:
-        raise click.BadParameter(str(exc), param_hint="DIR") from None
-    except Exception as exc:
-        raise click.BadParameter(f"cannot read the store {hide_password(dsn)}: "
-                                 f"{type(exc).__name__}: {exc}", param_hint="DIR") from None
+    except Exception as exc:  # went away since: the same line
+        reach_or_fail(dsn).close()
+        raise click.ClickException(f"cannot read the store {hide_password(dsn)}: "
+                                   f"{type(exc).__name__}: {exc}") from None
     click.echo(f"trackmux ui: team store {hide_password(dsn)} (replicas in {mirror.root})")
     return mirror
