@@ -363,7 +363,9 @@ class Run:
         if self._next_log:
             self._log_deferred(step)
         if metrics and self._pid == os.getpid():
-            self._spool.append(MetricsEvent(metrics, step, time.time()))
+            # a plain tuple, made a MetricsEvent by the writer: the garbage collector stops
+            # tracking it at once (spool/writer.py ``Queued``, issue 43 item 17)
+            self._spool.append((metrics, step, time.time()))
         elif metrics:
             self._forked()
 
@@ -777,10 +779,7 @@ class Run:
 
     def _count_dropped(self, count: int) -> None:
         """Count events attached workers had to drop, in the run's ``dropped_events``."""
-        with self._spool._lock:
-            self._spool.status.dropped += count
-            self._spool.status.attached += count
-        self._spool._wake.set()
+        self._spool.count_attached_drops(count)
 
     def _system_sample(self, data: dict[str, float]) -> None:
         """From the sampler thread: one metrics event at the run's current step."""

@@ -175,8 +175,21 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
-def event_bytes(event: Event | DeferredEvent) -> int:
+#: What waits in the writer's queue: events, events the writer finishes
+#: (:class:`DeferredEvent`), and a metrics event as the plain tuple ``(data, step, time)``
+#: (``Run.log``): a tuple of untracked objects leaves the garbage collector's lists at its
+#: first young collection, where a ``MetricsEvent`` would be tracked until written. At a
+#: million calls a second the queued events were promoted to the oldest generation and
+#: died there, so full collections of the whole heap ran every few thousand calls, each
+#: holding the GIL (12 ms with mlflow imported) inside a ``log()`` or in the writer
+#: (issue 43 item 17).
+Queued = Event | DeferredEvent | tuple[dict[str, Any], int, float]
+
+
+def event_bytes(event: Queued) -> int:
     """A rough size in memory of one queued event (used only while the spool is unwritable)."""
+    if isinstance(event, tuple):
+        return 200 + 80 * len(event[0])
     if isinstance(event, DeferredEvent):
         return 200 + event.size()
     if isinstance(event, MetricsEvent):
@@ -260,7 +273,7 @@ class SpoolWriter:
                            else 1_000_000_000)
         self._last_seq = self._conn.execute("SELECT coalesce(max(seq), 0) FROM events"
                                             ).fetchone()[0]
-        self._queue: deque[Event | DeferredEvent] = deque()
+        self._queue: deque[Queued] = deque()
         self._lock = threading.Lock()
         self._appended = 0
         self._written = 0
@@ -281,7 +294,7 @@ class SpoolWriter:
         self._thread.start()
 
     # -- caller side -------------------------------------------------------------------
-    def append(self, event: Event | DeferredEvent) -> None:
+    def append(self, event: Queued) -> None:
         """Queue one event; in strict mode wait until it is committed. After ``close()``
         began it raises instead of queueing an event no writer would take. A
         :class:`DeferredEvent` is finished (``resolve``) on the writer's thread."""
@@ -333,6 +346,14 @@ class SpoolWriter:
                     self._pressure = False
                     return
                 self._committed_cond.wait(remaining)
+
+    def count_attached_drops(self, count: int) -> None:
+        """Count ``count`` events that attached workers dropped before they reached this
+        writer, in the run's ``dropped_events`` (recorded at the next commit, asked for now)."""
+        with self._lock:
+            self.status.dropped += count
+            self.status.attached += count
+        self._pacer.wake()
 
     def set_meta(self, **values: Any) -> None:
         """Record run metadata in the next commit (state, finished_at, ...)."""
@@ -397,12 +418,12 @@ class SpoolWriter:
         with contextlib.suppress(Exception):
             self._conn.close()
 
-    def _take(self) -> list[Event | DeferredEvent]:
+    def _take(self) -> list[Queued]:
         """The next batch, off the queue. A caller held by backpressure is woken now, not
         after the commit: the queue it waits on is drained here, and waiting for the commit
         too held one log() for the rest of this batch's commit and the whole next one
         (issue 34.9). Memory stays bounded: HIGH_WATER queued plus this batch in flight."""
-        batch: list[Event | DeferredEvent] = []
+        batch: list[Queued] = []
         queue = self._queue
         limit = COMMIT_BATCH * 4 if self.status.full is None else RECOVERY_BATCH
         while queue and len(batch) < limit:
@@ -483,12 +504,17 @@ class SpoolWriter:
         if batch and self._on_commit is not None:
             self._on_commit(self._last_seq)
 
-    def _write(self, batch: list[Event | DeferredEvent], meta: dict[str, Any]) -> None:
+    def _write(self, batch: list[Queued], meta: dict[str, Any]) -> None:
         conn = self._conn
         encoded = []
-        for i, event in enumerate(batch):  # before BEGIN: one event that cannot be stored
-            self._progress += 1            # must not poison the batch or the writer; it is
-            try:                           # dropped, counted and reported
+        # before BEGIN: one event that cannot be stored must not poison the batch or the
+        # writer; it is dropped, counted and reported
+        for i, queued in enumerate(batch):
+            self._progress += 1
+            # a metrics tuple becomes its event here and dies young: kept in the batch it
+            # would outlive the young collections (Queued)
+            event = MetricsEvent(*queued) if isinstance(queued, tuple) else queued
+            try:
                 if isinstance(event, DeferredEvent):
                     event = batch[i] = event.resolve()  # kept resolved if the batch is retried
                 row, blob = codec.encode(event)
@@ -543,7 +569,7 @@ class SpoolWriter:
         self._last_seq = seq
         self._dropped_recorded = dropped
 
-    def _unwritable(self, batch: list[Event | DeferredEvent], meta: dict[str, Any],
+    def _unwritable(self, batch: list[Queued], meta: dict[str, Any],
                     reason: str) -> None:
         self._report_full(reason)
         with self._committed_cond:  # strict-mode callers stop waiting for this commit
@@ -562,7 +588,7 @@ class SpoolWriter:
                 self._conn.execute("ROLLBACK")
             self._requeue([], meta)
 
-    def _requeue(self, batch: list[Event | DeferredEvent], meta: dict[str, Any]) -> None:
+    def _requeue(self, batch: list[Queued], meta: dict[str, Any]) -> None:
         with self._lock:
             if self._closing and self.status.full is not None:
                 self.status.dropped += len(batch)  # close() gave up on them
