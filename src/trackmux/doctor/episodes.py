@@ -152,7 +152,7 @@ class Episode:
             f"{key} {how} ({_fmt(then)} before, {_fmt(now)} now)"
             for key, how, then, now in moved)
         evidence = list(self.evidence)
-        if self.revision == 0:
+        if self.revision == 0 or self.worst is None:
             message = self.base + with_it
         else:
             message = self._state() + with_it + f". Found at step {self.found_at}: {self.base}"
@@ -171,8 +171,7 @@ class Episode:
         return event
 
     def _state(self) -> str:
-        assert self.worst is not None
-        step, value = self.worst
+        step, value = self.worst or (self.onset, math.nan)
         if self.latest == self.worst:
             text = f"{self.key} now at its worst, {_fmt(value)} at step {step}"
         else:

@@ -745,6 +745,8 @@ class LengthBlowup(SeriesRule):
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.config_cap: tuple[str, int] | None = None
+        #: (key, "grow" or "clip") of the rises found: their findings say the cap
+        self.rose_before: set[tuple[str, str]] = set()
         self.clip = KeyMatcher(self.params["clip_keys"])
         self.reward = KeyMatcher(self.params["reward_keys"])
         self.levels: dict[str, tuple[SlidingBest, SlidingBest]] = {}  # lowest, highest
@@ -791,11 +793,15 @@ class LengthBlowup(SeriesRule):
         return found
 
     def _pinned(self, key: str, s: Series, step: int) -> Finding | None:
-        """A length at its cap (or most responses truncated) whatever its level was, when
-        no runaway of that key is being followed."""
+        """A length at its cap (or most responses truncated) whatever its level was: where
+        the runaway (or the truncation rise) cannot say it, as it rose too little from its
+        anchored level, and never did."""
         recent_n, _, _ = windows(s, self.params)
         recent = median(s.tail(recent_n))
         clip = key in self._clip_now
+        low = self.levels[key][0].best()[0]
+        rose = recent - low >= self.params["clip_rise"] if clip else \
+            low > 0 and recent >= self.params["grow"] * low
         cap = None if clip else self.cap()
         if clip:
             line = self.params["pinned_clip"]
@@ -804,8 +810,8 @@ class LengthBlowup(SeriesRule):
         else:
             return None
         latch = self.latch(key, "pinned")
-        if self.latch(key, "clip" if clip else "grow").active:
-            latch.check(False, step)
+        if rose or (key, "clip" if clip else "grow") in self.rose_before:
+            latch.check(False, step)  # that finding grows and turns critical at the cap
             return None
         pinned = line <= recent <= 1.0 if clip else recent >= line  # a share is at most 1
         if not latch.check(pinned, first_past(s, recent_n, lambda v: v >= line)):
@@ -847,6 +853,7 @@ class LengthBlowup(SeriesRule):
             line = level + self.params["clip_rise"]
             if latch.check(bad, first_past(s, recent_n, lambda v: v >= line)):
                 where, proof = at(s, key, latch.onset)
+                self.rose_before.add((key, "clip"))
                 found = self.finding(latch.onset, [key], f"{key} (the share of truncated "
                                      f"responses) climbed to {where} from {fmt(level)} "
                                      f"({span([first, last])}), recent median {fmt(recent)}"
@@ -879,6 +886,7 @@ class LengthBlowup(SeriesRule):
             cap = self.cap()
             if not grow:
                 return found.grows(-1, level)
+            self.rose_before.add((key, "grow"))
             return found.grows(1, level, None if cap is None else self.params["pinned"] * cap[1])
         return None
 
