@@ -60,12 +60,16 @@ def test_smoothing_redraws_every_chart_zoomed_or_not(browser: Any, server_for: A
     for key in ("reward/mean", "kl/divergence"):
         series_count(page, key)
     over = page.locator('.tm-chart[data-key="reward/mean"] .u-over').bounding_box()
+    page.evaluate(f"() => {{ window.unzoomed = ({CHART})('reward/mean').payload; }}")
     page.mouse.move(over["x"] + 60, over["y"] + 20)
     page.mouse.down()
     page.mouse.move(over["x"] + 300, over["y"] + 20, steps=5)
     page.mouse.up()
-    page.wait_for_function(f"() => ({CHART})('reward/mean').lo !== null")
-    time.sleep(0.5)  # the zoomed range's exact points arrive
+    # the zoomed range's exact points arrived and are drawn: a new payload (the chart is
+    # updated with it in the same turn); a sleep let a slow answer come after the snapshot
+    page.wait_for_function(f"() => {{ const c = ({CHART})('reward/mean');"
+                           " return c.lo !== null && c.payload !== window.unzoomed; }",
+                           timeout=15_000)
     snap = ("(key) => window.trackmuxUI.state.charts.find(c => c.key === key)"
             ".handle.plot.ctx.canvas.toDataURL()")
     before = {k: page.evaluate(snap, k) for k in ("reward/mean", "kl/divergence")}
