@@ -1138,9 +1138,10 @@ def init(project: str | None = None, name: str | None = None,
     process and appends findings that every backend shows. None reads ``TRACKMUX_DOCTOR``
     (default: on); False or "off"; True or "on" for the default rules; a dict of per-rule
     overrides; or a path to a TOML or YAML rules file. Checked here, naming a bad rule,
-    threshold or pattern. ``on_finding(dict)`` is called with each finding on a thread
-    of this process, every one before ``finish()`` returns (within its timeout);
-    ``run.findings()`` lists them. ``signals``: which of your keys carry which of the
+    threshold or pattern. ``on_finding(dict)`` is called with each finding, and each
+    update of one that grows (same ``id``, next ``revision``), on a thread of this
+    process, every one before ``finish()`` returns (within its timeout);
+    ``run.findings()`` lists them, one per id in its latest state. ``signals``: which of your keys carry which of the
     doctor's signals, ``{"reward": "my/return", "kl": ["kl_a", "kl_b"]}``; a declared
     signal is read from those keys only (docs/doctor.md "Signal names"); an unknown signal
     or a key that is not a string is refused here. The doctor's key ``stop_on`` (else
