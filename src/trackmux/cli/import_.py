@@ -124,6 +124,8 @@ def import_(sources: tuple[str, ...], fmt: str | None, project: str | None,
                 continue
             try:
                 item.pull(live=False)
+            except SourceError as exc:
+                fail(str(exc))
             except (OSError, sqlite3.Error) as exc:  # the spool side: disk full, locked
                 fail(f"{item.source.where}: cannot write the run {item.dir}: "
                      f"{type(exc).__name__}: {exc}")

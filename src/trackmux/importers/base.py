@@ -41,6 +41,9 @@ class Damage:
     offset: int
     count: int
     what: str
+    #: False for damage that may heal (a tail still being written, a reader that
+    #: stopped): named by this import only, looked at again by the next
+    lasting: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return {"file": self.file, "offset": self.offset, "count": self.count,

@@ -108,7 +108,8 @@ class ConsoleLog(SourceRun):
                 trial, counted = Chunk(), dict(cursor)
                 if not self._line(text, when, counted, trial, offset, complete):
                     chunk.damage.append(Damage(str(self.path), offset, 1,
-                                               "truncated line at the end (no newline yet)"))
+                                               "truncated line at the end (no newline yet)",
+                                               lasting=False))
                     break
                 chunk.events += trial.events
                 cursor.update(counted)

@@ -109,6 +109,7 @@ class RunImport:
         self._meta: dict[str, Any] = {}
         self._cursors: dict[str, Any] = {}
         self._lasting: dict[tuple[str, int], Damage] = {}
+        self._transient: list[Damage] = []  # this import's damage that may heal
         self._new = True
         self._check_config = True
         self._last_time = 0.0
@@ -154,7 +155,7 @@ class RunImport:
         """Read what the source holds past the cursors and commit it; returns the number
         of new points. ``live``: a torn tail is waited for (``--follow``), not damage."""
         before = self.outcome.new_points
-        transient: list[Damage] = []
+        transient = self._transient = []
         pending: list[Event] = []
         cursors: dict[str, Any] = {}
         points = 0
@@ -165,7 +166,7 @@ class RunImport:
             cursors.update(chunk.cursors)
             points += chunk.points
             for damage in chunk.damage:
-                if damage.what.startswith("truncated"):  # read again when the file grows
+                if not damage.lasting:  # a torn tail: read again when the file grows
                     transient.append(damage)
                 else:
                     self._lasting[(damage.file, damage.offset)] = damage
@@ -184,7 +185,8 @@ class RunImport:
             raise
         except Exception as exc:  # a reader's surprise is damage, never a traceback
             yield Chunk(damage=[Damage(self.source.where, -1, 1,
-                                       f"reading stopped: {type(exc).__name__}: {exc}")])
+                                       f"reading stopped: {type(exc).__name__}: {exc}",
+                                       lasting=False)])
 
     def _commit(self, events: list[Event], cursors: dict[str, Any], points: int,
                 config: bool) -> None:
@@ -225,10 +227,10 @@ class RunImport:
         """The config event when the source's config is new or changed, else []."""
         try:
             config = normalize.to_json_value(self.source.config())
-        except Exception as exc:
-            self._lasting[(self.source.where, -2)] = Damage(
-                self.source.where, -1, 1, f"config not read: {type(exc).__name__}: {exc}")
-            config = {}
+        except Exception as exc:  # tried again by the next import
+            self._transient.append(Damage(self.source.where, -1, 1, "config not read: "
+                                          f"{type(exc).__name__}: {exc}", lasting=False))
+            return []
         full = {"_import": self._import_record(), **config}
         digest = orjson.dumps(full, option=orjson.OPT_SORT_KEYS).decode()
         if digest == self._meta.get("import_config"):

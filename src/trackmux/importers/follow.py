@@ -35,6 +35,7 @@ from trackmux.core.delivery.reporting import Reporter
 from trackmux.core.delivery.watch import WatcherSpec, WatchRunner
 from trackmux.core.events import FindingEvent
 from trackmux.core.spool.reader import SpoolReader
+from trackmux.importers.base import SourceError
 from trackmux.importers.engine import RunImport
 
 INTERVAL = 0.5
@@ -99,7 +100,7 @@ class Follower:
     def _pull(self, run: RunImport) -> None:
         try:
             added = run.pull(live=True)
-        except (OSError, sqlite3.Error) as exc:  # the spool side (disk full): said, retried
+        except (OSError, sqlite3.Error, SourceError) as exc:  # said once, tried again
             self._problem(str(run.dir), f"cannot write: {type(exc).__name__}: {exc}")
             return
         if added and run.dir in self.runners:

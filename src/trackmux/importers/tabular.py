@@ -53,7 +53,8 @@ class TableFile(SourceRun):
             row, why = self._row(raw, cursor)
             if row is None and why and not complete:
                 chunk.damage.append(Damage(str(self.path), offset, 1,
-                                           f"truncated row at the end ({why})"))
+                                           f"truncated row at the end ({why})",
+                                           lasting=False))
                 break
             if why:
                 chunk.damage.append(Damage(str(self.path), offset, 1, why))

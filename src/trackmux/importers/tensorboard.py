@@ -112,7 +112,8 @@ class FileReader:
                 assert isinstance(item, Bad)
                 if item.torn and live:
                     break
-                self.chunk.damage.append(Damage(str(self.path), item.start, 1, item.what))
+                self.chunk.damage.append(Damage(str(self.path), item.start, 1, item.what,
+                                                lasting=not item.torn))
                 if item.torn:
                     break
                 self.offset = item.end

@@ -101,7 +101,8 @@ class WandbRun(SourceRun):
             chunk = Chunk()
             for problem in problems:
                 if "incomplete" in problem:  # a torn tail: read again when the log grows
-                    chunk.damage.append(Damage(str(path), -1, 1, f"truncated: {problem}"))
+                    chunk.damage.append(Damage(str(path), -1, 1, f"truncated: {problem}",
+                                               lasting=False))
                 else:
                     offset = first_bad_chunk(path) if "corrupt" in problem else -1
                     chunk.damage.append(Damage(str(path), offset, 1, problem))
