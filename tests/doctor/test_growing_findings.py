@@ -5,7 +5,6 @@ and the console show one finding per id."""
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import random
@@ -88,24 +87,14 @@ def test_an_update_crosses_the_spool_codec_and_readers_keep_the_latest() -> None
     assert old.finding_id == "stall@3" and latest_findings([old]) == [old]
 
 
-def _console(events: list[FindingEvent]) -> list[str]:
-    backend = ConsoleBackend({"interval": 0})
-    out = io.StringIO()
-    backend._stream_name = "stdout"
-    import contextlib
-
-    with contextlib.redirect_stdout(out):
-        backend.write(events)
-    return [line for line in out.getvalue().splitlines() if line.startswith("[trackmux")]
-
-
-def test_the_console_prints_an_update_only_when_its_severity_rises() -> None:
+def test_the_console_prints_an_update_only_when_its_severity_rises(capsys: Any) -> None:
     def event(revision: int, severity: str) -> FindingEvent:
         return FindingEvent("kl_blowup", severity, ("kl",), f"state {revision}", 40,
                             float(revision), id="kl_blowup@40:kl", revision=revision)
 
-    lines = _console([event(0, "warning"), event(1, "warning"), event(2, "critical"),
-                      event(3, "critical")])
+    ConsoleBackend({"interval": 0}).write([event(0, "warning"), event(1, "warning"),
+                                           event(2, "critical"), event(3, "critical")])
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("[trackmux")]
     assert lines == ["[trackmux doctor] WARNING kl_blowup @ step 40: state 0",
                      "[trackmux doctor] CRITICAL kl_blowup @ step 40 (update 2): state 2"]
 
