@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from store_support import reader_dsn, rows, serve_store
-from sweep_ui_support import REASON, make_sweep, refused_write, tell_one_more
+from sweep_ui_support import FAILED, REASON, STDERR, make_sweep, refused_write, tell_one_more
 from ui_support import open_ui
 
 from trackmux.cli.main import cli
@@ -100,7 +100,8 @@ def test_the_sweeps_of_the_store_are_listed_with_the_reader_role(
         pruned_n, failed_n, *complete_n = made["by_lr"]
         states = {t["number"]: (t["state"], t["reason"]) for t in one["trials"]}
         assert states[pruned_n] == ("pruned", REASON)
-        assert states[failed_n] == ("failed", "the program exited with code 1")
+        assert states[failed_n] == ("failed", FAILED)
+        assert next(t for t in one["trials"] if t["number"] == failed_n)["stderr"] == STDERR
         assert set(linked) == {pruned_n, *complete_n}
         served = {r["id"]: r["name"] for r in get(server.url + "api/runs")["runs"]}
         assert {served[rid] for rid in linked.values()} == {

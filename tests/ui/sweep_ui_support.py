@@ -15,6 +15,10 @@ SWEEP = {"program": "train.py", "method": "random",
                         "kl_coef": {"values": [0.01, 0.1]}},
          "sampler": {"seed": 3}}
 REASON = "reward_collapse (critical) at step 12: reward/mean fell from 0.8 to 0.1"
+# a failed trial keeps the last lines its program wrote to stderr (sweeps/tail.py)
+STDERR = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>',
+          "ValueError: lr must be > 0"]
+FAILED = "the program exited with code 1: ValueError: lr must be > 0"
 
 
 def make_sweep(root: Path, elsewhere: Path, storage: str | None = None,
@@ -39,8 +43,8 @@ def make_sweep(root: Path, elsewhere: Path, storage: str | None = None,
         params = {"lr": trial.params["lr"], "kl_coef": trial.params["kl_coef"]}
         trial.set_user_attr("params", params)
         if rank == 1:
-            agent._tell(trial, Outcome(trial.number, "failed", params,
-                                       reason="the program exited with code 1"))
+            agent._tell(trial, Outcome(trial.number, "failed", params, reason=FAILED,
+                                       stderr=STDERR))
             continue
         folder = elsewhere if rank == len(by_lr) - 1 else root
         run_dir = make_run(folder, f"trial-{trial.number}", 20 if rank else 13,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweep_ui_support import REASON, make_sweep, tell_one_more
+from sweep_ui_support import FAILED, REASON, STDERR, make_sweep, tell_one_more
 from ui_support import open_ui
 
 from trackmux.ui.store import run_id_of
@@ -31,7 +31,9 @@ def test_the_sweeps_tab(browser: Any, server_for: Any, tmp_path: Path) -> None:
     pruned_n, failed_n, *complete_n = made["by_lr"]
     by_number = {int(n): (state, reason) for n, state, reason in rows}
     assert by_number[pruned_n] == ("pruned", REASON)
-    assert by_number[failed_n] == ("failed", "the program exited with code 1")
+    assert by_number[failed_n] == ("failed", FAILED)
+    assert page.get_attribute(f'#sweep-trials tr[data-trial="{failed_n}"] td.reason',
+                              "title") == "\n".join(STDERR)  # its traceback, on hover
     assert all(by_number[n] == ("complete", "") for n in complete_n)
     assert page.text_content("#sweep-best").startswith(f"best: trial {complete_n[-1]},")
     # one scatter per parameter; every trial with a value is a point, the pruned one marked

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from sweep_ui_support import REASON, make_sweep, refused_write
+from sweep_ui_support import FAILED, REASON, STDERR, make_sweep, refused_write
 
 from trackmux.ui.app import build_app
 from trackmux.ui.store import run_id_of
@@ -60,7 +60,7 @@ def test_the_sweep_reads_back_with_runs_reasons_and_importance(made: dict[str, A
     assert pruned["state"] == "pruned" and pruned["reason"] == REASON
     assert pruned["steps"] == 13 and pruned["pruned_by"] == "doctor"
     assert failed["state"] == "failed" and failed["run"] is None
-    assert failed["reason"] == "the program exited with code 1"
+    assert failed["reason"] == FAILED and failed["stderr"] == STDERR
     # a run among the served runs is linked by its UI id; the one served elsewhere is not
     for number in (pruned_n, *complete_n[:-1]):
         assert trials[number]["run"] == run_id_of(made["runs"][number].resolve())

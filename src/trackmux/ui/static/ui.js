@@ -581,7 +581,8 @@
         run.appendChild(el("span", {"class": "hint", title: "its run is not under the served folders"}, tr.run_id));
       }
       row.appendChild(run);
-      row.appendChild(el("td", {"class": "reason"}, tr.reason || ""));
+      // a failed trial's last stderr lines (its traceback) on hover; the reason ends with the last
+      row.appendChild(el("td", {"class": "reason", title: (tr.stderr || []).join("\n")}, tr.reason || ""));
       t.appendChild(row);
     });
     node.appendChild(t);
