@@ -123,7 +123,8 @@ def test_compare_view(browser: Any, server_for: Any, sweep: Path) -> None:
 
 def test_sample_browser_and_findings(browser: Any, server_for: Any, tmp_path: Path) -> None:
     # a run that really breaks, watched by the live doctor: a NaN reward at step 12
-    # (nonfinite, critical) and a KL that doubles every step from 30 (kl_blowup, warning);
+    # (nonfinite, critical) and a KL that doubles every step from 30 (kl_blowup, found as
+    # a warning and grown critical past its critical line: the UI shows its latest state);
     # real rollouts logged with run.log_samples at steps 0, 10 and 20
     make_run(tmp_path, "bad-run", 40, nan_at=12, kl_blowup_at=30, samples_at=(0, 10, 20))
     server = server_for(tmp_path)
@@ -132,9 +133,10 @@ def test_sample_browser_and_findings(browser: Any, server_for: Any, tmp_path: Pa
     page.click("button[data-tab=findings]")
     page.wait_for_selector(".tm-mark.critical")
     assert page.locator(".tm-mark").count() == 2
-    assert page.locator(".tm-mark.warning").count() == 1
+    assert page.locator(".tm-mark.critical").count() == 2
     listed = page.locator(".tm-finding-list").text_content()
     assert "kl/divergence rose" in listed and "first non-finite values at step 12" in listed
+    assert "kl/divergence now at its worst" in listed or "kl/divergence worst" in listed
     page.click("button[data-tab=charts]")
     series_count(page, "kl/divergence")
     marks = page.evaluate("() => window.trackmuxUI.state.charts[0].handle !== null && "
