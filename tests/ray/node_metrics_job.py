@@ -68,6 +68,14 @@ def main(out_dir: str) -> dict[str, Any]:
         cluster.shutdown()
 
 
+def _until(check: Any, what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what} after {timeout} s")
+        time.sleep(0.1)
+
+
 def job(out_dir: str) -> dict[str, Any]:
     run = trackmux.init(project="nodes", backends=[], dir=out_dir, system_metrics=INTERVAL)
     assert isinstance(run, trackmux.Run)
@@ -77,15 +85,24 @@ def job(out_dir: str) -> dict[str, Any]:
     node_ids = ray.get([w.node.remote() for w in workers.values()])
     node_of = dict(zip(workers, node_ids, strict=True))
     costs = ray.get([w.work.remote(2.5) for w in workers.values()])
-    flags1 = dict(zip(workers, ray.get([w.sampling.remote() for w in workers.values()]),
-                      strict=True))
+
+    def sampling(*names: str) -> list[bool]:
+        return list(ray.get([workers[n].sampling.remote() for n in names]))
+
+    # b's worker and one of a's took their node's sampler (waited for: on a loaded machine
+    # 2.5 s of work did not always cover a flusher's plan, lock and first tick)
+    _until(lambda: sampling("b1")[0] and any(sampling("a1", "a2")),
+           "a sampler on nodes a and b")
+    flags1 = dict(zip(workers, sampling(*workers), strict=True))
     # hand-over: kill the sampler of node a; the other worker there takes over
     victim = next(n for n in ("a1", "a2") if flags1[n])
     heir = "a2" if victim == "a1" else "a1"
     killed_at = time.time()
     ray.kill(workers[victim], no_restart=True)
     ray.get(workers[heir].work.remote(3.0))
-    heir_sampling = ray.get(workers[heir].sampling.remote())
+    # the heir takes over within a retry (1 s) and a tick; waited for, then read
+    _until(lambda: sampling(heir)[0], "the heir to take node a over")
+    heir_sampling = sampling(heir)[0]
     # the only worker of node b closes: nobody samples b any more
     closed_at = ray.get(workers["b1"].close.remote())
     ray.get(workers[heir].work.remote(1.5))

@@ -68,8 +68,10 @@ class LateWorker:
                 self.run.log_text("note", "hello", step=step)
             except Exception:
                 errors += 1
-            if step % 50 == 0:
-                time.sleep(0.3)  # give the flusher ticks to find the sink closed
+            if step == 50:  # the flusher's next tick finds the sink closed: wait for it
+                deadline = time.monotonic() + 60  # (0.3 s sleeps were not always a tick)
+                while not self.run.gone and time.monotonic() < deadline:
+                    time.sleep(0.05)
         return {"errors": errors, "gone": self.run.gone,
                 "warnings": [r for r in self.records if "do nothing" in r]}
 
@@ -106,6 +108,18 @@ def _mlflow_points(db: Path, project: str) -> dict[str, list[tuple[int, float]]]
             for key in run.data.metrics}
 
 
+def _victim_points(run_dir: Path) -> int:
+    from trackmux.core.events import MetricsEvent
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(run_dir)
+    try:
+        return sum(1 for e in reader.iter_events()
+                   if isinstance(e, MetricsEvent) and "victim/x" in e.data)
+    finally:
+        reader.close()
+
+
 def _expected() -> dict[str, list[tuple[int, float]]]:
     return {f"w{i}/m{j}": [(s, float(i * 1_000_000 + s * METRICS + j)) for s in range(STEPS)]
             for i in range(WORKERS) for j in range(METRICS)}
@@ -128,12 +142,11 @@ def test_four_workers_and_a_killed_one_land_once_in_every_backend(
     workers = [Logger.remote() for _ in range(WORKERS)]
     results = [w.work.remote(i, STEPS) for i, w in enumerate(workers)]
 
-    # Kill the victim once some of its points reached the driver's spool.
-    spool = run._spool
+    # Kill the victim once some of its points reached the driver's spool (waited for:
+    # points of any worker and a second more did not always include the victim's).
     deadline = time.monotonic() + 120
-    while spool.status.committed < 50 and time.monotonic() < deadline:
+    while not _victim_points(run.dir) and time.monotonic() < deadline:
         time.sleep(0.1)
-    time.sleep(1.0)
     ray.kill(victim, no_restart=True)
     killed_at = time.time()
 
@@ -221,6 +234,15 @@ class Exiting:
 
     def work(self) -> int:
         run = trackmux.attach(role="exiting", flush_interval=60)
+        # The flusher's first round (it connects at once, and sends what is queued then)
+        # is behind it before the first log: from here it sleeps the flush period, so
+        # nothing is sent before the exit, by construction (logging during that first
+        # round on a loaded machine let it send some).
+        deadline = time.monotonic() + 60
+        while not run._connected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with run._send_lock:  # the round that connected has returned
+            pass
         for step in range(100):
             run.log({"a": float(step)}, step=step)
         return run.sent

@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,28 @@ HERE = Path(__file__).parent
 @ray.remote(num_cpus=0)
 class _Worker:
     def attach(self) -> bool:
+        """Whether this worker samples its node, once its handle asked for the plan (it
+        asks once: told none, it never samples; a sleep did not always cover the ask)."""
+        import threading
+
+        from trackmux.attached.host import RayTransport
+
+        told: list[Any] = []
+        answered = threading.Event()
+        ask = RayTransport.node_plan
+
+        def noted(transport: Any) -> Any:
+            try:
+                told.append(ask(transport))
+                return told[-1]
+            finally:
+                answered.set()
+
+        RayTransport.node_plan = noted  # type: ignore[method-assign]  # this actor only
         self.handle = trackmux.attach(role="w")
         self.handle.log({"x": 1.0}, step=0)
-        time.sleep(1.5)  # several flusher ticks: time to learn the plan and to sample
-        return self.handle.sampling
+        assert answered.wait(60), "the handle never asked for its node's plan"
+        return told != [None] or self.handle.sampling
 
 
 def test_no_sampler_on_the_drivers_node(ray_cluster: Any, tmp_path: Path) -> None:
