@@ -52,6 +52,23 @@ def test_mean_before_min_and_max_train_before_val_total_before_component() -> No
     assert keyset.by_signal["kl"] == ["kl"]
 
 
+def test_common_loop_libraries_names_are_read_as_they_mean() -> None:
+    """trlx logs PPO's value targets as returns/mean beside reward/mean; cleanRL and SB3
+    log an environment episode's return and length (not a response length)."""
+    trlx = Signals().resolve({"reward/mean": 0.5, "returns/mean": 0.4, "values/mean": 0.3,
+                              "policy/approx_kl": 0.01, "losses/value_loss": 1.0})
+    assert trlx.by_signal == {"reward": ["reward/mean"], "kl": ["policy/approx_kl"]}
+    cleanrl = Signals().resolve({"charts/episodic_return": 20.0,
+                                 "charts/episodic_length": 20.0, "losses/entropy": 0.6,
+                                 "losses/explained_variance": 0.1})
+    assert cleanrl.by_signal == {"reward": ["charts/episodic_return"],
+                                 "entropy": ["losses/entropy"]}
+    sb3 = Signals().resolve({"rollout/ep_rew_mean": 20.0, "rollout/ep_len_mean": 20.0,
+                             "train/entropy_loss": -0.6})
+    assert sb3.by_signal == {"reward": ["rollout/ep_rew_mean"],
+                             "entropy": ["train/entropy_loss"]}
+
+
 def test_a_better_key_seen_later_takes_the_signal_over() -> None:
     signals = Signals()
     assert signals.resolve({"reward_max": 1.0}).by_signal["reward"] == ["reward_max"]

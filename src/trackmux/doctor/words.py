@@ -17,8 +17,10 @@ keys could feed one signal the one with the best :func:`classify` rank wins, run
 - a total before a component: ``reward/format`` and ``format_reward`` are components
   (a word besides the reward's own in its path segment or after it), ``train/reward`` and
   ``my/return`` are totals (words in earlier segments are namespaces);
-- for the reward, a reward word (``reward``, ``score``, ``return``) before an accuracy
-  (``acc``, ``success``, ``pass``); for the length, a key naming the response
+- for the reward, a reward word (``reward``, ``score``) before a return (PPO libraries
+  log their value targets as ``returns``) before an accuracy (``acc``, ``success``,
+  ``pass``); for the entropy, a plain entropy before an entropy loss (often its
+  negative); for the length, a key naming the response
   (``response``, ``gen``, ``completion``) before a bare ``len``/``length``; for the grad
   norm, the policy's before a critic's.
 
@@ -80,11 +82,12 @@ _words("model", "model")
 _words("value", "advantage advantages adv value values vf critic")
 _words("penalty", "penalty penalties")
 _words("stale", "staleness stale")
+_words("episode", "episode episodic ep")
 _words("mismatch", "rollout sampling vllm sglang engine inference mismatch error behavior "
                    "behaviour")
 #: words that change no meaning: namespaces, fillers, aggregation wording
 NEUTRAL = frozenset(str.split(
-    "train training batch total overall policy actor env environment episode episodic ep "
+    "train training batch total overall policy actor env environment "
     "step steps global raw final per token tokens seq sequence sample samples of the on to "
     "at all agg aggregate metric metrics task trajectory traj group groups r my custom "
     "ppo grpo rl pg ref reference divergence approx before after pre post"))
@@ -92,6 +95,7 @@ NEUTRAL = frozenset(str.split(
 SPLIT = re.compile(r"[/.:]+")
 WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 STAT_RANK = {"mean": 0, None: 1, "median": 2, "sum": 3, "extreme": 4}
+REWARD_WORDS = frozenset({"reward", "rewards", "rew", "rwd", "score", "scores"})
 
 
 def segments(key: str) -> list[list[str]]:
@@ -135,11 +139,11 @@ def classify(key: str) -> tuple[str, tuple[int, int]] | None:
         return "grad_norm", (1 if "value" in has else 0, stat)
     if "kl" in has:
         return None if "mismatch" in has else ("kl", (0, stat))
-    if "entropy" in has:
-        return "entropy", (0, stat)
+    if "entropy" in has:  # an entropy loss may be its negative: a plain entropy first
+        return "entropy", (1 if "loss" in has else 0, stat)
     if "length" in has:
-        if "prompt" in has or "total" in words:
-            return None
+        if "prompt" in has or has & {"episode"} or "total" in words:
+            return None  # a prompt, prompt + response, or an environment episode's length
         return "response_length", (0 if "response" in has else 1, stat)
     if "loss" in has:
         others = [w for w, c in zip(words, concepts, strict=True)
@@ -161,12 +165,16 @@ def _reward(parts: list[list[str]], concept: str, stat: int) -> tuple[str, tuple
     besides the reward's own in the segment of its first reward word or after it."""
     first = next(i for i, part in enumerate(parts)
                  if any(CONCEPTS.get(w) == concept for w in part))
-    own = {concept, "mean", "median", "sum", "extreme", "frac", "percent", "norm"}
+    own = {concept, "mean", "median", "sum", "extreme", "frac", "percent", "norm", "episode"}
     qualifiers = [w for part in parts[first:] for w in part
                   if CONCEPTS.get(w) not in own and w not in NEUTRAL and not w.isdigit()]
     if qualifiers:
         return "reward_component", (0, 0 if stat <= 2 else 1)
-    return "reward", (0 if concept == "reward" else 1, stat)
+    words = {w for part in parts for w in part}
+    # a reward or score before a return (PPO libraries log the value targets as returns),
+    # before an accuracy
+    rank = 2 if concept == "acc" else 0 if words & REWARD_WORDS else 1
+    return "reward", (rank, stat)
 
 
 #: signals several keys feed at once (each component, each validation set): keys of the
