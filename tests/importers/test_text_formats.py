@@ -73,6 +73,8 @@ def test_imported_run_records_its_source_and_is_finished(tmp_path: Path, import_
                                         "importer_version": 1}
     listed = CliRunner().invoke(cli, ["runs", str(import_into.root)])
     assert "legacy/" + run["run"] in listed.output and "finished" in listed.output
+    again = import_into(str(log)).run  # no --project: the run is found where it is
+    assert again["dir"] == run["dir"] and again["new_points"] == 0
 
 
 def test_cut_line_is_named_and_read_once_it_is_complete(tmp_path: Path, import_into) -> None:

@@ -12,6 +12,10 @@ While importing, the import process holds the run's ``run.lock`` and the run is
 as crashed); at the end the run is ``finished``. A second import of a run whose lock is
 held (a ``--follow`` still going) is refused, naming the holder.
 
+The run keeps the project and name its first import gave it; a later import without
+``--project`` finds it under whichever project it is (a wandb run first read while its
+log held no run record yet went to ``imported``).
+
 Meta written (besides the usual run_id, project, name, state, started_at, finished_at):
 ``imported`` (format, source, importer version), ``import_cursors``, ``import_points``
 (values carried so far) and ``import_damage`` (damage found inside files, kept so every
@@ -104,6 +108,10 @@ class RunImport:
         self.run_id = source.run_id
         self.dir = root / settings.safe_dirname(self.project) / settings.safe_dirname(
             self.run_id)
+        if project is None:  # imported before: the same run, whatever project it got then
+            earlier = sorted(root.glob(f"*/{settings.safe_dirname(self.run_id)}/{SPOOL_FILE}"))
+            if earlier:
+                self.dir = earlier[0].parent
         self.outcome = Outcome(source.where, source.format, self.run_id, self.dir)
         self._lock: filelock.BaseFileLock | None = None
         self._meta: dict[str, Any] = {}
@@ -143,6 +151,9 @@ class RunImport:
             self.close(None)
             raise SourceError(f"{self.dir} holds a run that was not imported; not touched")
         self._new = not self._meta.get("run_id")
+        # a run keeps the project and name of its first import
+        self.project = str(self._meta.get("project") or self.project)
+        self.name = str(self._meta.get("name") or self.name)
         self._cursors = dict(self._meta.get("import_cursors") or {})
         for item in self._meta.get("import_damage") or []:
             damage = Damage(str(item["file"]), int(item["offset"]), int(item["count"]),
