@@ -174,8 +174,12 @@ def test_verl_ppo_metrics_through_tracking_kl_runaway(
     for item in found["evidence"]:  # every number quoted is what verl logged at that step
         assert item["key"] == "actor/kl_loss"
         assert item["value"] == sent[item["step"]]["actor/kl_loss"]
-    assert [f for f in filed if f["rule"] == "kl_blowup"] == [
-        {k: found[k] for k in ("step", "rule", "severity", "keys", "message", "evidence")}]
+    # the file backend appends each event of the finding (its updates too: issue 42);
+    # the last is the state the readers show
+    kl_filed = [f for f in filed if f["rule"] == "kl_blowup"]
+    assert kl_filed and {f["id"] for f in kl_filed} == {found["id"]}
+    shown = ("step", "rule", "severity", "keys", "message", "evidence", "revision")
+    assert {k: kl_filed[-1][k] for k in shown} == {k: found[k] for k in shown}
     assert code == 1
     offline = [f for f in record["findings"] if f["rule"] == "kl_blowup"]
     assert [(f["step"], f["keys"], f["evidence"]) for f in offline] == [
