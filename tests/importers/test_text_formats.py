@@ -205,3 +205,45 @@ def test_bad_sources_are_one_line_each_and_exit_non_zero(tmp_path: Path, import_
     assert bad.exit_code == 2 and "--format" in bad.output
     once = CliRunner().invoke(cli, ["import", "--to", "file", str(log)])
     assert once.exit_code == 2 and "trackmux sync" in once.output
+
+
+def test_follow_of_a_growing_console_log_waits_for_a_cut_line(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+
+    log, root = tmp_path / "live.log", tmp_path / "spools"
+    log.write_text("step:1 - critic/score/mean:0.5\n")
+    proc = subprocess.Popen([sys.executable, "-m", "trackmux", "import", "--follow", "--json",
+                             "--doctor", "off", "--interval", "0.1", "--dir", str(root),
+                             str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ))
+
+    def points() -> list[tuple[int, float]]:
+        found = list(root.glob("*/*/spool.db"))
+        return series(found[0].parent).get("critic/score/mean", []) if found else []
+
+    def wait_for(count: int) -> None:
+        deadline = time.monotonic() + 60
+        while len(points()) < count:
+            assert time.monotonic() < deadline, f"timed out waiting for {count} points"
+            time.sleep(0.05)
+
+    try:
+        wait_for(1)
+        with open(log, "a") as handle:  # a line written in two parts, as a pipe may
+            handle.write("step:2 - critic/score/mean:0.6\nstep:3 - critic/score/mean:0.")
+        wait_for(2)
+        with open(log, "a") as handle:
+            handle.write("7\n")
+        wait_for(3)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    assert points() == [(1, 0.5), (2, 0.6), (3, 0.7)]
+    (summary,) = [orjson.loads(line) for line in out.splitlines()]
+    assert summary["damage"] == [] and meta(summary["dir"])["state"] == "finished"
