@@ -47,8 +47,9 @@ def wanted_signals(params: Mapping[str, Any]) -> list[str]:
 
 
 def why_not(params: Mapping[str, Any], kinds: Iterable[str] | None,
-            read: Iterable[str] = ()) -> str:
-    """Why a rule that read nothing could not run (``read``: the signals the run has)."""
+            read: Iterable[str] = (), present: Iterable[str] = ()) -> str:
+    """Why a rule that read nothing could not run (``read``: the signals the run has;
+    ``present``: the event kinds some other rule read, so the run has them)."""
     wanted = wanted_signals(params)
     if wanted:
         have = set(read)
@@ -56,7 +57,11 @@ def why_not(params: Mapping[str, Any], kinds: Iterable[str] | None,
         if len(missing) > 3:
             return f"no key for {missing[0]} or its {len(missing) - 1} other signals"
         return "no key for " + " or ".join(missing)
-    needs = [NEEDS.get(k, k) for k in sorted(kinds or ())]
+    kinds = sorted(kinds or ())
+    there = [NEEDS.get(k, k) for k in kinds if k in set(present)]
+    if there:
+        return f"nothing it reads in the run's {' or '.join(there)}"
+    needs = [NEEDS.get(k, k) for k in kinds]
     return "no " + " or ".join(needs) if needs else "nothing it reads was logged"
 
 

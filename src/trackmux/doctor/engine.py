@@ -148,10 +148,12 @@ class Doctor:
         from trackmux.doctor import coverage
 
         read = self.signals.read()
+        present = {k for d in self.detectors if d.read for k in (d.kinds or ())}
         return coverage.build(
             read, {d.rule: bool(d.read) for d in self.detectors},
-            {d.rule: coverage.why_not(d.params, d.kinds, read) for d in self.detectors
-             if not d.read}, self.signals.declared_unseen(), self.signals.keys_seen)
+            {d.rule: coverage.why_not(d.params, d.kinds, read, present)
+             for d in self.detectors if not d.read},
+            self.signals.declared_unseen(), self.signals.keys_seen)
 
     def tick(self, now: float, alive: bool) -> list[FindingEvent]:
         """Wall time for the rules that need it; once the trainer is gone (``alive``
