@@ -10,7 +10,8 @@ start; wake-ups within ``READ_EVERY`` of its last read wait for the rest of it, 
 that commits every few milliseconds costs it one read a quarter second, not one per commit,
 and kinds of event no watcher reads are passed over undecoded), feeds each event in spool
 order, ticks the watchers every second with the wall time
-and whether the trainer is alive (a hang shows as the absence of events), and appends what
+and whether the trainer is alive (a hang shows as the absence of events; finishing, once
+more right after the last events were fed, with the trainer gone), and appends what
 they return with :func:`~trackmux.core.spool.writer.append_events`, so every backend, a
 resync and every reader get the findings like any other event.
 
@@ -182,9 +183,14 @@ class WatchRunner:
                 found: list[FindingEvent] = []
                 for event in batch.events:
                     found += self._each("feed", event)
-                if time.monotonic() >= next_tick:
+                alive = self._alive()
+                caught_up = batch.upto - before < READ_PAGE
+                # finishing: a tick with the trainer gone once the last events were fed, so
+                # what they end (a finding's last state) goes out with them
+                if time.monotonic() >= next_tick or (self._hurry.is_set() and caught_up
+                                                     and not alive):
                     next_tick = time.monotonic() + TICK
-                    found += self._each("tick", time.time(), self._alive())
+                    found += self._each("tick", time.time(), alive)
                 self._emit(found)
                 with self._cond:
                     self.cursor = max(self.cursor, batch.upto)
