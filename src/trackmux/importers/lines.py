@@ -15,6 +15,8 @@ from pathlib import Path
 from trackmux.importers.base import Damage
 
 BLOCK = 1 << 20
+#: a "line" longer than this is read as it is (memory stays bounded without newlines)
+MAX_LINE = 16 << 20
 #: lines per chunk (one commit each, at most)
 CHUNK_LINES = 20_000
 
@@ -41,6 +43,10 @@ def lines_from(path: Path, offset: int, live: bool) -> Iterator[tuple[bytes, int
                 pos = newline + 1
             carry = data[pos:]
             start += pos
+            if len(carry) > MAX_LINE:  # tqdm redrawing with \r for hours: not one line
+                yield carry, start + len(carry), True
+                start += len(carry)
+                carry = b""
         if carry and not live:
             yield carry, start + len(carry), False
 
