@@ -41,8 +41,19 @@ def _fill(run: Any, steps: int) -> None:
     for step in range(steps):
         run.log({"loss": 1.0 / (step + 1)}, step=step)
         run.log_text("sample", f"{step} " + "lorem ipsum " * 1500, step=step)  # ~18 KB
-        if step % 10 == 9:
-            time.sleep(0.06)  # let the writer commit in between (the cap is checked per commit)
+        if step % 10 == 9:  # the writer commits in between (the cap is checked per commit)
+            wait_for_writer(run)
+
+
+def wait_for_writer(run: Any, timeout: float = 60.0) -> None:
+    """Until the writer took what was logged, or met the cap or the full disk. A sleep
+    was not always enough on a loaded machine: the queue then ran into ``max_buffered``
+    before the cap, and the spool reported twice (buffer full, written, cap reached)."""
+    spool = run._spool
+    deadline = time.monotonic() + timeout
+    while spool.queued and spool.status.full is None:
+        assert time.monotonic() < deadline, f"the writer took nothing in {timeout} s"
+        time.sleep(0.005)
 
 
 def _check(run: Any, summary: Any, caplog: pytest.LogCaptureFixture, memory: Any,
@@ -121,9 +132,10 @@ def test_a_full_disk_holds_the_buffer_bound_not_twice(
     try:
         for step in range(400):
             if step == 20:  # the first commit on the full disk has failed: from here on,
-                deadline = time.monotonic() + 5  # retries only
+                deadline = time.monotonic() + 60  # retries only
                 while run._spool.status.full is None and time.monotonic() < deadline:
                     time.sleep(0.02)
+                assert run._spool.status.full is not None, "no commit failed in 60 s"
                 tracemalloc.reset_peak()
             run.log_text("t", f"{step} {text}", step=step)
             if step % 20 == 19:
