@@ -168,16 +168,10 @@ def _reward(parts: list[list[str]], concept: str, stat: int) -> tuple[str, tuple
     own = {concept, "mean", "median", "sum", "extreme", "frac", "percent", "norm", "episode"}
     qualifiers = [w for part in parts[first:] for w in part
                   if CONCEPTS.get(w) not in own and w not in NEUTRAL and not w.isdigit()]
-    if qualifiers:
+    if qualifiers:  # every component is read: their ranks tell only a min or max apart
         return "reward_component", (0, 0 if stat <= 2 else 1)
     words = {w for part in parts for w in part}
     # a reward or score before a return (PPO libraries log the value targets as returns),
     # before an accuracy
     rank = 2 if concept == "acc" else 0 if words & REWARD_WORDS else 1
     return "reward", (rank, stat)
-
-
-#: signals several keys feed at once (each component, each validation set): keys of the
-#: best rank are all read; for the others too, but ties are rare (``kl`` and ``mean_kl``
-#: differ in rank)
-MANY = frozenset({"reward_component", "val_reward"})
