@@ -25,6 +25,7 @@ from tensorboard.backend.event_processing.event_accumulator import (
 )
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
+from tensorboard.plugins.hparams.summary_v2 import hparams_pb
 from tensorboard.plugins.scalar.summary_v2 import scalar_pb
 from tensorboard.plugins.text.summary_v2 import text_pb
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -90,6 +91,7 @@ def test_histograms_images_text_and_tf2_scalars(tmp_path: Path, import_into) -> 
             summary.value[0].ClearField("metadata")
         writer.add_event(Event(wall_time=T0 + step, step=step, summary=summary))
     writer.add_event(Event(wall_time=T0, step=4, summary=text_pb("notes", "hello **tb**")))
+    writer.add_event(Event(wall_time=T0, step=0, summary=hparams_pb({"lr": 0.1})))  # skipped
     writer.close()
     result = import_into(str(folder))
     assert result.code == 0, result.stderr

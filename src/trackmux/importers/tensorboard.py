@@ -34,7 +34,8 @@ from trackmux.importers.tfrecord import Bad, records
 PATTERN = "events.out.tfevents*"
 #: records per chunk (one commit at most)
 CHUNK_RECORDS = 20_000
-MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}
+#: tensor plugins read ("": a tensor written without a plugin, read when it is a scalar)
+CARRIED = frozenset({"scalars", "histograms", "images", "text", ""})
 
 
 class TensorBoardRun(SourceRun):
@@ -189,7 +190,8 @@ class FileReader:
                 self.plugins[tag] = plugin
             else:
                 plugin = self.plugins.get(tag, "")
-            self._tensor(tag, plugin, value.tensor, step, when)
+            if plugin in CARRIED:  # hparams, audio, pr_curves, mesh ...: not carried over
+                self._tensor(tag, plugin, value.tensor, step, when)
 
     def _tensor(self, tag: str, plugin: str, tensor: Any, step: int, when: float) -> None:
         from tensorboard.util import tensor_util
