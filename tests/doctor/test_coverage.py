@@ -143,3 +143,28 @@ def test_the_ui_findings_panel_and_both_reports_say_the_coverage(tmp_path: Path)
     static = build_report([judged, unjudged], tmp_path / "s.html", static=True).read_text()
     assert '<li class="coverage unjudged">' in static and "not judged: no key" in static
     assert "judged: read reward and kl; read kl &lt;- kl_to_ref" in static
+
+
+def test_the_findings_tab_and_the_exported_report_draw_the_coverage(
+        tmp_path: Path, browser: Any) -> None:
+    from trackmux.report import build_report
+    from trackmux.ui.app import Server
+
+    run_dir = _spool(tmp_path / "root", [{"policy_entropy": 1.0, "gen_len": 200.0}
+                                         for _ in range(20)], doctor=True, delivery="thread")
+    server = Server([tmp_path / "root"], port=0).start()
+    page = browser.new_page()
+    try:
+        page.goto(f"http://127.0.0.1:{server.port}/")
+        page.wait_for_selector("#runs tbody tr")
+        page.click("button[data-tab=findings]")
+        said = page.wait_for_selector(".tm-coverage.unjudged").text_content()
+        assert said.startswith("doctor coverage: not judged: no key for the reward or the KL")
+        assert "not judged" in page.locator(".tm-finding-list").text_content()
+        report = build_report([run_dir], tmp_path / "r.html")
+        page.goto(report.as_uri())
+        said = page.wait_for_selector(".tm-coverage.unjudged").text_content()
+        assert "read entropy <- policy_entropy" in said
+    finally:
+        page.close()
+        server.stop()
