@@ -15,7 +15,8 @@
   every point).
 - follow idle: ``trackmux import --follow`` of the imported folder (nothing new), with
   the live doctor and without, CPU of its process over ``--idle`` seconds once it has
-  settled (the doctor caught up with the imported run), as % of one core.
+  settled (the doctor caught up with the imported run), as % of one core; and how long
+  a point appended to the followed event file takes to reach the spool (p50, max).
 
 Prints one JSON document (and ``--out FILE`` writes it).
 """
@@ -162,10 +163,67 @@ def bench_follow_idle(folder: Path, root: Path, env: dict[str, str], seconds: fl
             "cpu_s": round(used, 3), "cpu_percent_of_one_core": round(100 * used / spent, 2)}
 
 
+def append_point(path: Path, step: int) -> None:
+    import crc32c
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    def masked(data: bytes) -> int:
+        crc = crc32c.crc32c(data)
+        return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+    record = Event(wall_time=time.time(), step=step, summary=Summary(
+        value=[Summary.Value(tag=TAGS[0], simple_value=0.5)])).SerializeToString()
+    with open(path, "ab") as out:
+        out.write(_frame([record], masked))
+
+
+def bench_follow_latency(folder: Path, root: Path, env: dict[str, str], samples: int
+                         ) -> dict[str, Any]:
+    """Seconds from a point appended to the followed event file to its step in the spool
+    (read with sqlite, as any reader would), ``samples`` times, one a second."""
+    import sqlite3
+
+    (path,) = folder.glob("events.out.tfevents*")
+    proc = subprocess.Popen([sys.executable, "-m", "trackmux", "import", "--follow",
+                             "--json", "--dir", str(root), str(folder)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    delays = []
+    try:
+        deadline = time.monotonic() + 180
+        while not list(root.glob("*/*/run.lock")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (spool,) = root.glob("*/*/spool.db")
+        time.sleep(2.0)
+        for i in range(samples):
+            step = 10_000_000 + i
+            append_point(path, step)
+            start = time.monotonic()
+            while time.monotonic() - start < 30:
+                conn = sqlite3.connect(f"file:{spool}?mode=ro", uri=True)
+                try:
+                    top = conn.execute("SELECT max(step) FROM events WHERE kind = 'metrics'"
+                                       ).fetchone()[0]
+                finally:
+                    conn.close()
+                if top is not None and top >= step:
+                    break
+                time.sleep(0.01)
+            delays.append(time.monotonic() - start)
+            time.sleep(1.0)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=120)
+    delays.sort()
+    return {"samples": samples, "p50_s": round(delays[len(delays) // 2], 3),
+            "max_s": round(delays[-1], 3)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--points", type=int, default=1_000_000)
     parser.add_argument("--idle", type=float, default=20.0)
+    parser.add_argument("--samples", type=int, default=10)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="trackmux-b15-"))
@@ -184,6 +242,8 @@ def main() -> None:
         result["event_accumulator"] = bench_accumulator(big, env, args.points)
         result["follow_idle"] = [bench_follow_idle(big, work / "spools", env, args.idle, d)
                                  for d in ("on", "off")]
+        result["follow_latency"] = bench_follow_latency(small, work / "spools-small", env,
+                                                        args.samples)
         result["load_after"] = os.getloadavg()[0]
     finally:
         shutil.rmtree(work, ignore_errors=True)
