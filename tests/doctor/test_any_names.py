@@ -141,6 +141,10 @@ def test_keys_declared_at_init_feed_the_live_and_the_offline_doctor(tmp_path: Pa
     assert run.finish(timeout=60).complete
     collapse = [f for f in run.findings() if f["rule"] == "reward_collapse"]
     assert collapse and collapse[0]["keys"] == ["thing_a"]
+    [told] = [f for f in run.findings() if f["rule"] == "coverage"]  # said live, once
+    assert (told["severity"], told["step"]) == ("info", 4)
+    assert "read kl <- thing_b, reward <- thing_a" in told["message"]
+    assert "declared but never logged: kl <- never/logged" in told["message"]
     result = CliRunner().invoke(cli, ["doctor", "--json", str(run.dir)])
     coverage = json.loads(result.output)["coverage"]
     assert coverage["signals"]["reward"] == [{"key": "thing_a", "from": "user"}]

@@ -110,11 +110,17 @@ def line(coverage: Mapping[str, Any]) -> str:
 GENERAL = frozenset({"loss", "grad_norm"})
 
 
-def unjudged_finding(coverage: Mapping[str, Any], step: int, time: float
-                     ) -> FindingEvent | None:
-    """The live doctor's ``info`` finding for a run it cannot judge although it logs RL
-    signals it knows; None for a judged run or one that logs none."""
-    if coverage.get("judged") or not set(coverage.get("signals") or ()) - GENERAL:
+def live_finding(coverage: Mapping[str, Any], step: int, time: float
+                 ) -> FindingEvent | None:
+    """The live doctor's ``info`` finding of the run's coverage, for a run it cannot judge
+    although it logs RL signals it knows, and for a run that declared keys (what was read
+    of them, and any never logged); None otherwise (an extra event in every run's spool
+    would be noise, and readers count events)."""
+    signals = coverage.get("signals") or {}
+    declared = bool(coverage.get("declared_unseen")) or any(
+        k.get("from") == "user" for keys in signals.values() for k in keys)
+    unjudged = not coverage.get("judged") and bool(set(signals) - GENERAL)
+    if not (declared or unjudged):
         return None
     return FindingEvent(RULE, "info", (), line(coverage), step, time)
 

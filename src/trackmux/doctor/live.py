@@ -4,9 +4,10 @@ delivery process, or on a thread of the trainer with ``delivery="thread"``).
 Once the run has logged metrics at :data:`SETTLE` steps, a run the doctor cannot judge
 (no reward and no KL read) although it logs training signals it knows (an entropy, a
 length ...) is told so, once, as an ``info`` finding of rule ``coverage`` ("not judged:
-..."), so its silence is never read as health. A judged run gets no such line: a finding
-would be an extra event in every run's spool; ``trackmux doctor``, the UI and the report
-say every run's coverage.
+..."), so its silence is never read as health; so is a run that declared keys
+(``init(signals=...)``, ``[signals]``): what was read, and declared keys never logged.
+Other runs get no such line: a finding would be an extra event in every run's spool;
+``trackmux doctor``, the UI and the report say every run's coverage.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class DoctorWatcher:
         self._settled = True
         from trackmux.doctor import coverage
 
-        told = coverage.unjudged_finding(self.doctor.coverage(), event.step, event.time)
+        told = coverage.live_finding(self.doctor.coverage(), event.step, event.time)
         return [*found, told] if told is not None else found
 
     def tick(self, now: float, alive: bool) -> Sequence[FindingEvent]:
