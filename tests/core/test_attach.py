@@ -113,15 +113,23 @@ def test_a_sink_that_falls_behind_bounds_the_worker_buffer_and_counts_drops(
     transport = _FullSink()
     handle = AttachedRun(transport, run_id=None, role="w", flush_interval=0.05,
                          max_buffered=100)
-    with caplog.at_level(logging.ERROR, logger="trackmux"):
+    # The flusher's tries (each takes the queue out, is told "full", puts it back) are
+    # held off while the test logs and looks: one in between let log() see a short queue
+    # and take more than the bound. Then the flusher stops, and flush() alone tries.
+    with handle._send_lock, caplog.at_level(logging.ERROR, logger="trackmux"):
         for step in range(250):
             handle.log({"a": float(step)}, step=step)
-    assert len(handle._queue) == 100
-    assert handle.dropped == 150
-    assert sum("buffer is full" in r.getMessage() for r in caplog.records) == 1
+        assert len(handle._queue) == 100
+        assert handle.dropped == 150
+        assert sum("buffer is full" in r.getMessage() for r in caplog.records) == 1
+        handle._stop.set()
+        handle._wake.set()
+    handle._thread.join(10)
+    assert not handle._thread.is_alive()
+    tried = transport.calls
     assert not handle.flush(0.3)
+    assert transport.calls > tried  # the sink was asked and said full
     assert [e.step for e in handle._queue] == list(range(100))  # order kept, nothing lost
-    handle._stop.set()
 
 
 def test_drops_reach_the_run_as_dropped_events(memory_backend: Any, tmp_path: Path) -> None:
