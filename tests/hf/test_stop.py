@@ -156,3 +156,43 @@ def test_trl_grpo_stops_on_a_named_warning_rule(tmp_path: Path,
     assert meta["stop_reason"]["rule"] == "zero_std_groups"
     assert meta["stop_reason"]["severity"] == "warning"
 
+
+
+def test_resumed_from_the_stop_checkpoint_it_is_the_same_run_with_its_stop_in_history(
+        tmp_path: Path, tracker_env: dict[str, Path]) -> None:
+    """A NaN only in what is logged at step 6 (the weights stay sound): the Trainer stops
+    with checkpoint-N; resumed from it, the same run goes on (attempt 2) to its end and
+    ends finished, the stop of attempt 1 kept in its history."""
+    from transformers import TrainerCallback
+
+    from trackmux.integrations.transformers import TrackmuxCallback
+
+    class NanInTheLog(TrainerCallback):  # type: ignore[misc]
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None,
+                   **kwargs: Any) -> None:
+            if logs is not None and state.global_step == NAN_AFTER + 1:
+                logs["loss"] = math.nan
+
+    out = tmp_path / "out"
+    first = _causal_lm_trainer(out)
+    first.add_callback(NanInTheLog())  # before the tracker: it logs the changed dict
+    first.add_callback(TrackmuxCallback(first, project="hf-resume", backends=[],
+                                        doctor={"stop_on": "critical"}))
+    first.add_callback(_Faults(None))
+    first.train()
+    stopped_at = first.state.global_step
+    assert stopped_at < MAX_STEPS
+    [run_dir] = spool_runs(tracker_env["spool"], "hf-resume")
+    assert _meta(run_dir)["state"] == "stopped"
+
+    again = _causal_lm_trainer(out, max_steps=stopped_at + 3)
+    again.add_callback(TrackmuxCallback(again, project="hf-resume", backends=[],
+                                        doctor={"stop_on": "critical"}))
+    again.train(resume_from_checkpoint=str(out / f"checkpoint-{stopped_at}"))
+    assert again.state.global_step == stopped_at + 3
+    assert spool_runs(tracker_env["spool"], "hf-resume") == [run_dir]  # the same run
+    meta = _meta(run_dir)
+    assert meta["state"] == "finished" and meta["attempt"] == 2
+    assert meta["stop_reason"] is None
+    [stop] = meta["stops"]
+    assert stop["attempt"] == 1 and stop["finding"]["rule"] == "nonfinite"
