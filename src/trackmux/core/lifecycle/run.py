@@ -1141,10 +1141,11 @@ def init(project: str | None = None, name: str | None = None,
     threshold or pattern. ``on_finding(dict)`` is called with each finding, and each
     update of one that grows (same ``id``, next ``revision``), on a thread of this
     process, every one before ``finish()`` returns (within its timeout);
-    ``run.findings()`` lists them, one per id in its latest state. ``signals``: which of your keys carry which of the
-    doctor's signals, ``{"reward": "my/return", "kl": ["kl_a", "kl_b"]}``; a declared
-    signal is read from those keys only (docs/doctor.md "Signal names"); an unknown signal
-    or a key that is not a string is refused here. The doctor's key ``stop_on`` (else
+    ``run.findings()`` lists them, one per id in its latest state. ``signals``: which of
+    your keys carry which of the doctor's signals, ``{"reward": "my/return", "kl":
+    ["kl_a", "kl_b"]}``; a declared signal is read from those keys only (docs/doctor.md
+    "Declaring your keys"); an unknown signal or a key that is not a string is refused
+    here. The doctor's key ``stop_on`` (else
     ``TRACKMUX_DOCTOR_STOP_ON``): ``"critical"``, a list of rule names, or False (default)
     sets ``run.should_stop`` and ``run.stop_reason`` when a finding matches; the loop saves
     and ends at a step boundary and the run ends ``stopped`` (docs/doctor.md).
