@@ -800,8 +800,8 @@ class Run:
                 host.notify()
         with self._findings_lock:
             self._findings.extend(findings)
-        if self._stop_policies and not self.should_stop:
-            self._consider_stop(findings)
+        if self._stop_policies and not self.should_stop and not self._finished:
+            self._consider_stop(findings)  # a run already finishing has nothing to stop
         if self._on_finding is None:
             return
         if self._finding_queue is None:
