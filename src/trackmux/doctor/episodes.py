@@ -104,6 +104,8 @@ class Episode:
         for key, step, value in evidence:
             if key == self.key and isinstance(value, float):
                 self._worse(step, value)
+        if head.peak is not None:  # what its rule saw between the onset and now
+            self._worse(*head.peak)
         self.past = 0
         self.past_since = 0
         self.critical_since: int | None = None

@@ -21,8 +21,10 @@ class Finding:
 
     A finding that grows (doctor/episodes.py) says how its first key goes bad:
     ``direction`` +1 (higher is worse) or -1 (lower is worse; 0: it does not grow),
-    ``level`` the level it left (None: unknown), and ``critical`` the rule's critical line,
-    past which the episode becomes ``critical`` (None: none)."""
+    ``level`` the level it left (None: unknown), ``critical`` the rule's critical line,
+    past which the episode becomes ``critical`` (None: none), and ``peak`` the worst
+    ``(step, value)`` its rule saw from the onset to where it was sure (rules/series.py
+    fills it in)."""
 
     rule: str
     severity: str
@@ -35,6 +37,7 @@ class Finding:
     direction: int = 0
     level: float | None = None
     critical: float | None = None
+    peak: tuple[int, float] | None = None
 
     def event(self) -> FindingEvent:
         return FindingEvent(self.rule, self.severity, self.keys, self.message, self.step,

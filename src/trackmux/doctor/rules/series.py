@@ -76,6 +76,8 @@ class SeriesRule(Detector):
             found = self.check(key, s, event.step)
             if found is not None:
                 found.time = event.time
+                if found.direction and found.peak is None:  # where a growing one stands
+                    found.peak = peak(s, found.step, found.direction)
                 out.append(found)
         return out
 
@@ -93,6 +95,15 @@ class SeriesRule(Detector):
         if latch is None:
             latch = self.latches[(key, what)] = Latch(int(self.params.get("persist", 3)))
         return latch
+
+
+def peak(s: Series, onset: int, direction: int) -> tuple[int, float] | None:
+    """The worst (step, value) from ``onset`` on: the highest for ``direction`` +1, the
+    lowest for -1 (None if the series no longer reaches back to it)."""
+    points = [(st, v) for st, v in zip(s.steps, s.values, strict=True) if st >= onset]
+    if not points:
+        return None
+    return max(points, key=lambda p: direction * p[1])
 
 
 def trend_window(s: Series, steps: int, least: int) -> tuple[list[int], list[float]] | None:
