@@ -137,3 +137,42 @@ def test_imported_run_synced_to_mlflow_arrives_whole(tmp_path: Path, import_into
         for metric, (step, value) in zip(history, points, strict=True):
             assert metric.step == step
             assert metric.value == value or (math.isnan(metric.value) and math.isnan(value))
+
+
+def test_follow_of_a_running_run_ends_when_it_is_terminated(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    uri = store_uri("sqlite", tmp_path)
+    run_id = log_run(uri, "live", range(5))
+    root = tmp_path / "spools"
+    proc = subprocess.Popen([sys.executable, "-m", "trackmux", "import", "--follow", "--json",
+                             "--doctor", "off", "--interval", "0.2", "--tracking-uri", uri,
+                             "--dir", str(root), f"mlflow:{run_id}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+
+    def steps() -> int:
+        found = list(root.glob("*/*/spool.db"))
+        return len(series(found[0].parent).get("loss", [])) if found else 0
+
+    try:
+        deadline = time.monotonic() + 120
+        while steps() < 5:
+            assert time.monotonic() < deadline, "the first points never arrived"
+            time.sleep(0.05)
+        log_run(uri, "live", range(5, 8), run_id=run_id)
+        while steps() < 8:
+            assert time.monotonic() < deadline, "the new points never arrived"
+            time.sleep(0.05)
+        MlflowClient(tracking_uri=uri).set_terminated(run_id)
+        out, err = proc.communicate(timeout=120)  # ends by itself: the run finished
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    (summary,) = [json.loads(line) for line in out.splitlines()]
+    assert summary["points"] == 8 * 2 + 1 and meta(summary["dir"])["state"] == "finished"

@@ -10,8 +10,10 @@ otherwise). Not carried over: artifacts, datasets,
 traces, model registry entries.
 
 The cursor of each metric is the number of its points imported (its history sorted by
-timestamp, then step): a run that logged more adds only the new points. ``--follow``
-stops when the run is no longer RUNNING.
+timestamp, then step) and its latest point: a run that logged more adds only the new
+points, and a ``--follow`` poll reads the history only of metrics whose latest point
+moved (one ``get_run`` per poll otherwise). ``--follow`` stops when the run is no longer
+RUNNING.
 """
 
 from __future__ import annotations
@@ -53,15 +55,20 @@ class MlflowRun(SourceRun):
 
     def read(self, cursors: Mapping[str, Any], live: bool) -> Iterator[Chunk]:
         self._run = self.client.get_run(self.mlflow_id)  # its latest metrics, params, status
+        latest = {m.key: [int(m.timestamp), int(m.step)]
+                  for m in self._run.data.to_proto().metrics}
         points: list[tuple[int, int, str, float]] = []
-        moved: dict[str, int] = {}
+        moved: dict[str, Any] = {}
         for key in sorted(self._run.data.metrics):
-            done = int(cursors.get(f"metric:{key}") or 0)
+            cursor = cursors.get(f"metric:{key}") or {}
+            done = int(cursor.get("n", 0))
+            if live and done and cursor.get("latest") == latest.get(key):
+                continue  # a poll of a live run: its latest point is the one seen last
             history = sorted(self.client.get_metric_history(self.mlflow_id, key),
                              key=lambda m: (m.timestamp, m.step))
             if len(history) <= done:
                 continue
-            moved[f"metric:{key}"] = len(history)
+            moved[f"metric:{key}"] = {"n": len(history), "latest": latest.get(key)}
             points += [(int(m.step), int(m.timestamp), key, float(m.value))
                        for m in history[done:]]
         points.sort(key=lambda p: (p[0], p[1]))
