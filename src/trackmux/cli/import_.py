@@ -95,6 +95,9 @@ def import_(sources: tuple[str, ...], fmt: str | None, project: str | None,
             except SourceError as exc:
                 fail(str(exc))
                 continue
+            except Exception as exc:  # a library's surprise (permissions, a dead server)
+                fail(f"{source}: cannot be read: {type(exc).__name__}: {exc}")
+                continue
             if not runs:
                 fail(f"{source}: no run found in it")
             if any(run.format == "tensorboard" for run in runs) and os.path.isdir(source):
@@ -109,10 +112,10 @@ def import_(sources: tuple[str, ...], fmt: str | None, project: str | None,
         looked = True
         return found
 
-    deliver = _backends(to, backend_options) if to else {}
     if to and not follow:
         raise click.UsageError("--to delivers a followed run live; for a one-off import, "
                                "run `trackmux sync RUN --to NAME` after it")
+    deliver = _backends(to, backend_options) if to else {}
     if follow:
         failed = _follow(discover, fail, doctor, interval, as_json, deliver) or failed
     else:
