@@ -131,9 +131,9 @@ class Episode:
                 self.severity, self.critical_since, rose = "critical", self.past_since, True
         else:
             self.past = 0
-        return rose or self._doubled()
+        return rose or self._grew()
 
-    def _doubled(self) -> bool:
+    def _grew(self) -> bool:
         """The worst value moved GROWTH times as far from the level as the last event
         said."""
         if self.worst is None or self.told_worst is None:
