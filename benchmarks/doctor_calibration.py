@@ -39,15 +39,17 @@ SERIOUS = ("warning", "critical")
 FAULT_SEED = 1_000_000
 
 
-def judge(run: Run) -> dict[str, Any]:
-    """The doctor over ``run``: every finding, with the step whose event raised it."""
+def judge(run: Run, rules: Any = True) -> dict[str, Any]:
+    """The doctor over ``run`` with ``rules`` (config.resolve's forms: True for the
+    defaults, or a mapping of overrides): every finding, with the step whose event
+    raised it."""
     from trackmux.doctor.config import resolve
     from trackmux.doctor.engine import Doctor
     from trackmux.doctor.findings import Finding
 
     raw: list[tuple[Finding, int]] = []
     now = [0]
-    doctor = Doctor(resolve(True))
+    doctor = Doctor(resolve(rules))
     for detector in doctor.detectors:  # each detector's own findings, before the engine
         _record(detector, raw, now)    # tells those of one event together as one
     last = 0.0
@@ -89,12 +91,12 @@ def family(run: Run) -> str:
     return f"student_t df{run.df:g}"
 
 
-def _job(item: tuple[int, str]) -> dict[str, Any]:
-    seed, fault = item
-    return judge(draw(seed, fault))
+def _job(item: tuple[int, str, Any]) -> dict[str, Any]:
+    seed, fault, rules = item
+    return judge(draw(seed, fault), rules)
 
 
-def run_all(items: Sequence[tuple[int, str]], workers: int) -> list[dict[str, Any]]:
+def run_all(items: Sequence[tuple[int, str, Any]], workers: int) -> list[dict[str, Any]]:
     if workers <= 1:
         return [_job(i) for i in items]
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
@@ -223,15 +225,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--show", type=int, default=0,
                         help="print this many false alarms per rule, and missed faults")
     parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--rules", default=None,
+                        help="the doctor's settings as JSON (overrides of the defaults, "
+                             'e.g. \'{"reward_hacking": {"sigmas": 4}}\'), or a rules file')
     args = parser.parse_args(argv)
     runs = args.runs if args.runs is not None else (100 if args.quick else 1000)
     per_fault = args.per_fault if args.per_fault is not None else (5 if args.quick else 30)
     if runs < 1 or per_fault < 0:
         parser.error("--runs must be >= 1 and --per-fault >= 0")
     workers = max(1, min(2, args.workers))
-    items = [(args.seed + i, "") for i in range(runs)]
+    rules: Any = True
+    if args.rules:
+        rules = json.loads(args.rules) if args.rules.lstrip().startswith("{") else args.rules
+        from trackmux.doctor.config import resolve
+
+        try:
+            resolve(rules)
+        except ValueError as exc:
+            parser.error(f"--rules: {exc}")
+    items = [(args.seed + i, "", rules) for i in range(runs)]
     names = sorted(FAULTS)
-    items += [(FAULT_SEED + args.seed + i, names[i % len(names)])
+    items += [(FAULT_SEED + args.seed + i, names[i % len(names)], rules)
               for i in range(per_fault * len(names))]
     started = time.perf_counter()
     results = run_all(items, workers)

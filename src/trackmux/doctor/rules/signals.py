@@ -461,10 +461,12 @@ class RewardHacking(SeriesRule):
         "ignore_falling": Param(["*penalty*", "*length*"], "patterns",
                                 "falls that are no sign of hacking"),
         "trend_window": Param(30, "count", "steps of the lines fitted"),
+        "long_window": Param(100, "count", "steps of a second, longer line fitted when the "
+                             "short one shows no trend: a slow trade is clear only over it"),
         "min_points": Param(8, "count", "least points in a fitted line (sparse logs)"),
         "min_change": Param(0.1, "fraction", "the fall over the window, as a share of "
                             "where the falling key stood"),
-        "sigmas": Param(3.0, "positive", "each slope in standard errors from flat"),
+        "sigmas": Param(3.5, "positive", "each slope in standard errors from flat"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
@@ -474,31 +476,41 @@ class RewardHacking(SeriesRule):
         self.rising = KeyMatcher(self.params["rising_keys"])
         self.ignore = KeyMatcher(self.params["ignore_falling"])
         self.moves: dict[str, tuple[int, int, float, int, float]] = {}
+        #: per key, its last move up (a trade is done once the term stops rising, while
+        #: the other's fall may only now be clear): what ``moves`` held then
+        self.rose: dict[str, tuple[int, int, float, int, float]] = {}
         self.told: set[tuple[str, str]] = set()
         self._rising: frozenset[str] = frozenset()
 
     def size(self) -> int:
-        return int(self.params["trend_window"]) + int(self.params["min_points"]) + 1
+        return max(int(self.params["trend_window"]), int(self.params["long_window"])) + \
+            int(self.params["min_points"]) + 1
 
     def selected(self, data: Mapping[str, Any]) -> list[str]:
         self._rising = frozenset(self.keys_for(self.rising, data))
         return self.keys_for(self.match, data)
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
-        line = trend_window(s, int(self.params["trend_window"]), int(self.params["min_points"]))
-        if line is None:
-            return None
-        steps, values = line
-        n = len(values)
-        slope, t, _ = trend(steps, values)
         noise = self.noise(key, 0)
-        t = ar1_t(t, noise.phi if noise is not None else 0.5)
-        start = median(values[:max(3, n // 5)])
-        change = slope * (steps[-1] - steps[0])
-        sig = self.params["sigmas"]
-        direction = 1 if t >= sig and change > 0 else -1 if t <= -sig and \
-            -change >= self.params["min_change"] * abs(start) and change < 0 else 0
-        self.moves[key] = (step, direction, start, steps[0], values[-1])
+        phi = noise.phi if noise is not None else 0.5
+        for window in (self.params["trend_window"], self.params["long_window"]):
+            line = trend_window(s, int(window), int(self.params["min_points"]))
+            if line is None:
+                return None
+            steps, values = line
+            n = len(values)
+            slope, t, _ = trend(steps, values)
+            t = ar1_t(t, phi)
+            start = median(values[:max(3, n // 5)])
+            change = slope * (steps[-1] - steps[0])
+            sig = self.params["sigmas"]
+            direction = 1 if t >= sig and change > 0 else -1 if t <= -sig and \
+                -change >= self.params["min_change"] * abs(start) and change < 0 else 0
+            self.moves[key] = (step, direction, start, steps[0], values[-1])
+            if direction:
+                if direction == 1:
+                    self.rose[key] = self.moves[key]
+                break
         return None
 
     def update(self, event: Event) -> Sequence[Finding]:
@@ -509,6 +521,10 @@ class RewardHacking(SeriesRule):
         for key, (_, direction, start, first, _) in now.items():
             if key not in self._rising:
                 continue
+            rose = self.rose.get(key)
+            if direction != 1 and rose is not None and \
+                    step - rose[0] <= self.params["long_window"]:
+                direction, start, first = 1, rose[2], rose[3]  # it rose lately
             falling = [k for k, m in now.items() if k != key and m[1] == -1
                        and not self.ignore(k)] if direction == 1 else []
             latch = self.latch(key)
