@@ -2,6 +2,7 @@
 
     python -m benchmarks.log_stall [--points 1000000] [--keys 1] [--import-mlflow]
                                    [--no-provenance] [--backend mlflow|none] [--out F]
+    python -m benchmarks.log_stall --spawns 60 [--niced-spawner]
 
 One trainer logs ``--points`` values (``--keys`` per call, so 1M calls by default) as
 fast as it can into a run whose mlflow backend points at a port nothing listens on (the
@@ -11,8 +12,10 @@ trainer's thread was blocked inside the process (neither running nor waiting for
 from /proc's schedstat: waiting for the GIL or a lock, which trackmux can fix; the rest
 is the OS running other processes, which it cannot), with what the other threads were
 doing when the call ended, so a stall names its cause: the provenance thread, the spool
-writer, delivery monitoring, an import. Linux only. Issue 34.9 saw one call of 12 ms about 5 s
-after ``init()``; docs/performance.md has the numbers before and after.
+writer, delivery monitoring, an import; and how many full garbage collections ran (each
+holds the GIL for its whole length; issue 43 item 17). Linux only. Issue 34.9 saw one
+call of 12 ms about 5 s after ``init()``; docs/performance.md has the numbers before and
+after.
 """
 
 from __future__ import annotations
@@ -54,9 +57,22 @@ def _others() -> dict[str, str]:
 
 def bench(points: int, keys: int, backend: str, provenance: bool, stall_ms: float
           ) -> dict[str, Any]:
+    import gc
+
     import trackmux
 
     names = [f"m/{i}" for i in range(keys)]
+    full: list[float] = []  # full (oldest generation) collections: ms each, GIL held
+    began: list[float] = []
+
+    def collections(phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                began.append(time.perf_counter())
+            elif began:
+                full.append((time.perf_counter() - began.pop()) * 1e3)
+
+    gc.callbacks.append(collections)
     with tempfile.TemporaryDirectory() as tmp:
         options = {"mlflow": {"tracking_uri": _dead_uri()}} if backend == "mlflow" else {}
         start = time.perf_counter_ns()
@@ -85,6 +101,7 @@ def bench(points: int, keys: int, backend: str, provenance: bool, stall_ms: floa
         os.close(sched)
         loop_s = (clock() - start) / 1e9
         run.finish(timeout=5)
+    gc.callbacks.remove(collections)
     result = stats(times)
     slow.sort(key=lambda s: -s[0])
     ours = sorted(slow, key=lambda s: -s[2])  # by the time blocked inside the process
@@ -97,6 +114,8 @@ def bench(points: int, keys: int, backend: str, provenance: bool, stall_ms: floa
             f"calls_over_{stall_ms:g}ms": sum(t > threshold for t in times),
             f"calls_blocked_over_{stall_ms:g}ms": sum(s[2] > threshold for s in slow),
             "max_blocked_ms": round(ours[0][2] / 1e6, 2) if ours else 0.0,
+            "full_collections": len(full),
+            "max_full_collection_ms": round(max(full, default=0.0), 2),
             "slowest": [_slow(s) for s in slow[:3]],
             "most_blocked": [_slow(s) for s in ours[:5]]}
 
@@ -117,6 +136,53 @@ def _slow(entry: tuple[int, int, int, dict[str, str]]) -> dict[str, Any]:
             "blocked_ms": round(blocked / 1e6, 2), "other_threads": others}
 
 
+def spawns(count: int, niced_spawner: bool, stall_ms: float) -> dict[str, Any]:
+    """The trainer's ``log()`` loop while another thread starts the provenance probe's
+    command ``count`` times through ``record._run_niced`` (the child is lowered to nice 10).
+    ``niced_spawner``: that thread first lowers itself to nice 10, as the helper did before
+    issue 43 item 17, so the two can be compared on one machine at one time."""
+    import trackmux
+    from trackmux.provenance import record
+
+    done = threading.Event()
+
+    def spawner() -> None:
+        if niced_spawner:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), record.NICE)
+        for _ in range(count):
+            with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out:
+                given.write(b"[]")
+                given.seek(0)
+                record._run_niced([sys.executable, "-S", "-E", "-c", "pass"], given, out)
+            time.sleep(0.01)
+        done.set()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run = trackmux.init(project="bench", backends=[], dir=tmp, provenance=False)
+        log, clock = run.log, time.perf_counter_ns
+        sched = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        threshold = int(stall_ms * 1e6)
+        blocked: list[int] = []
+        calls = 0
+        thread = threading.Thread(target=spawner)
+        thread.start()
+        while not done.is_set():
+            before = os.pread(sched, 64, 0)
+            t0 = clock()
+            log({"m": 0.5}, step=calls)
+            took = clock() - t0
+            if took > threshold:
+                blocked.append(_blocked(took, before, os.pread(sched, 64, 0)))
+            calls += 1
+        thread.join()
+        os.close(sched)
+        run.finish(timeout=5)
+    return {"spawns": count, "niced_spawner": niced_spawner, "calls": calls,
+            f"calls_over_{stall_ms:g}ms": len(blocked),
+            f"calls_blocked_over_{stall_ms:g}ms": sum(b > threshold for b in blocked),
+            "max_blocked_ms": round(max(blocked, default=0) / 1e6, 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--points", type=int, default=1_000_000)
@@ -127,7 +193,15 @@ def main() -> None:
     ap.add_argument("--no-provenance", action="store_true")
     ap.add_argument("--stall-ms", type=float, default=3.0)
     ap.add_argument("--out", default="")
+    ap.add_argument("--spawns", type=int, default=0,
+                    help="instead: log() while the probe's command is started this many "
+                         "times (issue 43 item 17)")
+    ap.add_argument("--niced-spawner", action="store_true",
+                    help="with --spawns: the starting thread at nice 10, as before")
     args = ap.parse_args()
+    if args.spawns:
+        print(json.dumps(spawns(args.spawns, args.niced_spawner, args.stall_ms), indent=2))
+        return
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     if args.import_mlflow:
         import mlflow  # noqa: F401

@@ -1,6 +1,7 @@
 """Only the probe process runs below the trainer (issue 34.9): the provenance thread,
 which runs Python and so holds the GIL, keeps the trainer's priority (a niced GIL holder
-made log() wait on a busy machine); the child is forked at nice 10 from a helper thread."""
+made log() wait on a busy machine), and so does the thread that starts the child (issue 43
+item 17); the child runs at nice 10 through ``nice -n``."""
 
 from __future__ import annotations
 
@@ -33,6 +34,29 @@ def test_the_child_runs_at_nice_10_and_the_caller_keeps_its_priority() -> None:
         out.seek(0)
         assert int(out.read()) == max(before, record.NICE)
     assert _priority() == before
+
+
+def test_no_thread_of_the_trainer_runs_python_below_its_priority(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43 item 17: the thread that runs ``Popen``'s Python code (GIL held) keeps the
+    trainer's priority; a helper lowered to nice 10 for the spawn could be left off a busy
+    CPU holding the GIL while ``log()`` waited."""
+    import subprocess
+
+    spawning: list[int] = []
+    real = subprocess.Popen
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            spawning.append(_priority())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Recording)
+    trainer = _priority()
+    with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out:
+        record._run_niced([sys.executable, "-c", "pass"], given, out)
+    assert spawning == [trainer]
+    assert _priority() == trainer
 
 
 def test_a_failing_child_raises_in_the_caller() -> None:

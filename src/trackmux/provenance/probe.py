@@ -141,7 +141,7 @@ if __name__ == "__main__":
     with contextlib.suppress(OSError):
         import os
 
-        current = os.nice(0)  # inherited from the provenance thread (record.py): 10
+        current = os.nice(0)  # 10 when started through `nice -n 10` (record.py)
         if current < 10:  # started some other way: below the trainer all the same
             os.nice(10 - current)
     sys.path[:0] = [p for p in json.loads(sys.stdin.read() or "[]") if p not in sys.path]

@@ -4,15 +4,16 @@ Where each part runs (the ``init()`` budget is 50 ms more than without, see
 docs/performance.md): :func:`snapshot.snapshot` (copies) in the trainer's thread at
 ``init()``; git
 (status, remote, diff), package versions, CPU model and NVML in a child process
-(``probe.py``), started by a short-lived helper thread at nice 10 and awaited by a bare
-thread at the trainer's priority (started without waiting for the OS to schedule it),
-which also redacts the command line (the probe redacts the diff as text, after git.py
-left out the files secret by name), then writes ``save_code``'s artifact (the entry
-script redacted the same way) and appends ONE ``ProvenanceEvent``. Nothing unredacted
-leaves this thread: the spool, every backend and the reports get these copies. Only the
-helper, which holds the GIL for little more than the fork, runs at nice 10: a niced
-thread that runs Python holds the GIL at a priority the OS deprioritises, so on a busy
-machine the trainer's ``log()`` waited for it (issue 34.9).
+(``probe.py``) started through ``nice -n 10`` and awaited by a bare thread at the
+trainer's priority (started without waiting for the OS to schedule it), which also
+redacts the command line (the probe redacts the diff as text, after git.py left out the
+files secret by name), then writes ``save_code``'s artifact (the entry script redacted
+the same way) and appends ONE ``ProvenanceEvent``. Nothing unredacted leaves this
+thread: the spool, every backend and the reports get these copies. No thread of the
+trainer's process runs at a lower priority: a niced thread that runs Python holds the
+GIL at a priority the OS deprioritises, so on a busy machine the trainer's ``log()``
+waited for it (issue 34.9: the collector; issue 43 item 17: the helper that ran
+``Popen`` at nice 10); only the child process is lowered.
 ``finish()`` waits for that thread up to its finish hook's deadline (at most 5 s); a run
 that ends sooner still gets the event, with the sections not read by then named under
 ``incomplete``. Nothing here touches ``log()``'s path.
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import _thread
 import logging
-import sys
+import os
 import tempfile
 import threading
 import time
@@ -37,7 +38,7 @@ from trackmux.provenance.snapshot import snapshot
 
 log = logging.getLogger("trackmux")
 PROBE_TIMEOUT = 60.0
-#: the provenance thread's and the probe process's nice value (below the trainer's 0)
+#: the probe process's nice value (below the trainer's 0)
 NICE = 10
 _collectors: weakref.WeakKeyDictionary[Any, Collector] = weakref.WeakKeyDictionary()
 
@@ -115,7 +116,7 @@ class Collector:
 
         try:
             # -S -E: no site import (the trainer's sys.path is handed over on stdin), so
-            # the child starts in ~10 ms; it is forked at nice 10 (_run_niced)
+            # the child starts in ~10 ms; it runs at nice 10 (_run_niced)
             with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out:
                 given.write(json.dumps(sys.path).encode())
                 given.seek(0)
@@ -190,53 +191,42 @@ def script_copy(entry: Any) -> str | None:
 
 def _run_niced(args: list[str], given: Any, out: Any) -> None:
     """Run ``args`` (stdin from ``given``, stdout to ``out``: files, so no Python loop
-    copies pipes) from a helper thread lowered to nice 10, so the child starts below the
-    trainer; the helper then only waits in ``waitpid`` (GIL released). Raises
-    ``subprocess.CalledProcessError`` or ``TimeoutExpired`` as ``subprocess.run`` does."""
+    copies pipes) at nice 10, below the trainer, and wait for it in ``waitpid`` (GIL
+    released). Raises ``subprocess.CalledProcessError`` or ``TimeoutExpired`` as
+    ``subprocess.run`` does.
+
+    The calling thread keeps the trainer's priority: a thread lowered to nice 10 that runs
+    ``Popen``'s Python code holds the GIL, and on a busy machine the OS can leave it off
+    the CPU with the GIL for tens of ms while the trainer's ``log()`` waits for it (issue
+    43 item 17). The child is lowered instead: through ``nice -n 10`` where the command
+    exists (below the trainer from its first instruction), else by the probe itself."""
     import subprocess
 
-    outcome: dict[str, BaseException | None] = {}
-
-    def spawn_and_wait() -> None:
-        _lower_this_thread()
-        try:
-            proc = subprocess.Popen(args, stdin=given, stdout=out,
-                                    stderr=subprocess.DEVNULL)
-            try:
-                code = proc.wait(PROBE_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise
-            outcome["error"] = (subprocess.CalledProcessError(code, args) if code
-                                else None)
-        except BaseException as exc:  # handed to the caller's thread
-            outcome["error"] = exc
-
-    helper = threading.Thread(target=spawn_and_wait, name="trackmux-provenance-probe",
-                              daemon=True)
-    helper.start()
-    helper.join()
-    if outcome.get("error") is not None:
-        raise outcome["error"]  # type: ignore[misc]
-
-
-def _lower_this_thread() -> None:
-    """Nice 10 for this thread only (Linux keeps a nice value per thread), so the probe
-    process forked from it runs below the trainer from its first instruction, not only
-    after its interpreter started (its own ``os.nice`` came ~20 ms of CPU too late)."""
-    import os
-
-    get_id = getattr(threading, "get_native_id", None)
-    if get_id is None or not hasattr(os, "setpriority") or not sys.platform.startswith(
-            "linux"):
-        return
+    command = [*_nice_prefix(), *args]
+    proc = subprocess.Popen(command, stdin=given, stdout=out, stderr=subprocess.DEVNULL)
     try:
-        current = os.getpriority(os.PRIO_PROCESS, get_id())
-        if current < NICE:
-            os.setpriority(os.PRIO_PROCESS, get_id(), NICE)
+        code = proc.wait(PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+    if code:
+        raise subprocess.CalledProcessError(code, args)
+
+
+def _nice_prefix() -> list[str]:
+    """``["/usr/bin/nice", "-n", "10"]``: what takes the child from this thread's nice value
+    to ``NICE`` (nothing when it is there already, or without the command)."""
+    import shutil
+
+    if os.name != "posix":
+        return []
+    try:
+        increment = NICE - os.nice(0)  # this thread's value on Linux, the process's elsewhere
     except OSError:
-        pass
+        return []
+    path = shutil.which("nice") if increment > 0 else None
+    return [path, "-n", str(increment)] if path else []
 
 
 def start(run: Any) -> None:

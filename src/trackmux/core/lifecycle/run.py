@@ -363,9 +363,9 @@ class Run:
         if self._next_log:
             self._log_deferred(step)
         if metrics and self._pid == os.getpid():
-            # a plain tuple, made a MetricsEvent by the writer: the garbage collector stops
+            # one flat tuple, made a MetricsEvent by the writer: the garbage collector stops
             # tracking it at once (spool/writer.py ``Queued``, issue 43 item 17)
-            self._spool.append((metrics, step, time.time()))
+            self._spool.append((step, time.time(), *metrics, *metrics.values()))
         elif metrics:
             self._forked()
 

@@ -176,20 +176,28 @@ def connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
 
 
 #: What waits in the writer's queue: events, events the writer finishes
-#: (:class:`DeferredEvent`), and a metrics event as the plain tuple ``(data, step, time)``
-#: (``Run.log``): a tuple of untracked objects leaves the garbage collector's lists at its
-#: first young collection, where a ``MetricsEvent`` would be tracked until written. At a
-#: million calls a second the queued events were promoted to the oldest generation and
-#: died there, so full collections of the whole heap ran every few thousand calls, each
-#: holding the GIL (12 ms with mlflow imported) inside a ``log()`` or in the writer
+#: (:class:`DeferredEvent`), and a metrics event as one flat tuple ``(step, time, *keys,
+#: *values)`` (``Run.log``, :func:`metrics_event`). A tuple that holds no container
+#: leaves the garbage collector's lists at its first young collection, where a
+#: ``MetricsEvent`` (or a tuple holding a dict) stays tracked until written: queued that
+#: long, events were promoted to the oldest generation and died there, so full
+#: collections of the whole heap ran every few thousand calls, each holding the GIL for
+#: its whole length (12 ms with mlflow imported) inside a ``log()`` or in the writer
 #: (issue 43 item 17).
-Queued = Event | DeferredEvent | tuple[dict[str, Any], int, float]
+Queued = Event | DeferredEvent | tuple[Any, ...]
+
+
+def metrics_event(queued: tuple[Any, ...]) -> MetricsEvent:
+    """The event of a queued ``(step, time, *keys, *values)``."""
+    half = (len(queued) - 2) // 2
+    return MetricsEvent(dict(zip(queued[2:2 + half], queued[2 + half:], strict=True)),
+                        queued[0], queued[1])
 
 
 def event_bytes(event: Queued) -> int:
     """A rough size in memory of one queued event (used only while the spool is unwritable)."""
     if isinstance(event, tuple):
-        return 200 + 80 * len(event[0])
+        return 200 + 40 * len(event)
     if isinstance(event, DeferredEvent):
         return 200 + event.size()
     if isinstance(event, MetricsEvent):
@@ -513,7 +521,7 @@ class SpoolWriter:
             self._progress += 1
             # a metrics tuple becomes its event here and dies young: kept in the batch it
             # would outlive the young collections (Queued)
-            event = MetricsEvent(*queued) if isinstance(queued, tuple) else queued
+            event = metrics_event(queued) if isinstance(queued, tuple) else queued
             try:
                 if isinstance(event, DeferredEvent):
                     event = batch[i] = event.resolve()  # kept resolved if the batch is retried
@@ -523,7 +531,7 @@ class SpoolWriter:
                 if size > self._max_value:  # SQLite would refuse the whole transaction
                     raise ValueError(f"{size} bytes encoded, above SQLite's limit of "
                                      f"{self._max_value} for one value")
-                encoded.append((row, blob))
+                encoded.append((*row, blob))  # flat: untracked by the collector at once
             except Exception as exc:
                 self.status.dropped += 1
                 self.status.unstorable += 1
@@ -543,14 +551,14 @@ class SpoolWriter:
                 "SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]))
         except (sqlite3.DatabaseError, TypeError, ValueError):  # a damaged index: ours
             seq = self._last_seq
-        for _row, blob in encoded:
+        for *_, blob in encoded:
             if blob is not None:
                 conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
         first = seq
 
         def rows() -> Iterator[tuple[Any, ...]]:
             """Made as SQLite takes them, so a waiting caller sees the insert move."""
-            for number, ((kind, step, ts, body), _blob) in enumerate(encoded, first + 1):
+            for number, (kind, step, ts, body, _blob) in enumerate(encoded, first + 1):
                 self._progress += 1
                 yield number, kind, step, ts, body, codec.row_crc(number, kind, step, ts, body)
 
