@@ -311,7 +311,64 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "its line's words (fairness_entropy_mean, reward_before_norm_mean, "
               "flat_reward_groups_pct, ...); the log starts collapsed (fairness entropy "
               "0.03-0.06 from step 1), so the onset is the first step"),
+    "rfs-ch06-grpo-no-kl-2048-length-runaway": dict(
+        framework="custom", format="csv",
+        source="https://github.com/rasbt/reasoning-from-scratch/blob/"
+               "1bb6f1ea6489d853c15f44b777590ac83a85024f/ch06/02_rlvr_grpo_scripts_intro/"
+               "logs/rlvr_grpo_original_no_kl_metrics.csv",
+        source_title="reasoning-from-scratch, chapter 6: the committed metrics of the "
+                     "hand-written GRPO script without KL (rlvr_grpo_original_no_kl.py)",
+        thread_label="the author, in the README beside the log: 'the original (\"vanilla\") "
+                     "GRPO method with these settings is not very stable for more than 50 "
+                     "steps, and you may want to consider the improved versions in chapter 7 "
+                     "if you want to train for more than 50 steps'; the log itself shows the "
+                     "responses running to the 2,048-token cap, the reward at 0 on half the "
+                     "steps and the loss growing to -8,310 from about step 190",
+        label="failure", fault="length_runaway", onset_step=191,
+        notes="the committed metrics file, all 258 rows of the run (columns step, loss, "
+              "reward_avg, avg_response_len; total_steps and tokens_per_sec left out, and the "
+              "file's last ten rows, two 5-step restarts); a hand-written loop with its own "
+              "key names; the onset is where the responses first run to 1,400+ tokens on "
+              "consecutive steps with the reward at 0 (191-192) and the loss jumps to -1,210 "
+              "(193)"),
+    "rfs-ch07-format-reward-hacking": dict(
+        framework="custom", format="csv",
+        source="https://github.com/rasbt/reasoning-from-scratch/blob/"
+               "f57c7e8d1499886b94de2db288fc97726483df91/ch07/02_logs/"
+               "7_6_plus_format_reward_metrics.csv",
+        source_title="reasoning-from-scratch, chapter 7.6: the committed metrics of the "
+                     "hand-written GRPO script with a <think> format reward",
+        thread_label="the author (chapter 7.6.2, quoted from the book's published Chinese "
+                     "edition): the model improves at first, then gets worse in evaluation "
+                     "accuracy while the average reward stays roughly constant; it 'gets too "
+                     "much reward from simply following the <think> tag format' and 'does not "
+                     "pay enough attention to answer correctness'",
+        label="failure", fault="reward_hacking", onset_step=150,
+        notes="the committed metrics file, rows 1-300 of 500 (columns step, reward_avg, "
+              "format_reward_avg, avg_response_len, adv_std, entropy_avg, eval_acc; loss, "
+              "kl_loss, policy_ratio, adv_avg constant, total_steps and tokens_per_sec left "
+              "out); eval_acc (MATH-500, every 50 steps) 57.2 at step 100 falls to 33.0 at "
+              "150, the onset; from 163 most steps score the format only (format 1.0, reward "
+              "0.1); entropy_avg rises from 0.2-0.6 to 2-3 by step 150 and 4-11 later"),
     # ---- healthy ------------------------------------------------------------------------
+    "rfs-ch07-clip-ratio-stable": dict(
+        framework="custom", format="csv",
+        source="https://github.com/rasbt/reasoning-from-scratch/blob/"
+               "0bea405674541abb2dbc9ca3823de718ed4a2e39/ch07/02_logs/"
+               "7_4_plus_clip_ratio_metrics.txt",
+        source_title="reasoning-from-scratch, chapter 7.4: the committed console log of the "
+                     "hand-written GRPO script with clipped policy ratios",
+        thread_label="the author (chapter 7.4.2, quoted from the book's published Chinese "
+                     "edition): 'compared with the previous training run, the training with "
+                     "clipped policy ratios is indeed more stable, as there is no clear drop "
+                     "in the average reward or evaluation accuracy around step 400'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed console log, all 500 lines, each line transcribed to one CSV "
+              "row with its numbers unedited (fields step, loss, reward_avg, "
+              "avg_response_len, adv_std, entropy_avg, policy_ratio; tokens_per_sec and "
+              "adv_avg left out); reward_avg swings 0-1 per step around a steady level, "
+              "entropy_avg 0.02-0.73 until step 484 and single steps up to 3.46 in the last "
+              "16, policy_ratio single steps from 0.02 to 36.3"),
     "unsloth-qwen25-grpo-notebook-reference": dict(
         framework="trl", format="notebook_table",
         source="https://github.com/unslothai/notebooks/blob/"
@@ -327,6 +384,23 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "line; the reward stays near 0.1 for ~75 steps, then rises in bursts towards "
               "2.75 (the maximum) with many groups still at reward_std 0; kl grows from 0 to "
               "0.03-0.17; completion_length falls from the 200-token cap to ~100-190"),
+    "unsloth-llama32-3b-advanced-grpo-notebook-reference": dict(
+        framework="trl", format="notebook_table",
+        source="https://github.com/unslothai/notebooks/blob/"
+               "016b8dce8bee9ec8d94efc84863d5c327aa8956c/nb/"
+               "Advanced_Llama3_2_(3B)_GRPO_LoRA.ipynb",
+        source_title="unslothai/notebooks: Advanced Llama 3.2 (3B) GRPO LoRA",
+        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
+                     "see the `reward` column increase! You might have to wait 150 to 200 "
+                     "steps for any action. You'll probably get 0 reward for the first 100 "
+                     "steps. Please be patient!'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the training cell's saved HTML table (500 steps), rows 1-180 and its first "
+              "six columns (Step, Training Loss, reward, reward_std, completion_length, kl; "
+              "the four reward-component columns left out); the reward rises from -1.25..-0.19 "
+              "(steps 1-33) to 0.8-1.9 from step 73; kl 0 -> 0.01-0.06 with single-step "
+              "spikes to 0.30, 0.58, 1.71 and 2.64 (steps 113, 134, 130, 111), each back at "
+              "~0.02 the next step"),
     "unsloth-phi4-grpo-notebook-reference": dict(
         framework="trl", format="notebook_table",
         source="https://github.com/unslothai/notebooks/blob/"
