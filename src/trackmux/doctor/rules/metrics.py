@@ -705,10 +705,10 @@ class LengthBlowup(SeriesRule):
     """Response length runs away (``grow`` times its level) or collapses (below ``shrink``
     of it), or the truncated share (``clip_keys``) climbs past ``clip_bound`` and
     ``clip_rise`` above its level. The level is anchored: the lowest (for a rise) or
-    highest (for a fall) rolling median of the last ``lookback`` checks, so a length that
-    creeps up over hundreds of steps is measured from where it started, not from the
-    drift's own last stretch. A truncation rise while the reward stays flat is said so
-    (the policy spends its budget without gaining).
+    highest (for a fall) rolling median of the last ``lookback`` checks and ``within``
+    steps, so a length that creeps up over hundreds of steps is measured from where it
+    started, not from the drift's own last stretch. A truncation rise while the reward
+    stays flat is said so (the policy spends its budget without gaining).
 
     Pinned at its cap: the length's recent median at ``pinned`` of the cap (``cap``, or
     the run's config: rules/length_cap.py), or a truncated share at ``pinned_clip``,
@@ -727,6 +727,10 @@ class LengthBlowup(SeriesRule):
         "recent": Param(5, "count", "steps in the recent median"),
         **WINDOW_PARAMS,
         "lookback": Param(300, "count", "checks back the anchored level is looked for"),
+        "within": Param(1000, "count", "... and steps back, at most: a length that grows "
+                        "2.5x over more steps is a reasoning run learning to answer at length "
+                        "(DeepSeek-R1-Zero, DAPO: up to 1.3-2x per 1,000 steps), not a "
+                        "runaway"),
         "grow": Param(2.5, "positive"),
         "shrink": Param(0.3, "fraction"),
         "sigmas": Param(4.0, "positive"),
@@ -843,6 +847,9 @@ class LengthBlowup(SeriesRule):
         level_now = (median(before), steps[-recent_n - window_n], steps[-recent_n - 1])
         levels[0].add(level_now)
         levels[1].add(level_now)
+        cutoff = step - self.params["within"]  # a level from further back is forgotten
+        levels[0].forget(lambda item: item[1] < cutoff)
+        levels[1].forget(lambda item: item[1] < cutoff)
         recent = median(s.tail(recent_n))
         noise = self.params["sigmas"] * robust_sigma(before)
         if key in self._clip_now:
@@ -907,8 +914,9 @@ class ValRegression(Detector):
     """A validation score (higher is better) drops ``drop`` below its best so far (of the
     best, or of the gain since the first evaluation, whichever is larger) for ``persist``
     evaluations in a row; once ``min_history`` evaluations show the score's own noise, the
-    drop must also be ``sigmas`` of it (a best so far is the luckiest evaluation yet, and a
-    small benchmark's score moves by several points from one evaluation to the next)."""
+    drop from the highest median of 3 evaluations in a row must also be ``sigmas`` of it
+    (a best so far is the luckiest evaluation yet, and a small benchmark's score moves by
+    several points from one evaluation to the next)."""
 
     rule = "val_regression"
     kinds = frozenset({"metrics"})
@@ -916,8 +924,9 @@ class ValRegression(Detector):
         "keys": Param(["@val_reward", "!*loss*", "!*std*", "!*length*"], "patterns",
                       "held-out scores (dialects.py), or patterns"),
         "drop": Param(0.25, "fraction"),
-        "sigmas": Param(5.0, "positive", "the drop in the score's own noise (stats.Noise: "
-                        "the sigma of one evaluation, serial correlation included)"),
+        "sigmas": Param(4.0, "positive", "the drop from the highest median of 3 evaluations "
+                        "in the score's own noise (stats.Noise: the sigma of one evaluation, "
+                        "serial correlation included)"),
         "min_history": Param(6, "count", "evaluations before the noise is judged"),
         "persist": Param(2, "count", "evaluations in a row"),
         "severity": Param("warning", "severity"),
@@ -930,6 +939,9 @@ class ValRegression(Detector):
         self.latches: dict[str, Latch] = {}
         self.recent: dict[str, Series] = {}
         self.noises: dict[str, Noise] = {}
+        #: the highest median of 3 evaluations in a row: a best that one lucky (or
+        #: heavy-tailed) evaluation does not set, for the drop judged in the noise
+        self.steady: dict[str, float] = {}
 
     def update(self, event: Event) -> Sequence[Finding]:
         if not isinstance(event, MetricsEvent):
@@ -946,10 +958,16 @@ class ValRegression(Detector):
             series = self.recent.setdefault(key, Series(self.params["persist"] + 1))
             series.add(event.step, value)
             noise = self.noises.setdefault(key, Noise(160))
-            bad = drop >= self.params["drop"] * scale
-            # the noise of the evaluations before those judged together (``persist``)
+            if len(noise.values) >= 3:
+                steady = median([noise.values[-3], noise.values[-2], noise.values[-1]])
+                self.steady[key] = max(self.steady.get(key, steady), steady)
+            # judged once 3 evaluations come before those judged together (``persist``):
+            # a best that is the first evaluation or two is no level yet
+            bad = drop >= self.params["drop"] * scale and \
+                len(noise.values) - (self.params["persist"] - 1) >= 3
+            # the noise of the evaluations before those judged together
             if bad and noise.estimate(self.params["persist"] - 1, self.params["min_history"]):
-                bad = drop >= self.params["sigmas"] * noise.sigma
+                bad = self.steady.get(key, best) - value >= self.params["sigmas"] * noise.sigma
             noise.add(value)
             latch = self.latches.setdefault(key, Latch(self.params["persist"]))
             if latch.check(bad, event.step):

@@ -401,6 +401,21 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "(steps 1-33) to 0.8-1.9 from step 73; kl 0 -> 0.01-0.06 with single-step "
               "spikes to 0.30, 0.58, 1.71 and 2.64 (steps 113, 134, 130, 111), each back at "
               "~0.02 the next step"),
+    "unsloth-qwen3-4b-grpo-notebook-reference": dict(
+        framework="trl", format="notebook_table",
+        source="https://github.com/unslothai/notebooks/blob/"
+               "0114b779decfaadf0888c002eae1a19334258dc6/nb/Qwen3_(4B)-GRPO.ipynb",
+        source_title="unslothai/notebooks: Qwen3 (4B) GRPO",
+        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
+                     "see the `reward` column increase! You might have to wait 150 to 200 "
+                     "steps for any action. You'll probably get 0 reward for the first 100 "
+                     "steps. Please be patient!' (the run stops at step 100)",
+        label="healthy", fault=None, onset_step=None,
+        notes="the training cell's saved HTML table, all 100 rows and its first six columns "
+              "(Step, Training Loss, reward, reward_std, completion_length, kl; the four "
+              "reward-component columns left out); the reward is at its floor -7.5 with every "
+              "completion at the 1846-token cap on 40 of the 100 steps and 2.75-13.0 on "
+              "others, no trend; kl 0.08-0.27 with single steps at 3.25 (14) and 0.57 (42)"),
     "unsloth-phi4-grpo-notebook-reference": dict(
         framework="trl", format="notebook_table",
         source="https://github.com/unslothai/notebooks/blob/"
