@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 MAD_TO_SIGMA = 1.4826  # MAD of a normal sample times this estimates its sigma
@@ -180,6 +180,14 @@ class SlidingBest:
 
     def best(self) -> tuple[Any, ...]:
         return self.items[0][1]
+
+    def forget(self, old: Callable[[tuple[Any, ...]], bool]) -> None:
+        """Drop the oldest items while ``old`` says so (a window in steps rather than in
+        items: an item's step is part of it); the newest is always kept. The best of the
+        rest is then the best of the newer items, as the deque holds them in order."""
+        items = self.items
+        while len(items) > 1 and old(items[0][1]):
+            items.popleft()
 
 
 def trend(steps: Sequence[int], values: Sequence[float]) -> tuple[float, float, float]:
