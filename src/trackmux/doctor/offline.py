@@ -6,7 +6,8 @@ logging long ago while its trainer lives is found stalled, as the live doctor wo
 Some findings can only be judged live: a ``stall`` of a trainer that then crashed leaves no
 trace in the events (no later step shows the gap), and a rule's thresholds may have been
 another rules file's. So :func:`diagnose_run` merges the findings the live doctor stored in
-the spool with the re-run's, one per (rule, onset step, keys), the stored one kept."""
+the spool with the re-run's, one per finding id in its latest state, the stored one kept
+where both have it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.events import FindingEvent
+from trackmux.core.events import FindingEvent, latest_findings
 from trackmux.doctor.config import resolve
 from trackmux.doctor.coverage import RULE as COVERAGE_RULE
 from trackmux.doctor.engine import Doctor
@@ -39,8 +40,9 @@ class Diagnosis:
 
 def diagnose(run_dir: Path, setting: Any = True) -> list[FindingEvent]:
     """Every finding of the rules ``setting`` enables (config.resolve) over ``run_dir``,
-    re-run over its events (the live doctor's stored findings left out)."""
-    return _rerun(run_dir, setting, [], [])[0]
+    re-run over its events (the live doctor's stored findings left out), one per finding
+    id in its latest state (a finding that grew was updated while its episode lasted)."""
+    return latest_findings(_rerun(run_dir, setting, [], [])[0])
 
 
 def diagnose_explained(run_dir: Path, setting: Any = True
@@ -85,21 +87,17 @@ def live_declaration(meta: dict[str, Any]) -> dict[str, list[str]]:
     return {str(k): list(v) for k, v in declared.items() if isinstance(v, list)}
 
 
-def _identity(finding: FindingEvent) -> tuple[str, int, tuple[str, ...]]:
-    return finding.rule, finding.step, tuple(finding.keys)
-
-
 def diagnose_run(run_dir: Path, setting: Any = True) -> Diagnosis:
     """What ``trackmux doctor`` reports: the stored findings of the live doctor, whatever
     ``setting`` says (they were judged on the live run), plus the re-run's findings that
-    are not among them."""
+    are not among them; one per finding id, in its latest state (of the same revision,
+    the stored one)."""
     damage: list[str] = []
     stored: list[FindingEvent] = []
     found, why = _rerun(run_dir, setting, damage, stored)
     coverage = why.pop("coverage")
     stored = [f for f in stored if f.rule != COVERAGE_RULE]
-    seen = {_identity(f) for f in stored}
-    merged = [*stored, *(f for f in found if _identity(f) not in seen)]
+    merged = latest_findings([*found, *stored])
     merged.sort(key=lambda f: (f.step, f.seq == 0, f.seq))
     return Diagnosis(merged, list(dict.fromkeys(damage)), len(stored), why, coverage)
 
