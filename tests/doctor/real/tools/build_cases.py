@@ -416,6 +416,22 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "reward-component columns left out); the reward is at its floor -7.5 with every "
               "completion at the 1846-token cap on 40 of the 100 steps and 2.75-13.0 on "
               "others, no trend; kl 0.08-0.27 with single steps at 3.25 (14) and 0.57 (42)"),
+    "unsloth-llama31-3b-advanced-grpo-notebook-reference": dict(
+        framework="trl", format="notebook_table",
+        source="https://github.com/unslothai/notebooks/blob/"
+               "03104b338a1f0e3ca341467fc0449d122f2e2c44/nb/"
+               "Advanced_Llama3_1_(3B)_GRPO_LoRA.ipynb",
+        source_title="unslothai/notebooks: Advanced Llama 3.1 (3B) GRPO LoRA",
+        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
+                     "see the `reward` column increase! You might have to wait 150 to 200 "
+                     "steps for any action. You'll probably get 0 reward for the first 100 "
+                     "steps. Please be patient!'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the training cell's saved HTML table (saved at step 294 of 1000), rows 1-136 "
+              "and its first six columns (Step, Training Loss, reward, reward_std, "
+              "completion_length, kl; the four reward-component columns left out); the "
+              "reward rises from -1.2..-0.3 (steps 1-58) to mostly 0.9-4.0 (86-136); kl 0 -> "
+              "0.01-0.08 with one step at 0.196 (120)"),
     "unsloth-phi4-grpo-notebook-reference": dict(
         framework="trl", format="notebook_table",
         source="https://github.com/unslothai/notebooks/blob/"
