@@ -16,7 +16,6 @@ and the report).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from trackmux.core.events import FindingEvent
@@ -123,38 +122,3 @@ def live_finding(coverage: Mapping[str, Any], step: int, time: float
     if not (declared or unjudged):
         return None
     return FindingEvent(RULE, "info", (), line(coverage), step, time)
-
-
-def scan(run_dir: Path, setting: Any = True) -> dict[str, Any]:
-    """The coverage of a run's spool, read cheaply for the UI and the report: the rules
-    are fed one metrics event per distinct key set and one event per kind and key of the
-    rest (what a rule could read, not what it would find), with the run's own declaration
-    (``init(signals=...)``) as ``trackmux doctor`` uses it."""
-    from trackmux.core.events import EVENT_KINDS
-    from trackmux.core.spool.reader import SpoolReader
-    from trackmux.doctor.config import resolve
-    from trackmux.doctor.engine import Doctor
-    from trackmux.doctor.offline import live_declaration
-
-    rules = resolve(setting)
-    reader = SpoolReader(run_dir)
-    try:
-        declared = live_declaration(reader.meta())
-        if declared and rules:
-            rules["signals"] = {**declared, **rules.get("signals", {})}
-        doctor = Doctor(rules)
-        wanted = doctor.kinds
-        skip = frozenset(EVENT_KINDS) - wanted if wanted is not None else frozenset()
-        seen: set[Any] = set()
-        for event in reader.iter_events(page=5000, skip=skip | {"finding"}):
-            data = getattr(event, "data", None)
-            mark = (tuple(data) if event.kind == "metrics" and isinstance(data, Mapping)
-                    else (event.kind, getattr(event, "key", "")))
-            if mark in seen:
-                continue
-            if len(seen) < 10_000:
-                seen.add(mark)
-            doctor.feed(event)
-        return doctor.coverage()
-    finally:
-        reader.close()

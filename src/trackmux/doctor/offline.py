@@ -12,6 +12,7 @@ where both have it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,3 +106,35 @@ def diagnose_run(run_dir: Path, setting: Any = True) -> Diagnosis:
 def coverage_of(run_dir: Path, setting: Any = True) -> dict[str, Any]:
     """What the doctor reads of ``run_dir`` (doctor/coverage.py), from a re-run."""
     return dict(_rerun(run_dir, setting, [], [])[1]["coverage"])
+
+
+def scan_coverage(run_dir: Path, setting: Any = True) -> dict[str, Any]:
+    """The coverage of a run's spool, read cheaply for the UI and the report: the rules
+    are fed one metrics event per distinct key set and one event per kind and key of the
+    rest (what a rule could read, not what it would find), with the run's own declaration
+    (``init(signals=...)``) as ``trackmux doctor`` uses it."""
+    from trackmux.core.events import EVENT_KINDS
+    from trackmux.core.spool.reader import SpoolReader
+
+    rules = resolve(setting)
+    reader = SpoolReader(run_dir)
+    try:
+        declared = live_declaration(reader.meta())
+        if declared and rules:
+            rules["signals"] = {**declared, **rules.get("signals", {})}
+        doctor = Doctor(rules)
+        wanted = doctor.kinds
+        skip = frozenset(EVENT_KINDS) - wanted if wanted is not None else frozenset()
+        seen: set[Any] = set()
+        for event in reader.iter_events(page=5000, skip=skip | {"finding"}):
+            data = getattr(event, "data", None)
+            mark = (tuple(data) if event.kind == "metrics" and isinstance(data, Mapping)
+                    else (event.kind, getattr(event, "key", "")))
+            if mark in seen:
+                continue
+            if len(seen) < 10_000:
+                seen.add(mark)
+            doctor.feed(event)
+        return doctor.coverage()
+    finally:
+        reader.close()

@@ -79,6 +79,23 @@ _live: list[weakref.ref[Tracking]] = []
 _warned: set[str] = set()
 
 
+def _has_stop_policy(trainer: Any) -> bool:
+    """Whether a verl trainer's config sets ``trainer.trackmux.doctor.stop_on``."""
+    from trackmux.integrations import stopping
+
+    try:
+        options = (plain_config(trainer.config).get("trainer") or {}).get("trackmux") or {}
+    except Exception:
+        options = {}
+    return stopping.configured(options.get("doctor") if isinstance(options, dict) else None)
+
+
+def _live_runs() -> list[Any]:
+    """The runs of the drop-in's Trackings that are not finished yet."""
+    trackings = [ref() for ref in _live]
+    return [t.run for t in trackings if t is not None and not t._finished]
+
+
 def plain_config(config: Any) -> dict[str, Any]:
     """verl's config as plain containers (an OmegaConf DictConfig is resolved)."""
     if config is None:
@@ -397,7 +414,7 @@ def install() -> None:
     verl_watch.install()  # engines register their models (watched only when asked)
     from trackmux.integrations import verl_stop
 
-    verl_stop.install_rank_hook()  # SFT ranks decide a doctor's stop together
+    verl_stop.install_rank_hook(_live_runs, _has_stop_policy)  # SFT ranks stop together
     if getattr(tracking_module, "Tracking", None) is Tracking:
         return
     _originals["Tracking"] = tracking_module.Tracking

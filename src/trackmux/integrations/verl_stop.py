@@ -131,11 +131,20 @@ RANK_MODULE = "verl.workers.engine_workers"
 _MARK = "__trackmux_stop__"
 #: each SPMD SFT trainer seen: whether it has a stop policy (asked once per trainer)
 _policies: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+#: what the drop-in (integrations/verl.py) tells the hook: its live runs, and whether a
+#: trainer's config asks for a stop policy; handed over, not imported (no import loop)
+_live_runs: Callable[[], list[Any]] = list
+_has_policy: Callable[[Any], bool] = bool
 
 
-def install_rank_hook() -> None:
+def install_rank_hook(live_runs: Callable[[], list[Any]],
+                      has_policy: Callable[[Any], bool]) -> None:
     """Wrap ``TrainingWorker.train_batch`` now if its module is imported, else when it is
-    (a one-shot import hook). Idempotent; costs nothing until the module loads."""
+    (a one-shot import hook). Idempotent; costs nothing until the module loads.
+    ``live_runs()``: the drop-in's unfinished runs; ``has_policy(trainer)``: whether that
+    trainer's config sets ``trainer.trackmux.doctor.stop_on``."""
+    global _live_runs, _has_policy
+    _live_runs, _has_policy = live_runs, has_policy
     module = sys.modules.get(RANK_MODULE)
     if module is not None:
         _wrap_train_batch(module)
@@ -223,24 +232,6 @@ def _agree_at_step_start() -> None:
         trainer.total_training_steps = step
         for run in runs:
             stopping.say_stopping(run, f"verl's {type(trainer).__name__} (every rank)", step)
-
-
-def _has_policy(trainer: Any) -> bool:
-    from trackmux.integrations import stopping
-    from trackmux.integrations.verl import plain_config
-
-    try:
-        options = (plain_config(trainer.config).get("trainer") or {}).get("trackmux") or {}
-    except Exception:
-        options = {}
-    return stopping.configured(options.get("doctor") if isinstance(options, dict) else None)
-
-
-def _live_runs() -> list[Any]:
-    from trackmux.integrations import verl
-
-    trackings = [ref() for ref in verl._live]
-    return [t.run for t in trackings if t is not None and not t._finished]
 
 
 def _device() -> Any:

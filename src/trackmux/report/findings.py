@@ -63,7 +63,8 @@ def findings_section(runs: Sequence[RunData], found: dict[str, list[dict[str, An
 def coverage_lines(runs: Sequence[RunData]) -> str:
     """Per run, what the doctor read (doctor/coverage.py): a run it could not judge is
     never shown as one with nothing wrong."""
-    from trackmux.doctor.coverage import line, scan
+    from trackmux.doctor.coverage import line
+    from trackmux.doctor.offline import scan_coverage as scan
 
     items = []
     for run in runs:

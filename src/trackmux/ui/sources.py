@@ -70,7 +70,7 @@ def without_coverage(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def load_coverage(run_dir: Path) -> dict[str, Any]:
-    """What the doctor reads of the run (``trackmux.doctor.coverage.scan``): ``judged``,
+    """What the doctor reads of the run (``trackmux.doctor.offline.scan_coverage``): ``judged``,
     ``verdict`` and ``line``, its one-line text; scanned again once the spool changed."""
     module = _module("trackmux.doctor.coverage")
     state: list[Any] = [str(run_dir)]
@@ -83,7 +83,7 @@ def load_coverage(run_dir: Path) -> dict[str, Any]:
     key = tuple(state)
     hit = _coverage.get(key)
     if hit is None:
-        coverage = module.scan(run_dir)
+        coverage = _module("trackmux.doctor.offline").scan_coverage(run_dir)
         hit = {"judged": bool(coverage["judged"]), "verdict": coverage["verdict"],
                "line": module.line(coverage)}
         if len(_coverage) >= 256:
