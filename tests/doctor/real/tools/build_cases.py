@@ -432,6 +432,23 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "completion_length, kl; the four reward-component columns left out); the "
               "reward rises from -1.2..-0.3 (steps 1-58) to mostly 0.9-4.0 (86-136); kl 0 -> "
               "0.01-0.08 with one step at 0.196 (120)"),
+    "unsloth-deepseek-r1-0528-qwen3-8b-grpo-notebook-reference": dict(
+        framework="trl", format="notebook_table",
+        source="https://github.com/unslothai/notebooks/blob/"
+               "10dc9577461fc14cc879cb742a474ceb0e684951/nb/"
+               "DeepSeek_R1_0528_Qwen3_(8B)_GRPO.ipynb",
+        source_title="unslothai/notebooks: DeepSeek R1 0528 Qwen3 (8B) GRPO",
+        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
+                     "see the `reward` column increase! You might have to wait 150 to 200 "
+                     "steps for any action. You'll probably get 0 reward for the first 100 "
+                     "steps. Please be patient!' (the run stops at step 100)",
+        label="healthy", fault=None, onset_step=None,
+        notes="the training cell's saved HTML table, all 100 rows and its first six columns "
+              "(Step, Training Loss, reward, reward_std, completion_length, kl; the five "
+              "reward-component columns left out); 4 generations a prompt, so reward_std is 0 "
+              "on many steps; the reward is -7.0..2.5, mean -3.0 on steps 1-34 and 0.24 on "
+              "35-100; completion_length 81-207; kl 0 -> 0.0005-0.03 with one step at 0.17 "
+              "(92)"),
     "unsloth-phi4-grpo-notebook-reference": dict(
         framework="trl", format="notebook_table",
         source="https://github.com/unslothai/notebooks/blob/"
