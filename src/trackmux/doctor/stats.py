@@ -267,7 +267,7 @@ class Noise:
 
     __slots__ = ("count", "every", "phi", "sigma", "values")
 
-    def __init__(self, size: int = 160, every: int = 4) -> None:
+    def __init__(self, size: int = 160, every: int = 16) -> None:
         self.values: deque[float] = deque(maxlen=size)
         self.every = every
         self.count = 0

@@ -479,6 +479,9 @@ class RewardHacking(SeriesRule):
         #: per key, its last move up (a trade is done once the term stops rising, while
         #: the other's fall may only now be clear): what ``moves`` held then
         self.rose: dict[str, tuple[int, int, float, int, float]] = {}
+        #: per key, the long line's verdict and the point it was fitted at (refitted
+        #: every 4 points: it moves little from one to the next)
+        self.long: dict[str, tuple[int, int, float, int]] = {}
         self.told: set[tuple[str, str]] = set()
         self._rising: frozenset[str] = frozenset()
 
@@ -494,6 +497,13 @@ class RewardHacking(SeriesRule):
         noise = self.noise(key, 0)
         phi = noise.phi if noise is not None else 0.5
         for window in (self.params["trend_window"], self.params["long_window"]):
+            cached = self.long.get(key)
+            if window == self.params["long_window"] and cached is not None and \
+                    s.count - cached[0] < 4:
+                self.moves[key] = (step, *cached[1:], s.values[-1])
+                if cached[1] == 1:
+                    self.rose[key] = self.moves[key]
+                break
             line = trend_window(s, int(window), int(self.params["min_points"]))
             if line is None:
                 return None
@@ -507,6 +517,8 @@ class RewardHacking(SeriesRule):
             direction = 1 if t >= sig and change > 0 else -1 if t <= -sig and \
                 -change >= self.params["min_change"] * abs(start) and change < 0 else 0
             self.moves[key] = (step, direction, start, steps[0], values[-1])
+            if window == self.params["long_window"]:
+                self.long[key] = (s.count, direction, start, steps[0])
             if direction:
                 if direction == 1:
                     self.rose[key] = self.moves[key]
