@@ -48,16 +48,13 @@ KNOWN_GAPS: dict[str, str] = {
     "grpodual-handwritten-entropy-collapse": (
         "entropy_collapse looks for a fall from the run's own entropy level and the "
         "first-point checks have no entropy floor: a hand-written loop whose fairness entropy "
-        "is 0.03-0.06 from its first step (4 steps) raises nothing; the run is 'not judged' "
-        "(no reward or KL key by its words; flat_reward_groups_pct is read as a reward "
-        "component, not as the zero-std share)"),
+        "is 0.03-0.06 from its first step (4 steps) raises nothing; the doctor reads "
+        "fairness_entropy_mean as the entropy and reward_before_norm_mean as the reward (by "
+        "their words), but flat_reward_groups_pct not as the zero-std share (zero_std_groups "
+        "does not run)"),
     "openr1-255-format-up-accuracy-down": (
         "reward_hacking fits a trend per reward component and needs min_points (8) per "
         "line; the excerpt has 3 points (format 0.48 -> 0.86 while accuracy 0.16 -> 0.06)"),
-    "unsloth-phi4-grpo-notebook-reference": (
-        "reward_collapse raises a critical finding at step 37 on a GRPO reward that sits on "
-        "its format-only floor (0.125, reward_std 0) and bursts to 1.2-2.0 on some steps: "
-        "a fall back to the floor after a burst is read as a collapse"),
     "unsloth-mistral7b-grpo-notebook-reference": (
         "kl_blowup warns at step 86 on a per-token KL that rises 0 -> 0.1-0.4 over 80 steps "
         "while the reward rises -0.5 -> 0.2 and then holds: a KL that grows while the reward "
