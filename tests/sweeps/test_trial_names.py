@@ -46,3 +46,18 @@ def test_a_trial_name_is_short_and_the_programs_own_name_wins(
     finally:
         named.finish()
         unnamed.finish()
+
+
+def test_the_sweeps_run_name_template_names_the_trials_and_is_checked() -> None:
+    from trackmux.sweeps.spec import SweepSpecError, parse
+
+    spec = parse({"program": "train.py", "method": "random",
+                  "run_name": "grpo-${trial} lr${optim.lr} ${kl_coef}",
+                  "parameters": {"optim": {"parameters": {"lr": {"values": [0.001]}}},
+                                 "kl_coef": {"values": [0.05]}}})
+    assert spec.run_name is not None
+    assert trial_name(3, {"optim.lr": 0.0012345, "kl_coef": 0.05}, spec.run_name) == \
+        "grpo-3 lr0.00123 0.05"
+    with pytest.raises(SweepSpecError, match=r"run_name: unknown placeholder\(s\) \['\$\{lr\}'\]"):
+        parse({"program": "train.py", "method": "random", "run_name": "x-${lr}",
+               "parameters": {"kl_coef": {"values": [0.05]}}})

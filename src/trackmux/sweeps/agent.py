@@ -230,7 +230,7 @@ class Agent:
         env[join.TRIAL] = str(number)
         env[join.PARAMS] = json.dumps(params)
         env[join.CLAIM] = str(claim)
-        env[join.RUN_NAME] = join.trial_name(number, params)
+        env[join.RUN_NAME] = join.trial_name(number, params, self.spec.run_name)
         if self.spec.project:
             env.setdefault("TRACKMUX_PROJECT", self.spec.project)
         return env

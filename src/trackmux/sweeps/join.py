@@ -7,8 +7,8 @@ program it starts, and every ``trackmux.init`` in that program reads them.
 ``TRACKMUX_SWEEP_CLAIM``    a file the first run of the trial creates with its id and folder,
                             so the agent follows that run's spool (read-only)
 ``TRACKMUX_RUN_NAME``       the run's name when the program passes none (:func:`trial_name`:
-                            ``trial-5 lr=0.00693 kl_coef=0.05``), so a list of runs says which
-                            trial each one is
+                            ``trial-5 lr=0.00693 kl_coef=0.05``, or the sweep's ``run_name``
+                            template), so a list of runs says which trial each one is
 
 The config gets ``sweep: {id, trial, params}`` (``trackmux_sweep`` if the program's own
 config already has a ``sweep`` key), so every backend shows the sweep and the trial
@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from typing import Any
 
 from trackmux.core.lifecycle.run import Run, on_run_init, on_run_start
@@ -36,15 +37,28 @@ RUN_NAME = "TRACKMUX_RUN_NAME"
 MAX_TRIAL_NAME = 120
 
 
-def trial_name(number: int, params: dict[str, Any]) -> str:
+_PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+
+
+def placeholders(template: str) -> list[str]:
+    """The names a ``run_name`` template asks for (``${trial}``, ``${lr}``)."""
+    return _PLACEHOLDER.findall(template)
+
+
+def trial_name(number: int, params: dict[str, Any], template: str | None = None) -> str:
     """``trial-5 lr=0.00693 kl_coef=0.05``: the trial and its parameters, numbers to three
-    significant digits (the config keeps them exact), cut at ``MAX_TRIAL_NAME``."""
+    significant digits (the config keeps them exact), cut at ``MAX_TRIAL_NAME``. With the
+    sweep's ``run_name`` template, ``${trial}`` and ``${<parameter>}`` filled in instead."""
     def short(value: Any) -> str:
         if isinstance(value, float):
             return f"{value:.3g}"
         return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
-    name = " ".join([f"trial-{number}", *(f"{k}={short(v)}" for k, v in params.items())])
+    if template:
+        values = {"trial": str(number), **{k: short(v) for k, v in params.items()}}
+        name = _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
+    else:
+        name = " ".join([f"trial-{number}", *(f"{k}={short(v)}" for k, v in params.items())])
     return name if len(name) <= MAX_TRIAL_NAME else name[:MAX_TRIAL_NAME - 1] + "…"
 
 

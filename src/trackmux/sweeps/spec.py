@@ -57,7 +57,7 @@ PARAM_KEYS = {"distribution", "value", "values", "min", "max", "q", "mu", "sigma
               "probabilities", "a", "b", "parameters"}
 TOP_KEYS = {"program", "command", "method", "metric", "parameters", "early_terminate",
             "prune", "name", "description", "project", "entity", "run_cap", "sampler",
-            "controller", "imports", "job"}
+            "controller", "imports", "job", "run_name"}
 DEFAULT_COMMAND: tuple[str, ...] = ("${env}", "${interpreter}", "${program}", "${args}")
 
 
@@ -162,6 +162,8 @@ class SweepSpec:
     run_cap: int | None = None
     sampler: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
+    #: the trial runs' name, ``${trial}`` and ``${<parameter>}`` filled in (sweeps/join.py)
+    run_name: str | None = None
 
     @property
     def direction(self) -> str:
@@ -431,16 +433,24 @@ def parse(data: Any) -> SweepSpec:
         else:
             errors.append(f"sampler: unknown key {key!r}; known: seed, n_startup_trials, "
                           "constant_liar")
-    for key in ("name", "project"):
+    for key in ("name", "project", "run_name"):
         if data.get(key) is not None and not isinstance(data.get(key), str):
             errors.append(f"{key}: must be a string, got {data.get(key)!r}")
+    if isinstance(data.get("run_name"), str):
+        from trackmux.sweeps.join import placeholders
+
+        known = ["trial", *(p.name for p in params)]
+        wrong = [n for n in placeholders(data["run_name"]) if n not in known]
+        if wrong:
+            errors.append(f"run_name: unknown placeholder(s) {['${' + n + '}' for n in wrong]}; "
+                          f"known: {['${' + n + '}' for n in known]}")
     if errors:
         raise SweepSpecError(errors)
     return SweepSpec(program=program, command=command, method=str(method),
                      metric_name=metric_name, goal=goal, summary=summary,
                      params=tuple(params), early_terminate=early, prune=prune,
                      name=data.get("name"), project=data.get("project"), run_cap=run_cap,
-                     sampler=dict(sampler), raw=dict(data))
+                     sampler=dict(sampler), raw=dict(data), run_name=data.get("run_name"))
 
 
 class MissingLibrary(RuntimeError):
