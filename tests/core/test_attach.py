@@ -113,23 +113,118 @@ def test_a_sink_that_falls_behind_bounds_the_worker_buffer_and_counts_drops(
     transport = _FullSink()
     handle = AttachedRun(transport, run_id=None, role="w", flush_interval=0.05,
                          max_buffered=100)
-    # The flusher's tries (each takes the queue out, is told "full", puts it back) are
-    # held off while the test logs and looks: one in between let log() see a short queue
-    # and take more than the bound. Then the flusher stops, and flush() alone tries.
-    with handle._send_lock, caplog.at_level(logging.ERROR, logger="trackmux"):
+    # The flusher keeps trying meanwhile (takes a batch out, is told "full", puts it
+    # back): a batch out of the queue still counts against the bound.
+    with caplog.at_level(logging.ERROR, logger="trackmux"):
         for step in range(250):
             handle.log({"a": float(step)}, step=step)
-        assert len(handle._queue) == 100
-        assert handle.dropped == 150
-        assert sum("buffer is full" in r.getMessage() for r in caplog.records) == 1
-        handle._stop.set()
-        handle._wake.set()
+    assert handle.dropped == 150
+    assert sum("buffer is full" in r.getMessage() for r in caplog.records) == 1
+    handle._stop.set()
+    handle._wake.set()
     handle._thread.join(10)
     assert not handle._thread.is_alive()
+    assert len(handle._queue) == 100
     tried = transport.calls
     assert not handle.flush(0.3)
     assert transport.calls > tried  # the sink was asked and said full
     assert [e.step for e in handle._queue] == list(range(100))  # order kept, nothing lost
+
+
+class _HeldSink:
+    """A transport whose first batch is held (the sink busy) until the test releases
+    it, then refused ("full"); later batches are taken and recorded in order."""
+
+    heartbeat = False
+
+    def __init__(self) -> None:
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self.reachable = threading.Event()  # no batch can leave before the test says so
+        self.taken: list[int] = []
+        self._first = True
+
+    def connect(self) -> bool:
+        return self.reachable.is_set()
+
+    def push(self, batch: int, events: list[Any], dropped: int, flushed_at: float,
+             inputs: list[Any] | None = None) -> str:
+        if events and self._first:
+            self._first = False
+            self.holding.set()
+            assert self.release.wait(30), "the test never released the held batch"
+            return "full"
+        self.taken.extend(e.step for e in events)
+        return "ok"
+
+    def describe(self) -> str:
+        return "a held sink"
+
+
+def _hold_a_batch(max_buffered: int = 100_000) -> tuple[AttachedRun, _HeldSink]:
+    """A handle whose flusher holds steps 0-9 out of its queue, in a push the sink has
+    not answered (it waits for ``sink.release``)."""
+    sink = _HeldSink()
+    handle = AttachedRun(sink, run_id=None, role="w", flush_interval=60.0,
+                         max_buffered=max_buffered)
+    for step in range(10):
+        handle.log({"a": float(step)}, step=step)
+    sink.reachable.set()
+    handle._wake.set()  # the flusher sends now (one batch of all 10), not in 60 s
+    assert sink.holding.wait(30), "the flusher never sent"
+    return handle, sink
+
+
+def test_flush_is_false_while_the_flusher_holds_a_batch_the_sink_has_not_taken() -> None:
+    handle, sink = _hold_a_batch()
+    try:
+        assert not handle._queue  # the batch is out of the queue, not at the sink
+        # issue 46: flush() looked at the queue alone and said True here
+        assert not handle.flush(0)
+        assert not handle.flush(0.2)  # and honours its deadline while the send is held
+        assert sink.taken == []
+    finally:
+        sink.release.set()
+    assert handle.flush(30)  # refused once, put back, then taken
+    assert sink.taken == list(range(10))
+    handle.close()
+
+
+def test_flush_counts_what_the_sink_took_not_what_the_queue_still_holds() -> None:
+    handle, sink = _hold_a_batch()
+    done: list[bool] = []
+    flusher = threading.Thread(target=lambda: done.append(handle.flush(30)))
+    flusher.start()  # waits for the held send, then sends the batch itself
+    sink.release.set()
+    flusher.join(60)
+    assert done == [True]
+    assert sink.taken == list(range(10))  # True only once the sink had all of them
+    handle.close()
+
+
+def test_a_batch_in_flight_counts_against_the_buffer_bound() -> None:
+    handle, sink = _hold_a_batch(max_buffered=10)
+    try:
+        for step in range(10, 15):  # the queue looks empty; the 10 in flight are not gone
+            handle.log({"a": float(step)}, step=step)
+        assert handle.dropped == 5
+    finally:
+        sink.release.set()
+    assert handle.flush(30)
+    assert sink.taken == list(range(10))
+    handle.close()
+
+
+def test_flush_is_false_when_the_sink_closed_with_events_unsent() -> None:
+    class Closed(_FullSink):
+        def push(self, batch: int, events: list[Any], dropped: int, flushed_at: float,
+                 inputs: list[Any] | None = None) -> str:
+            return "closed"
+
+    handle = AttachedRun(Closed(), run_id=None, role="w", flush_interval=60.0)
+    handle.log({"a": 1.0})
+    assert not handle.flush(5)  # discarded when the sink went, not sent
+    assert handle.gone
 
 
 def test_drops_reach_the_run_as_dropped_events(memory_backend: Any, tmp_path: Path) -> None:

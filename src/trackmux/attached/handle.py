@@ -5,7 +5,9 @@ append to an in-memory deque: no I/O and no round trip on the caller's thread. A
 background thread sends the buffer to the sink at least every ``flush_interval``
 seconds and at exit. The buffer is bounded: while the sink cannot take more, events
 wait in it, and past ``max_buffered`` new events are dropped, counted, reported once,
-and the count reaches the run (``dropped_events``).
+and the count reaches the run (``dropped_events``). A batch the flusher has taken out to
+send still counts against the bound, and ``flush()`` counts what the sink accepted (not
+what the buffer no longer holds), so a batch in flight is never mistaken for a sent one.
 
 A sink that is gone (the driver finished, or died) turns every call into a no-op after
 one warning; nothing here raises into the worker's code (bad input is dropped, named once
@@ -102,7 +104,11 @@ class AttachedRun:
         # bad input: dropped, named once (in this worker's log) and counted; raised if strict
         self._intake = Intake(strict, where=f"attached worker{f' {role}' if role else ''}")
         self._inputs_sent = 0  # the intake's version the driver last took
+        #: held while a batch is out of the queue: connect, push, put back on refusal
         self._send_lock = threading.Lock()
+        #: events the flusher took out of the queue and has not yet resolved (sent or put
+        #: back): log() counts them against max_buffered without taking the lock
+        self._inflight = 0
         self._before_flush: list[Callable[[], None]] = []
         self._nodes: Any = None  # NodeSampling once the sink said this node is sampled
         self._plan_asked = False
@@ -259,15 +265,26 @@ class AttachedRun:
         self._before_flush.append(callback)
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Send everything logged so far; False if it could not all be sent in time."""
+        """Send everything logged so far; True only once the sink accepted all of it,
+        False if that did not happen in time (or the sink went away first).
+
+        The target is read under the send lock, when no batch is in flight: every event
+        appended before this call is then either counted in ``sent`` or in the queue."""
         deadline = time.monotonic() + timeout
         self._run_before_flush()
-        while time.monotonic() < deadline:
-            self._send_all(deadline)
-            if not self._queue or self._gone:
-                return not self._queue
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-        return not self._queue
+        if not self._send_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return False  # the flusher's send did not end in time: not all accepted
+        try:
+            target = self.sent + len(self._queue)
+        finally:
+            self._send_lock.release()
+        while True:
+            self._send_all(deadline)  # also when nothing is queued: drop counts, hello
+            if self.sent >= target:
+                return True
+            if self._gone or time.monotonic() >= deadline:
+                return False
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))  # "full": retry
 
     def close(self, timeout: float = 10.0) -> bool:
         """Flush and stop the background thread (also run at interpreter exit)."""
@@ -313,7 +330,7 @@ class AttachedRun:
 
     def _put(self, event: Event) -> None:
         queue = self._queue
-        if len(queue) >= self.max_buffered:
+        if len(queue) + self._inflight >= self.max_buffered:
             self.dropped += 1
             if "full" not in self._warned:
                 self._warned.add("full")
@@ -382,46 +399,58 @@ class AttachedRun:
                 log.exception("trackmux: a before-flush callback of an attached run failed")
 
     def _send_all(self, deadline: float) -> None:
-        with self._send_lock:
+        if not self._send_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            return  # another send holds its batch past this caller's deadline
+        try:
             if self._gone:
                 return
-            try:
+            if not self._connected:
+                self._connected = self._transport.connect()
                 if not self._connected:
-                    self._connected = self._transport.connect()
-                    if not self._connected:
-                        self._not_connected()
-                        return
-                first = getattr(self._transport, "heartbeat", False)
-                while ((self._queue or first or self._intake.version() != self._inputs_sent)
-                       and time.monotonic() < deadline):
-                    first = False
-                    if not self._send_one():
-                        return
-            except SinkGone as exc:
-                self._went(str(exc))
+                    self._not_connected()
+                    return
+            first = getattr(self._transport, "heartbeat", False)
+            while ((self._queue or first or self._intake.version() != self._inputs_sent)
+                   and time.monotonic() < deadline):
+                first = False
+                if not self._send_one():
+                    return
+        except SinkGone as exc:
+            self._went(str(exc))
+        finally:
+            self._send_lock.release()
 
     def _send_one(self) -> bool:
         queue = self._queue
         now = time.time()
-        batch: list[Event] = []
-        while queue and len(batch) < BATCH_EVENTS:
-            batch.append(queue.popleft())
+        # only this (lock-holding) sender pops, so ``take`` events are there; counted in
+        # flight before they leave the queue, so log()'s bound never sees them vanish
+        take = min(len(queue), BATCH_EVENTS)
+        self._inflight = take
+        batch = [queue.popleft() for _ in range(take)]
         empty_after = not queue
         number = self._batch + 1 if batch else self._batch
         version = self._intake.version()
         inputs = self._inputs() if version != self._inputs_sent else None
-        result = self._transport.push(number, batch, self.dropped,
-                                      now if empty_after else self._flushed_at, inputs)
+        try:
+            result = self._transport.push(number, batch, self.dropped,
+                                          now if empty_after else self._flushed_at, inputs)
+        except BaseException:
+            queue.extendleft(reversed(batch))  # not known to be taken: keep it, in order
+            self._inflight = 0
+            raise
         if result in ("ok", "stop"):
             if result == "stop":
                 self.should_stop = True
             self._inputs_sent = version
             self._batch = number
             self.sent += len(batch)
+            self._inflight = 0
             if empty_after:
                 self._flushed_at = now
             return bool(queue)
         queue.extendleft(reversed(batch))  # not taken: keep order, retry on the next tick
+        self._inflight = 0
         if result == "closed":
             raise SinkGone(f"the run's sink ({self._transport.describe()}) is closed: the "
                            "driver finished the run")
