@@ -8,25 +8,28 @@ from pathlib import Path
 from typing import Any
 
 import trackmux
+from trackmux.testing import faults
 
 
-def test_slow_backend_does_not_slow_log_or_the_healthy_backend(
+def test_a_hung_backend_holds_back_neither_log_nor_the_healthy_backend(
         test_backends: Any, spool_dir: Path) -> None:
-    run = trackmux.init(project="fanout", backends=["slow", "memory"], dir=spool_dir,
-                        backend_options={"slow": {"delay": 5.0}})
-    durations = []
+    # "hanging" blocks in write() until faults.release is set, which only the fixture's
+    # teardown does: every log() below returned, and the memory backend got every step,
+    # while that backend was stuck, so neither waited on it. (log()'s speed is a
+    # performance claim: benchmarks B1/B2, docs/performance.md.)
+    run = trackmux.init(project="fanout", backends=["hanging", "memory"], dir=spool_dir)
     for step in range(10_000):
-        start = time.perf_counter()
         run.log({"loss": 1.0 / (step + 1), "reward/mean": step * 0.001}, step=step)
-        durations.append(time.perf_counter() - start)
-    durations.sort()
-    p99 = durations[int(len(durations) * 0.99)]
+    deadline = time.monotonic() + 120
+    while len(test_backends[run.id].metrics().get("loss", [])) < 10_000:
+        assert time.monotonic() < deadline, "the healthy backend waited on the hung one"
+        time.sleep(0.01)
+    assert not faults.release.is_set()  # the hung backend was stuck all along
     summary = run.finish(timeout=2)
     received = test_backends[run.id].metrics()
-    assert p99 < 1e-3, f"p99 of log() is {p99 * 1e6:.0f} us"
     assert [s for s, _ in received["loss"]] == list(range(10_000))
     assert summary.pending.get("memory") is None
-    assert summary.pending["slow"] > 0  # still in the spool, reported, not lost
+    assert summary.pending["hanging"] > 0  # still in the spool, reported, not lost
 
 
 def test_raising_backend_is_reported_once_and_training_continues(
@@ -54,8 +57,10 @@ def test_backend_hanging_in_open_or_write_respects_finish_deadline(
         run.log({"x": step}, step=step)
     start = time.monotonic()
     summary = run.finish(timeout=1.0)
-    elapsed = time.monotonic() - start
-    assert elapsed < 3.0
+    # The backend never returns from open() (nothing releases it before teardown), so
+    # finish() came back by its deadline or not at all: 30x the deadline is a bound only
+    # a hang passes, not a speed claim (B6 measures finish() against its deadline).
+    assert time.monotonic() - start < 30
     assert summary.pending == {"hanging": 100}
     assert len(test_backends[run.id].metrics()["x"]) == 100
 
