@@ -29,6 +29,7 @@ from trackmux.doctor.stats import (
     Noise,
     Series,
     SlidingBest,
+    diff_sigma,
     finite,
     median,
     ratio,
@@ -288,10 +289,14 @@ class RewardFrozen(SeriesRule):
     every rollout scores the same whatever the prompt (a policy collapsed to one answer, a
     reward model that saturated, or a task all solved or all failed), and the updates
     carry no signal. The second test keeps a reward model's score with a large offset, whose
-    batch means move little against their level, quiet once its usual movement is known.
-    Dated from the first step of the first window that stood still."""
+    batch means move little against their level, quiet once its usual movement is known;
+    with that history its step-to-step moves must also have shrunk to ``shrink`` of the
+    curve's own (stats.Noise, read before the window): a slowly wandering reward (strong
+    serial correlation) spans little in a window without standing still. Dated from the
+    first step of the first window that stood still."""
 
     rule = "reward_frozen"
+    noise_points = 160
     params_spec = {
         "keys": Param(["@reward"], "patterns", "the total reward (dialects.py), or patterns"),
         "window": Param(10, "count", "steps the reward is judged over"),
@@ -329,6 +334,11 @@ class RewardFrozen(SeriesRule):
         frozen = high - low <= self.params["spread"] * abs(level) and (
             len(earlier) < self.params["history"]
             or high - low <= self.params["shrink"] * median(earlier))
+        noise = self.noise(key, n) if frozen and len(earlier) >= self.params["history"] \
+            else None
+        if noise is not None:  # its moves from one point to the next, against the usual
+            usual = noise.sigma * math.sqrt(2.0 * (1.0 - noise.phi))
+            frozen = diff_sigma(values) <= self.params["shrink"] * usual
         if not self.latch(key).check(frozen, first):
             return None
         onset = self.latch(key).onset
