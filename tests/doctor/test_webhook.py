@@ -267,14 +267,15 @@ def test_undelivered_findings_are_the_last_line_and_sigterm_ends_the_retrying(
     assert f"trackmux sync {run_dir} --to webhook" in last
     assert _is_delivery_process(pid), "the delivery process should still be retrying"
     os.kill(pid, signal.SIGTERM)
+    # Left alone it would retry for 120 s (orphan_timeout): gone within half of that, and
+    # saying it stops within its 2 s grace, it heeded SIGTERM (not a speed claim: the
+    # grace's length is the log line's, not this machine's clock).
     start = time.monotonic()
     while _is_delivery_process(pid) and time.monotonic() - start < 60:
         time.sleep(0.05)
-    elapsed = time.monotonic() - start
-    assert not _is_delivery_process(pid)
+    assert not _is_delivery_process(pid), "SIGTERM did not stop the retrying process"
     log_text = (Path(run_dir) / "delivery.log").read_text()
     assert "webhook only retrying: stopping within 2.0 s" in log_text
-    assert elapsed < 10, elapsed  # 2 s of grace; generous for a loaded machine
 
 
 def test_a_held_group_goes_out_when_its_window_ends_without_another_event(

@@ -92,12 +92,14 @@ def test_live_update_without_reload(browser: Any, server_for: Any, tmp_path: Pat
     try:
         page.wait_for_function("() => window.trackmuxUI.state.charts[0].handle.plot.data[0]"
                                ".length >= 10", timeout=10_000)
-        # a step logged now is on the page within 2 s (no reload)
-        logged = time.monotonic()
+        # a step logged now reaches this same page (a marker set before survives, so it
+        # was not reloaded). How soon is a speed claim: benchmarks/ui_scale.py measures
+        # log() -> the open page (docs/performance.md); 60 s only catches "never".
+        page.evaluate("() => { window.__beforeStep5000 = true; }")
         run.log({"reward/mean": 9.5}, step=5000)
         page.wait_for_function("() => window.trackmuxUI.state.charts[0].handle.plot.data[0]"
-                               ".includes(5000)", timeout=2_000)
-        assert time.monotonic() - logged < 2.0
+                               ".includes(5000)", timeout=60_000)
+        assert page.evaluate("() => window.__beforeStep5000 === true")
     finally:
         stop.set()
         trainer.join()
