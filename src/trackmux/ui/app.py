@@ -97,6 +97,7 @@ def build_app(roots: Sequence[Path], *, token: str | None = None, loopback: bool
                             Route("/assets/{name:path}", asset_file), *api])
     app.state.store = store
     app.state.stores = list(boards)  # their sweeps are listed too
+    app.state.boards = goal_boards  # the run list says whether any has goals
     if warm:
         threading.Thread(target=store.warm, name="trackmux-ui-warm", daemon=True).start()
     guard = Guard(app, token, loopback)

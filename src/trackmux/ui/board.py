@@ -6,9 +6,12 @@ Read from the store itself (goals live there), with the UI's read-only role."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 MAX_POINTS = 400
+#: seconds a "has goals" answer is kept (the run list asks every 2 s)
+GOALS_MAX_AGE = 15.0
 
 
 class Board:
@@ -18,6 +21,28 @@ class Board:
         self.dsn = dsn
         self._source: Any = None
         self._lock = threading.Lock()
+        self._has_goals: tuple[float, bool] | None = None  # (asked at, answer)
+
+    def has_goals(self, max_age: float | None = None) -> bool:
+        """Whether any project of the store has a goal (the page shows its "goals" link
+        only then): two small queries, asked again after ``max_age`` seconds; False while
+        the store cannot be read."""
+        now = time.monotonic()
+        cached = self._has_goals
+        if cached is not None and now - cached[0] < (
+                GOALS_MAX_AGE if max_age is None else max_age):
+            return cached[1]
+        with self._lock:
+            try:
+                source = self._open()
+                found = any(source.goals(project) for project in source.projects())
+            except Exception:
+                if self._source is not None:  # reconnect on the next request
+                    self._source.close()
+                    self._source = None
+                found = False
+        self._has_goals = (now, found)
+        return found
 
     def _open(self) -> Any:
         from trackmux.store.read import StoreSource

@@ -102,7 +102,9 @@ def runs(request: Request) -> Response:
                  "sources": {"findings": sources.findings_available(),
                              "samples": sources.samples_available()},
                  "roots": [str(r) for r in store.roots],
-                 "boards": len(stores_of(request))})  # team stores: goals live there
+                 "boards": len(stores_of(request)),  # team stores: goals live there
+                 "goals": any(b.has_goals() for b in getattr(request.app.state, "boards",
+                                                            []))})
 
 
 @guarded

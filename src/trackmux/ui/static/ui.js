@@ -75,7 +75,7 @@
     return api("/api/runs").then(function (body) {
       var before = S.runs.map(function (r) { return r.id; }).join();
       S.runs = body.runs; S.sources = body.sources; S.roots = body.roots || [];
-      document.getElementById("goals-link").hidden = !body.boards;  // goals are a team store's
+      document.getElementById("goals-link").hidden = !body.goals;  // a team store's goals, when set
       if (!S.selected.length && S.runs.length) S.selected = defaultSelection(S.runs);
       renderRuns();
       status(S.runs.length + " runs · cache " + Math.round(body.memory.cached_bytes / 1048576) + " MB");
