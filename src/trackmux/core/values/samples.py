@@ -372,10 +372,10 @@ def _pack_ragged_arrays(name: str, rows: list[Any], lengths: list[int] | None,
             array = np.frombuffer(buffer, dtype=arrays[0].dtype)
             np.concatenate(arrays, out=array)  # one copy, straight into the event's bytes
             return _ragged(name, array, code, _store(code, token_dtype), sizes, buffer)
-        joined = np.concatenate(arrays)
-        if joined.dtype.kind in "UO":
+        flat = np.concatenate(arrays)
+        if flat.dtype.kind in "UO":
             return None  # text: the list path stores it as strings
-        array, dtype, store = _from_numpy(joined, token_dtype)
+        array, dtype, store = _from_numpy(flat, token_dtype)
     return _ragged(name, array, dtype, store, sizes, None)
 
 
