@@ -1,4 +1,4 @@
-"""B16: what ``log_image`` costs the trainer's thread (issue 43 item 19).
+"""B17: what ``log_image`` costs the trainer's thread (issue 43 item 19).
 
     python -m benchmarks.log_image [--size 512] [--calls 30]
 
