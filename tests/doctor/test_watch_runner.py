@@ -67,14 +67,17 @@ def test_only_the_kinds_watchers_read_are_decoded_and_reads_coalesce(
         return read(self, *args, **kwargs)
 
     monkeypatch.setattr(SpoolReader, "read", counted)
+    # A read window longer than the test: every wake-up after the first read falls inside
+    # it, on a quiet machine or a loaded one, so the count of reads below depends on the
+    # rule (wait for the rest of the window) and not on how fast this machine runs.
+    monkeypatch.setattr(watch, "READ_EVERY", 3600.0)
     info = RunInfo("p", "n", "r", tmp_path, 0.0)
     runner = watch.WatchRunner([watch.WatcherSpec(f"{__name__}:recording")], info,
                                alive=lambda: True, on_found=lambda f: None,
                                on_problem=lambda n, m: None)
     runner.start()
     steps, wakeups = 200, 0
-    started = time.monotonic()
-    for step in range(steps):  # a trainer committing every 5 ms, waking the runner each time
+    for step in range(steps):  # a trainer committing often, waking the runner each time
         writer.append(MetricsEvent({"loss": float(step)}, step, 0.0))
         if step % 20 == 0:
             writer.append(TableEvent("t", ("response",), (("x",),), step, 0.0))
@@ -82,19 +85,17 @@ def test_only_the_kinds_watchers_read_are_decoded_and_reads_coalesce(
         writer.flush(10)
         runner.notify()
         wakeups += 1
-        time.sleep(0.005)
-    elapsed = time.monotonic() - started
     last = writer.last_seq
-    assert runner.catch_up(last, time.monotonic() + 10) >= last
+    assert runner.catch_up(last, time.monotonic() + 60) >= last  # catch_up hurries it
     runner.stop()
     runner.thread.join(10)
     writer.close()
     assert [e.step for e in SEEN if isinstance(e, MetricsEvent)] == list(range(steps))
     assert [e.step for e in SEEN if isinstance(e, TableEvent)] == list(range(0, steps, 20))
     assert "image" not in decoded and {"metrics", "table"} <= set(decoded)
-    # about 1 s of commits, 200 wake-ups: a read per READ_EVERY (0.25 s), not per commit
-    assert reads[0] <= elapsed / watch.READ_EVERY + 5, (reads[0], elapsed)
-    assert reads[0] < wakeups / 4, (reads[0], wakeups)
+    # 200 wake-ups: the first read, then none until catch_up() hurried it (then a few
+    # until stop), not one per commit
+    assert 1 <= reads[0] <= 5, (reads[0], wakeups)
 
 
 def test_the_doctor_names_the_kinds_its_rules_read() -> None:
