@@ -57,28 +57,33 @@ def test_the_png_is_made_on_the_spool_writers_thread(tmp_path: Path,
 
 
 def test_an_image_changed_after_the_call_is_logged_as_it_was(tmp_path: Path) -> None:
-    import torch
-
+    try:  # the core env has no torch; the reliability env has
+        import torch
+    except ImportError:
+        torch = None
     array = np.zeros((8, 8), dtype=np.uint8)
-    tensor = torch.zeros((1, 8, 8), dtype=torch.uint8)  # CPU: .numpy() shares its memory
-    pil = Image.new("L", (8, 8), 0)
+    tensor = None if torch is None else torch.zeros((1, 8, 8), dtype=torch.uint8)  # CPU:
+    pil = Image.new("L", (8, 8), 0)                                 # .numpy() shares memory
     path = tmp_path / "frame.png"
     Image.new("L", (8, 8), 0).save(path)
     run = trackmux.init(project="p", backends=[], dir=tmp_path / "runs")
     try:
         run.log_image("array", array, step=1)
-        run.log_image("tensor", tensor, step=1)
+        if tensor is not None:
+            run.log_image("tensor", tensor, step=1)
         run.log_image("pil", pil, step=1)
         run.log_image("path", str(path), step=1)
         # the trainer reuses its buffers at once, before the writer could have encoded
         array[:] = 255
-        tensor.fill_(255)
+        if tensor is not None:
+            tensor.fill_(255)
         pil.paste(255, (0, 0, 8, 8))
         Image.new("L", (8, 8), 255).save(path)
         events = _images(run)
     finally:
         run.finish(timeout=60)
-    assert [e.key for e in events] == ["array", "tensor", "pil", "path"]
+    assert [e.key for e in events] == ["array", *(["tensor"] if tensor is not None else []),
+                                       "pil", "path"]
     for event in events:
         assert (_pixels(event) == 0).all(), event.key
 
