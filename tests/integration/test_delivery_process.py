@@ -13,7 +13,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -204,15 +203,14 @@ def test_trainer_output_pipes_are_not_held_by_the_delivery_process(tmp_path: Pat
         env=child_env(TRAINER_FINISH_TIMEOUT="1", TRAINER_ORPHAN="60",
                       TRACKMUX_DELIVERY_GRACE="1"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    start = time.monotonic()
-    out, err = trainer.communicate(timeout=60)  # returns at the trainer's EOF
-    elapsed = time.monotonic() - start
+    # returns at the trainer's EOF; had the delivery process held the pipes, only at its
+    # exit (60 s of retrying), and it would not be alive below
+    out, err = trainer.communicate(timeout=60)
     run_dir = Path(next(line.split()[1] for line in out.splitlines()
                         if line.startswith("LOGGED")))
     pid = int(next(line.split()[2] for line in out.splitlines() if line.startswith("LOGGED")))
     try:
         assert _alive(pid), "the delivery process should still be retrying mlflow"
-        assert elapsed < 30
         [line] = [x for x in err.splitlines() if "goes on delivering them" in x]
         assert "after this script exits, for up to 60 s" in line  # one line: for how long
         assert f"tail -f {run_dir / 'delivery.log'}" in line      # and how to watch it
