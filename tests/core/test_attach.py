@@ -372,3 +372,45 @@ def test_an_attached_workers_bad_input_counts_in_the_drivers_run(
         assert sum(d["count"] for d in meta.meta()["input_dropped"]) == 3
     finally:
         meta.close()
+
+
+def test_log_never_waits_on_the_node_sampler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sampler's work (on the flusher's thread) is held on an Event until every log()
+    call below returned: they could not have returned had log() waited on it. (What a
+    worker's log() costs is benchmark B8's figure, not this test's.)"""
+    from trackmux.attached import nodes
+
+    in_tick, release = threading.Event(), threading.Event()
+
+    class StuckSampling:
+        sampling = True
+
+        def __init__(self, plan: Any, emit: Any) -> None:
+            pass
+
+        def tick(self) -> None:
+            in_tick.set()
+            release.wait(60)
+
+        def stop(self) -> None:
+            release.set()
+
+    class Planned(_FullSink):
+        def push(self, batch: int, events: list[Any], dropped: int, flushed_at: float,
+                 inputs: list[Any] | None = None) -> str:
+            return "ok"
+
+        def node_plan(self) -> object:
+            return object()
+
+    monkeypatch.setattr(nodes, "NodeSampling", StuckSampling)
+    handle = AttachedRun(Planned(), run_id=None, role="w", flush_interval=60.0)
+    try:
+        assert in_tick.wait(30), "the flusher never started sampling"
+        for step in range(1000):
+            handle.log({"a": float(step)}, step=step)
+        assert len(handle._queue) == 1000 and handle.dropped == 0
+    finally:
+        release.set()
+    assert handle.flush(30) and handle.sent == 1000
+    handle.close()
