@@ -923,10 +923,10 @@ class LengthBlowup(SeriesRule):
 class ValRegression(Detector):
     """A validation score (higher is better) drops ``drop`` below its best so far (of the
     best, or of the gain since the first evaluation, whichever is larger) for ``persist``
-    evaluations in a row; once ``min_history`` evaluations show the score's own noise, the
-    drop from the highest median of 3 evaluations in a row must also be ``sigmas`` of it
-    (a best so far is the luckiest evaluation yet, and a small benchmark's score moves by
-    several points from one evaluation to the next)."""
+    evaluations in a row, measured from the highest median of 3 evaluations in a row (a
+    best so far is the luckiest evaluation yet, and a small benchmark's score moves by
+    several points from one evaluation to the next); once ``min_history`` evaluations show
+    the score's own noise, the drop must also be ``sigmas`` of it."""
 
     rule = "val_regression"
     kinds = frozenset({"metrics"})
@@ -964,7 +964,6 @@ class ValRegression(Detector):
                 continue
             best, best_step, first = self.best.get(key, (value, event.step, value))
             scale = max(best - first, abs(best), 1e-12)
-            drop = best - value
             series = self.recent.setdefault(key, Series(self.params["persist"] + 1))
             series.add(event.step, value)
             noise = self.noises.setdefault(key, Noise(160))
@@ -972,12 +971,14 @@ class ValRegression(Detector):
                 steady = median([noise.values[-3], noise.values[-2], noise.values[-1]])
                 self.steady[key] = max(self.steady.get(key, steady), steady)
             # judged once 3 evaluations come before those judged together (``persist``):
-            # a best that is the first evaluation or two is no level yet
-            bad = drop >= self.params["drop"] * scale and \
+            # a best that is the first evaluation or two is no level yet; the drop is
+            # judged from the steady best (one lucky evaluation is no level either)
+            steady_drop = self.steady.get(key, best) - value
+            bad = steady_drop >= self.params["drop"] * scale and \
                 len(noise.values) - (self.params["persist"] - 1) >= 3
             # the noise of the evaluations before those judged together
             if bad and noise.estimate(self.params["persist"] - 1, self.params["min_history"]):
-                bad = self.steady.get(key, best) - value >= self.params["sigmas"] * noise.sigma
+                bad = steady_drop >= self.params["sigmas"] * noise.sigma
             noise.add(value)
             latch = self.latches.setdefault(key, Latch(self.params["persist"]))
             if latch.check(bad, event.step):
