@@ -17,7 +17,9 @@ pytest.importorskip("transformers")
 
 MAX_STEPS = 100_000  # the run would go on for hours: only the doctor's stop ends it early
 NAN_AFTER = 5  # the weights go NaN at the end of this step: the loss of the next is NaN
-DEADLINE = 120.0  # the test's own guard: a run that never stops fails, it does not hang
+# the test's own guard: a run that never stops fails, it does not hang. The doctor stops it
+# within seconds; 600 s is a bound only a run that never stops reaches (not a speed claim)
+DEADLINE = 600.0
 
 
 def _meta(run_dir: Path) -> dict[str, Any]:

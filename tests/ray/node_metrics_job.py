@@ -126,7 +126,7 @@ def job(out_dir: str) -> dict[str, Any]:
         "heir_sampling": heir_sampling, "closed_at": closed_at,
         "samples": {k: sorted(v) for k, v in samples.items()},
         "keys": sorted(k for k in keys if k.startswith("system/")),
-        "log_us": {"median": statistics.median(all_costs),
+        "log_us": {"calls": len(all_costs), "median": statistics.median(all_costs),
                    "p99": sorted(all_costs)[int(0.99 * len(all_costs))]},
         "status": summary.status,
     }

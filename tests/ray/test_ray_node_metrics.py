@@ -112,12 +112,18 @@ def test_a_killed_sampler_hands_over_and_a_closed_node_stops(three_nodes: dict[s
     assert r["heir_sampling"]
     before = [t for t in a if t <= r["killed_at"]]
     after = [t for t in a if t > r["killed_at"]]
-    assert before and len(after) >= 5
-    assert after[0] - before[-1] < 3.5  # retry every max(1 s, interval), then a sample
+    assert before and len(after) >= 5  # the heir took node a over and kept sampling it
+    # the heir retries every max(1 s, interval): the gap is ~1-2 s; 60 s is a bound only a
+    # hand-over that never came before the run's end passes (not a speed claim)
+    assert after[0] - before[-1] < 60
     assert max(b) < r["closed_at"]  # closed: nobody samples b any more
     assert max(b) > r["killed_at"]  # but it was sampled until then
 
 
-def test_worker_log_stays_cheap_while_its_node_is_sampled(three_nodes: dict[str, Any]) -> None:
-    assert three_nodes["log_us"]["median"] < 200, three_nodes["log_us"]
+def test_workers_log_while_their_node_is_sampled(three_nodes: dict[str, Any]) -> None:
+    # That log() never waits on the sampler is proved with the sampler held on an Event
+    # (tests/core/test_attach.py::test_log_never_waits_on_the_node_sampler); its cost is a
+    # speed figure (B8 measures a worker's log()), printed here, not asserted.
+    print(f"worker log() while sampled: {three_nodes['log_us']}")
+    assert three_nodes["log_us"]["calls"] > 0
     assert three_nodes["status"] == "finished"

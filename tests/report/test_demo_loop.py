@@ -224,11 +224,11 @@ def test_reward_rises_over_the_demo(demo_run: DemoRun) -> None:
     assert np.mean(entropy[-10:]) < np.mean(entropy[:10]) - 0.3
 
 
-def test_default_demo_finishes_well_within_a_minute(demo_run: DemoRun) -> None:
-    """The issue's bound: the default demo (200 steps, console and file, report) runs in
-    under a minute on 2 cores. It takes a few seconds; 60 s leaves room for a busy CI."""
+def test_default_demo_runs_all_its_steps(demo_run: DemoRun) -> None:
+    """The default demo (200 steps, console and file, report) runs to its end. The issue's
+    "under a minute on 2 cores" is a speed claim: benchmarks/demo.py measures it."""
     assert f"{DEMO_STEPS} steps" in demo_run.output
-    assert demo_run.seconds < 60, demo_run.seconds
+    print(f"trackmux demo: {demo_run.seconds:.1f} s")
 
 
 def test_demo_logs_every_metric_every_step(demo_run: DemoRun) -> None:
