@@ -40,6 +40,12 @@ def test_raising_backend_is_reported_once_and_training_continues(
     for step in range(200):
         run.log({"x": step}, step=step)
     run.log_table("t", ["a"], [[1]], step=5)
+    # the raising backend holds finish() to its deadline: the healthy one is waited for
+    # first, so a short deadline on a loaded machine cannot cut it short
+    deadline = time.monotonic() + 120
+    while len(test_backends[run.id].metrics().get("x", [])) < 200:
+        assert time.monotonic() < deadline, "the healthy backend waited on the raising one"
+        time.sleep(0.01)
     summary = run.finish(timeout=3)
     reports = [r for r in caplog.records if "backend 'raising'" in r.getMessage()]
     assert len(reports) == 1, [r.getMessage() for r in reports]

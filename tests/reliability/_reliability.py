@@ -42,3 +42,20 @@ def file_lines(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def wait_delivered(run: Any, backends: list[str], timeout: float = 120.0) -> None:
+    """Wait until each of ``backends`` acknowledged every event logged so far (a run whose
+    other backends are stuck cannot use finish() for this: it waits for those to its
+    deadline, and a short deadline on a loaded machine cut the healthy ones short too)."""
+    import time
+
+    assert run.flush(timeout), "the spool did not commit what was logged"
+    deadline = time.monotonic() + timeout
+    while True:
+        progress = run.delivery()
+        behind = {n: progress[n] for n in backends if progress[n][0] < progress[n][1]}
+        if not behind:
+            return
+        assert time.monotonic() < deadline, f"not delivered in {timeout} s: {behind}"
+        time.sleep(0.05)

@@ -115,7 +115,7 @@ def test_all_ranks_gives_each_rank_its_own_run(
         run.log({"rank": float(rank)})
         runs.append(run)
     for run in runs:
-        assert run.finish(timeout=5).complete
+        assert run.finish(timeout=60).complete  # returns once delivered
     assert [r.name for r in runs] == ["exp", "exp", "exp"]
     assert len({r.id for r in runs}) == 3 and len({r.dir for r in runs}) == 3
     assert len({r.dir for r in runs}) == 3

@@ -146,7 +146,7 @@ def test_a_full_disk_holds_the_buffer_bound_not_twice(
     assert run._spool.status.full is not None and run._spool.status.dropped > 0
     assert peak < 1.4 * bound, f"peak {peak / 2**20:.1f} MB against a {bound / 2**20:.0f} MB bound"
     (disk / "filler").unlink()  # space again: what waited in memory is written
-    summary = run.finish(timeout=10)
+    summary = run.finish(timeout=60)  # returns once what was spooled is delivered
     assert summary.dropped > 0 and summary.events > 1
     [said] = [r.getMessage() for r in caplog.records if f"run {run.id} dropped" in
               r.getMessage()]

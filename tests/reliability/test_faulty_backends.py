@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _reliability import file_lines
+from _reliability import file_lines, wait_delivered
 
 import trackmux
 
@@ -30,6 +30,7 @@ def test_raising_and_hanging_plugins_leave_training_and_other_backends_alone(
         if step % 100 == 0:
             run.log_table("samples", ["prompt", "reward"], [["p", step]], step=step)
             run.log_image("img", np.zeros((4, 4), dtype=np.uint8), step=step)
+    wait_delivered(run, ["memory", "file"])  # while the faulty ones are stuck
     summary = run.finish(timeout=3)
     received = faulty_backends[run.id]
     assert [s for s, _ in received.metrics()["loss"]] == list(range(1500))
@@ -55,6 +56,7 @@ def test_plugin_raising_only_in_write_is_reported_once_over_many_batches(
                         backend_options={"rel-raising": {"where": "write"}})
     for step in range(300):
         run.log({"x": step}, step=step)
+    wait_delivered(run, ["memory"])
     summary = run.finish(timeout=2)
     reports = [r.getMessage() for r in caplog.records if "backend 'rel-raising'" in r.getMessage()]
     assert len(reports) == 1 and "write exploded" in reports[0]
