@@ -350,6 +350,26 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "out); eval_acc (MATH-500, every 50 steps) 57.2 at step 100 falls to 33.0 at "
               "150, the onset; from 163 most steps score the format only (format 1.0, reward "
               "0.1); entropy_avg rises from 0.2-0.6 to 2-3 by step 150 and 4-11 later"),
+    "exploration-grpo-mixed-cuts-policy-collapse": dict(
+        framework="verl", format="csv",
+        source="https://github.com/dumbkin31/exploration-in-grpo/blob/"
+               "0c1fb9b0b97d4c761db07eb914dda06b336bf5db/results/h200-2026-10-01/training/"
+               "math_mixed_cuts-h200-s1/metrics.jsonl",
+        source_title="exploration-in-grpo: GRPO vs Mixed-CUTS on Qwen3-1.7B, H200 results "
+                     "(results/h200-2026-10-01/README.md and the runs' metrics.jsonl)",
+        thread_label="the author (the results README): 'from step ~48 entropy, KL and response "
+                     "length exploded and by step 56 the policy produced near-random text "
+                     "(entropy 6.8, 94% of responses truncated, validation 0.3%). Standard and "
+                     "CUTS rollouts degraded together, so the policy itself collapsed.'",
+        label="failure", fault="kl_blowup", onset_step=48,
+        notes="the committed metrics.jsonl read whole (349,128 characters, steps 1-61, verl's "
+              "keys), each line written as one CSV row of nine keys with numbers unedited "
+              "(actor/entropy, actor/kl_loss, actor/ppo_kl, actor/grad_norm, actor/pg_loss, "
+              "critic/score/mean, response_length/mean, response_length/clip_ratio, "
+              "val-core/math500/reward/mean@4 every 10 steps); actor/ppo_kl at most 0.0062 until "
+              "46, 0.0096 (47), 0.045 (49), 0.40 (52), 1.5 (54); kl_loss 0.17 -> 5.6; entropy "
+              "0.03 -> 6.75; truncation 0.02-0.06 -> 0.94; score 0.7 -> 0.0015; validation 0.70 "
+              "(40) -> 0.635 (50) -> 0.0025 (60); 60 steps, not long by the corpus's measure"),
     # ---- healthy ------------------------------------------------------------------------
     "rfs-ch07-clip-ratio-stable": dict(
         framework="custom", format="csv",
