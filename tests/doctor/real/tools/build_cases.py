@@ -370,6 +370,26 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "46, 0.0096 (47), 0.045 (49), 0.40 (52), 1.5 (54); kl_loss 0.17 -> 5.6; entropy "
               "0.03 -> 6.75; truncation 0.02-0.06 -> 0.94; score 0.7 -> 0.0015; validation 0.70 "
               "(40) -> 0.635 (50) -> 0.0025 (60); 60 steps, not long by the corpus's measure"),
+    "exploration-grpo-grpo-arm-length-kl-runaway": dict(
+        framework="verl", format="csv",
+        source="https://github.com/dumbkin31/exploration-in-grpo/blob/"
+               "0c1fb9b0b97d4c761db07eb914dda06b336bf5db/results/h200-2026-10-01/training/"
+               "math_grpo-h200-s1/metrics.jsonl",
+        source_title="exploration-in-grpo: GRPO vs Mixed-CUTS on Qwen3-1.7B, H200 results "
+                     "(results/h200-2026-10-01/README.md and the runs' metrics.jsonl)",
+        thread_label="the author (the results README): 'GRPO followed the same pattern about 15 "
+                     "steps later: KL rose steadily, then from step ~64 response length (1,430 "
+                     "to 2,600 tokens), truncation (12% to 37%) and KL (0.15 to 1.05) blew up "
+                     "and validation fell to 69.5%.'",
+        label="failure", fault="length_runaway", onset_step=64,
+        notes="the plain GRPO arm beside exploration-grpo-mixed-cuts-policy-collapse; its "
+              "committed metrics.jsonl read whole (311,956 characters, 71 lines for steps 1-72; "
+              "step 10's row is not in the file, lost per the results README), each line written "
+              "as one CSV row of the same nine verl keys with numbers unedited; "
+              "response_length/mean 836-1,522 until 62, 1,811 (64), 2,605 (72); truncation "
+              "0.18 (64) -> 0.37 (72); kl_loss 0.16 (62) -> 1.05 (72); actor/ppo_kl at most "
+              "0.0048 until 62, 0.031 (66), 0.138 (67), 0.55 (72); validation 0.7725 (40) -> "
+              "0.695 (70); 71 steps, not long by the corpus's measure"),
     # ---- healthy ------------------------------------------------------------------------
     "rfs-ch07-clip-ratio-stable": dict(
         framework="custom", format="csv",
