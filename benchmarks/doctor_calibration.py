@@ -151,6 +151,7 @@ def fault_report(results: list[dict[str, Any]]) -> dict[str, Any]:
         by_fault[r["fault"]].append(r)
     out: dict[str, Any] = {}
     all_raised: list[int] = []
+    all_points: list[float] = []
     all_found = 0
     for name, runs in sorted(by_fault.items()):
         wanted = FAULTS[name].rules
@@ -173,6 +174,7 @@ def fault_report(results: list[dict[str, Any]]) -> dict[str, Any]:
                 every = max(1, r["steps"] // max(1, r["logged"]))
                 points.append((first["raised"] - r["onset"]) / every)
         all_raised += raised
+        all_points += points
         all_found += len(raised)
         out[name] = {"runs": len(runs), "found": len(raised) / len(runs),
                      "raised_median": _pct(raised, 0.5), "raised_p90": _pct(raised, 0.9),
@@ -181,7 +183,10 @@ def fault_report(results: list[dict[str, Any]]) -> dict[str, Any]:
                      "alarm_before_onset": early / len(runs), "by": dict(rules)}
     total = sum(len(v) for v in by_fault.values())
     out["all"] = {"runs": total, "found": all_found / max(1, total),
-                  "raised_median": _pct(all_raised, 0.5), "raised_p90": _pct(all_raised, 0.9)}
+                  "raised_median": _pct(all_raised, 0.5), "raised_p90": _pct(all_raised, 0.9),
+                  "points_median": statistics.median(all_points) if all_points else None,
+                  "points_p90": (sorted(all_points)[int(0.9 * len(all_points))]
+                                 if all_points else None)}
     return out
 
 
@@ -201,7 +206,9 @@ def print_report(healthy: dict[str, Any], faults: dict[str, Any]) -> None:
                                           for k, v in healthy[what].items()))
     print(f"faulty runs: {faults['all']['runs']}; found {faults['all']['found']:.1%} "
           f"(target >= 90%), delay median {_show(faults['all']['raised_median'])} steps, p90 "
-          f"{_show(faults['all']['raised_p90'])} (target median <= 10)")
+          f"{_show(faults['all']['raised_p90'])} (target median <= 10); in logged points "
+          f"median {_show(faults['all']['points_median'], 1)}, p90 "
+          f"{_show(faults['all']['points_p90'], 1)}")
     print(f"  {'fault':<18} {'runs':>5} {'found':>7} {'raised med/p90':>15} "
           f"{'dated med/p90':>14} {'points':>7} {'early':>6}  found by")
     for name, row in faults.items():

@@ -85,3 +85,33 @@ def test_a_score_with_a_large_offset_is_judged_against_its_usual_movement() -> N
     events = [MetricsEvent({"objective/scores": v}, i, float(i)) for i, v in enumerate(stopped)]
     [late] = [f.step for f in frozen(events) if f.step >= 15]
     assert 118 <= late <= 121
+
+
+def test_once_its_noise_is_known_a_reward_that_stops_is_found_in_quick_points() -> None:
+    """Every move of 7 points within 5% of the curve's usual move is conclusive on its
+    own: found 6 points after it stopped (not after a 10-point window and 3 more), dated
+    where it stopped; the same curve still moving is not."""
+    moving = noisy([0.5] * 80, 0.02, 6)
+    events = [MetricsEvent({"reward/mean": v}, i, float(i))
+              for i, v in enumerate(moving + [0.51] * 20)]
+    doctor_found = []
+    from trackmux.doctor.engine import Doctor
+
+    doctor = Doctor(resolve(True))
+    for event in events:
+        doctor_found += [(event.step, f) for f in doctor.feed(event)
+                         if f.rule == "reward_frozen"]
+    [(raised, finding)] = doctor_found
+    assert raised == 86 and finding.step == 80, (raised, finding.message)
+    assert frozen([MetricsEvent({"reward/mean": v}, i, float(i))
+                   for i, v in enumerate(noisy([0.5] * 200, 0.02, 7))]) == []
+
+
+def test_the_latch_fires_at_once_on_a_strong_condition() -> None:
+    from trackmux.doctor.stats import Latch
+
+    latch = Latch(3)
+    assert [latch.check(True, s) for s in range(3)] == [False, False, True]
+    strong = Latch(3)
+    assert strong.check(True, 5, strong=True) and strong.onset == 5
+    assert not strong.check(True, 6, strong=True)  # once per episode

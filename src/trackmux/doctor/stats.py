@@ -134,14 +134,17 @@ class Latch:
         self.active = False
         self.onset = 0
 
-    def check(self, condition: bool, step: int) -> bool:
-        """True once, when ``condition`` has held ``persist`` checks in a row."""
+    def check(self, condition: bool, step: int, strong: bool = False) -> bool:
+        """True once, when ``condition`` has held ``persist`` checks in a row, or at once
+        when it holds ``strong``ly: a change so many times the curve's noise past the
+        line that waiting for more points would only repeat what the first one says
+        (the recent median a condition is judged on already outvotes a lone outlier)."""
         if condition:
             if self.bad == 0:
                 self.onset = step
             self.bad += 1
             self.good = 0
-            if not self.active and self.bad >= self.persist:
+            if not self.active and (self.bad >= self.persist or strong):
                 self.active = True
                 return True
             return False
@@ -265,7 +268,7 @@ class Noise:
     spread. Estimated every ``every`` points over the points before the ones being judged.
     """
 
-    __slots__ = ("count", "every", "phi", "sigma", "values")
+    __slots__ = ("count", "every", "move", "phi", "sigma", "values")
 
     def __init__(self, size: int = 160, every: int = 16) -> None:
         self.values: deque[float] = deque(maxlen=size)
@@ -273,6 +276,9 @@ class Noise:
         self.count = 0
         self.sigma = 0.0
         self.phi = 0.0
+        #: the robust sigma of a move from one point to the next (0: the points move in
+        #: equal steps, or not at all, and say nothing of their noise)
+        self.move = 0.0
 
     def add(self, value: float) -> None:
         self.values.append(value)
@@ -294,6 +300,7 @@ class Noise:
             return True
         data = [self.values[i] for i in range(n)]
         g1 = diff_sigma(data, 1)
+        self.move = g1
         g1 = 0.5 * g1 * g1
         phi = 0.0
         for lag in (2, 4, 8):
@@ -336,6 +343,10 @@ def _ar1_phi(ratio: float, lag: int) -> float:
             high = mid
     return low
 
+
+#: a change this many times the distance its rule's line asks for in the curve's noise
+#: (its ``sigmas``) is conclusive on one check: the latch need not wait ``persist``
+STRONG = 2.0
 
 #: how far, in sigmas of a window's median, the lowest (or highest) of the rolling levels
 #: a rule anchors to sits from their typical one: an anchored level is the extreme of many

@@ -18,7 +18,7 @@ from trackmux.doctor.detector import Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.metrics import ONSET, WINDOW_PARAMS, enough, windows
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
-from trackmux.doctor.stats import Series, SlidingBest, median, ratio, robust_sigma
+from trackmux.doctor.stats import STRONG, Series, SlidingBest, median, ratio, robust_sigma
 
 
 class EntropyExplosion(SeriesRule):
@@ -65,8 +65,11 @@ class EntropyExplosion(SeriesRule):
         line = max(self.params["grow"] * low, self.params["above"] * early,
                    low + self.params["sigmas"] * robust_sigma(before))
         bad = early > 0 and low >= 0 and recent >= line
+        # far past the level's noise, every recent point past the line: conclusive
+        strong = bad and recent - low >= STRONG * self.params["sigmas"] * \
+            robust_sigma(before) and min(s.tail(recent_n)) >= line
         latch = self.latch(key)
-        if not latch.check(bad, first_past(s, recent_n, lambda v: v >= line)):
+        if not latch.check(bad, first_past(s, recent_n, lambda v: v >= line), strong):
             return None
         half = ONSET * line + (1 - ONSET) * low
         onset = since(s, lambda v: v >= half, latch.onset)

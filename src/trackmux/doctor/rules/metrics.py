@@ -14,6 +14,7 @@ run's canonical signals (``@reward``, ``@kl`` ...: dialects.py) unless a user na
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -25,11 +26,11 @@ from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
 from trackmux.doctor.stats import (
     ANCHORED,
+    STRONG,
     Latch,
     Noise,
     Series,
     SlidingBest,
-    diff_sigma,
     finite,
     median,
     ratio,
@@ -270,8 +271,10 @@ class RewardCollapse(SeriesRule):
             self.params["sigmas"] * noise.shift(recent_n, window_n) + \
             ANCHORED * noise.of_median(window_n)
         bad = fall >= self.params["drop"] * scale and fall >= spread
+        strong = bad and noise is not None and fall >= STRONG * spread
         line = ref - max(self.params["drop"] * scale, spread)
-        if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v <= line)):
+        if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v <= line),
+                                     strong):
             return None
         onset = self.latch(key).onset
         pct = f"{ratio(fall, abs(ref)):.0%}" if abs(ref) > 1e-9 else fmt(fall)
@@ -306,6 +309,11 @@ class RewardFrozen(SeriesRule):
         "history": Param(10, "count", "earlier windows before their usual range is used"),
         "shrink": Param(0.25, "fraction", "the window's range as a share of the median "
                         "range of the earlier windows (with enough history)"),
+        "quick": Param(7, "count", "points that, once the curve's noise is known, are "
+                       "enough on their own when every move among them is within "
+                       "``still`` of the usual one"),
+        "still": Param(0.05, "fraction", "a move this share of the curve's usual move "
+                       "(stats.Noise) is standing still"),
         "persist": Param(3, "count", "windows in a row"),
         "severity": Param("warning", "severity"),
     }
@@ -334,12 +342,25 @@ class RewardFrozen(SeriesRule):
         frozen = high - low <= self.params["spread"] * abs(level) and (
             len(earlier) < self.params["history"]
             or high - low <= self.params["shrink"] * median(earlier))
-        noise = self.noise(key, n) if frozen and len(earlier) >= self.params["history"] \
-            else None
-        if noise is not None:  # its moves from one point to the next, against the usual
-            usual = noise.sigma * math.sqrt(2.0 * (1.0 - noise.phi))
-            frozen = diff_sigma(values) <= self.params["shrink"] * usual
-        if not self.latch(key).check(frozen, first):
+        noise = self.noise(key, n)
+        usual = 0.0 if noise is None else noise.move
+        still = False
+        if usual > 0:  # its moves from one point to the next, against the usual ones
+            # every move of the window, not their spread: under the curve's own noise
+            # (i.i.d. or AR(1) alike) all 9 moves of 10 points within a quarter of the
+            # usual move happen about (0.2)^9 = 5e-7 of the time
+            moves = [abs(b - a) for a, b in itertools.pairwise(values)]
+            frozen = frozen and max(moves) <= self.params["shrink"] * usual
+            # the last ``quick`` points standing still (every move within ``still`` of
+            # the usual one: about (0.04)^6 = 4e-9 under noise) say it on their own
+            quick = int(self.params["quick"])
+            last = values[-quick:]
+            still = len(moves) >= quick - 1 and \
+                max(moves[-(quick - 1):]) <= self.params["still"] * usual and \
+                max(last) - min(last) <= self.params["spread"] * abs(median(last))
+            if still and not frozen:
+                first = s.steps[len(s.steps) - quick]
+        if not self.latch(key).check(frozen or still, first, strong=still):
             return None
         onset = self.latch(key).onset
         where, proof = at(s, key, onset)
@@ -502,7 +523,9 @@ class KlBlowup(SeriesRule):
         bad = recent >= self.params["ratio"] * base and recent - level >= noise and \
             recent >= min_kl and median(s.tail(recent_n + gap_n)) >= min_kl  # held there
         line = max(self.params["ratio"] * base, level + noise, min_kl)
-        if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line)):
+        strong = bad and recent - level >= STRONG * noise and min(s.tail(recent_n)) >= line
+        if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line),
+                                     strong):
             return None
         # a run that started at its reference (a KL below floor) moves away from it in its
         # first window steps: that first climb is the policy learning, not the course a
@@ -621,7 +644,8 @@ class EntropyCollapse(SeriesRule):
     params_spec = {
         "keys": Param(["@entropy"], "patterns", "policy entropy (dialects.py), or patterns"),
         "early": Param(10, "count", "points of the early level"),
-        "recent": Param(5, "count"),
+        "recent": Param(5, "count", "steps in the recent median"),
+        "min_recent": Param(3, "count", "least points in the recent median (sparse logs)"),
         "fraction": Param(0.1, "fraction", "collapse below this share of the early level"),
         "critical": Param(0.01, "fraction", "critical below this share of the early level"),
         "persist": Param(3, "count"),
@@ -639,11 +663,14 @@ class EntropyCollapse(SeriesRule):
         if len(s.first) < self.params["early"] or s.count < self.params["early"] + 1:
             return None
         early = median(s.first)
-        recent = median(s.tail(self.params["recent"]))
+        recent_n = s.points(int(self.params["recent"]), int(self.params["min_recent"]))
+        recent = median(s.tail(recent_n))
         line = self.params["fraction"] * early
         bad = early > 0 and recent <= line
-        if not self.latch(key).check(bad, first_past(s, self.params["recent"],
-                                                      lambda v: v <= line)):
+        # every point of the recent window past the line: it held, point after point
+        strong = bad and max(s.tail(recent_n)) <= line
+        if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v <= line),
+                                     strong):
             return None
         half = ONSET * line + (1 - ONSET) * early
         onset = since(s, lambda v: v <= half, self.latch(key).onset)
@@ -868,7 +895,9 @@ class LengthBlowup(SeriesRule):
                    and recent - level >= self.params["clip_rise"])
             latch = self.latch(key, "clip")
             line = level + self.params["clip_rise"]
-            if latch.check(bad, first_past(s, recent_n, lambda v: v >= line)):
+            strong = bad and recent - level >= STRONG * self.params["clip_rise"] and \
+                min(s.tail(recent_n)) >= line
+            if latch.check(bad, first_past(s, recent_n, lambda v: v >= line), strong):
                 where, proof = at(s, key, latch.onset)
                 self.rose_before.add((key, "clip"))
                 found = self.finding(latch.onset, [key], f"{key} (the share of truncated "
@@ -890,7 +919,10 @@ class LengthBlowup(SeriesRule):
         line = self.params["grow"] * low if grow else self.params["shrink"] * high
         onset_step = first_past(s, recent_n, (lambda v: v >= line) if grow
                                 else (lambda v: v <= line))
-        if latch.check(grow or shrink, onset_step):
+        strong = (grow and recent - low >= STRONG * noise and min(s.tail(recent_n)) >= line
+                  ) or (shrink and high - recent >= STRONG * noise
+                        and max(s.tail(recent_n)) <= line)
+        if latch.check(grow or shrink, onset_step, strong):
             what = "ran away to" if grow else "collapsed to"
             half = ONSET * line + (1 - ONSET) * level
             onset = since(s, (lambda v: v >= half) if grow else (lambda v: v <= half),

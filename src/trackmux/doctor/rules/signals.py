@@ -176,7 +176,7 @@ class Mismatch(SeriesRule):
         the gap opened, before it reached the published bound."""
         from trackmux.doctor.rules.metrics import ONSET, enough, windows
         from trackmux.doctor.rules.series import since
-        from trackmux.doctor.stats import ANCHORED
+        from trackmux.doctor.stats import ANCHORED, STRONG
 
         if not enough(s, self.params):
             return None
@@ -197,7 +197,9 @@ class Mismatch(SeriesRule):
             ANCHORED * noise.of_median(window_n)
         line = max(self.params["rise"] * level, level + spread)
         latch = self.latch(key, "rise")
-        if not latch.check(recent >= line and line > 0, s.steps[-1]):
+        strong = recent >= line > 0 and recent - level >= STRONG * spread and \
+            min(self.distance(signal, v) for v in s.tail(recent_n)) >= line
+        if not latch.check(recent >= line and line > 0, s.steps[-1], strong):
             return None
         half = ONSET * line + (1 - ONSET) * level
         onset = since(s, lambda v: self.distance(signal, v) >= half, latch.onset)
