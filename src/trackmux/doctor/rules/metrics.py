@@ -354,10 +354,10 @@ class RewardFrozen(SeriesRule):
             # the last ``quick`` points standing still (every move within ``still`` of
             # the usual one: about (0.04)^6 = 4e-9 under noise) say it on their own
             quick = int(self.params["quick"])
-            last = values[-quick:]
+            latest = values[-quick:]
             still = len(moves) >= quick - 1 and \
                 max(moves[-(quick - 1):]) <= self.params["still"] * usual and \
-                max(last) - min(last) <= self.params["spread"] * abs(median(last))
+                max(latest) - min(latest) <= self.params["spread"] * abs(median(latest))
             if still and not frozen:
                 first = s.steps[len(s.steps) - quick]
         if not self.latch(key).check(frozen or still, first, strong=still):
