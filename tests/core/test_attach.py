@@ -225,6 +225,7 @@ def test_flush_is_false_when_the_sink_closed_with_events_unsent() -> None:
     handle.log({"a": 1.0})
     assert not handle.flush(5)  # discarded when the sink went, not sent
     assert handle.gone
+    assert not handle.flush(5)  # and still unsent when asked again
 
 
 def test_drops_reach_the_run_as_dropped_events(memory_backend: Any, tmp_path: Path) -> None:

@@ -109,6 +109,7 @@ class AttachedRun:
         #: events the flusher took out of the queue and has not yet resolved (sent or put
         #: back): log() counts them against max_buffered without taking the lock
         self._inflight = 0
+        self._discarded = 0  # events dropped from the buffer when the sink went away
         self._before_flush: list[Callable[[], None]] = []
         self._nodes: Any = None  # NodeSampling once the sink said this node is sampled
         self._plan_asked = False
@@ -281,7 +282,7 @@ class AttachedRun:
         while True:
             self._send_all(deadline)  # also when nothing is queued: drop counts, hello
             if self.sent >= target:
-                return True
+                return not self._discarded  # events the sink's going took are unsent too
             if self._gone or time.monotonic() >= deadline:
                 return False
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))  # "full": retry
@@ -474,6 +475,7 @@ class AttachedRun:
         self._gone = True
         self._stop_sampling()
         lost = len(self._queue)
+        self._discarded += lost
         self._queue.clear()
         if "gone" not in self._warned:
             self._warned.add("gone")
