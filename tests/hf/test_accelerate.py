@@ -139,7 +139,9 @@ def test_save_state_commits_the_steps_logged_before_it(
     accelerator = Accelerator(log_with=tracker, cpu=True, project_dir=str(tmp_path))
     accelerator.init_trackers("acc-ckpt")
     accelerator.register_for_checkpointing(tracker)
-    held_commits.settle()  # the run is open and no wake is pending: nothing commits by itself
+    assert tracker.tracker is not None  # the run opens at its first use (a load_state may
+    held_commits.settle()               # resume it); then no wake is pending: nothing
+                                        # commits by itself
     train_loop(accelerator, range(1, 4))
 
     def steps() -> list[int]:
