@@ -67,7 +67,7 @@ class EntropyExplosion(SeriesRule):
         bad = early > 0 and low >= 0 and recent >= line
         # far past the level's noise, every recent point past the line: conclusive
         strong = bad and recent - low >= STRONG * self.params["sigmas"] * \
-            robust_sigma(before) and min(s.tail(recent_n)) >= line
+            robust_sigma(before)
         latch = self.latch(key)
         if not latch.check(bad, first_past(s, recent_n, lambda v: v >= line), strong):
             return None

@@ -919,9 +919,8 @@ class LengthBlowup(SeriesRule):
         line = self.params["grow"] * low if grow else self.params["shrink"] * high
         onset_step = first_past(s, recent_n, (lambda v: v >= line) if grow
                                 else (lambda v: v <= line))
-        strong = (grow and recent - low >= STRONG * noise and min(s.tail(recent_n)) >= line
-                  ) or (shrink and high - recent >= STRONG * noise
-                        and max(s.tail(recent_n)) <= line)
+        strong = (grow and recent - low >= STRONG * noise) or \
+            (shrink and high - recent >= STRONG * noise)
         if latch.check(grow or shrink, onset_step, strong):
             what = "ran away to" if grow else "collapsed to"
             half = ONSET * line + (1 - ONSET) * level

@@ -197,8 +197,7 @@ class Mismatch(SeriesRule):
             ANCHORED * noise.of_median(window_n)
         line = max(self.params["rise"] * level, level + spread)
         latch = self.latch(key, "rise")
-        strong = recent >= line > 0 and recent - level >= STRONG * spread and \
-            min(self.distance(signal, v) for v in s.tail(recent_n)) >= line
+        strong = recent >= line > 0 and recent - level >= STRONG * spread
         if not latch.check(recent >= line and line > 0, s.steps[-1], strong):
             return None
         half = ONSET * line + (1 - ONSET) * level
