@@ -134,14 +134,17 @@ def test_ppo_without_stop_on_runs_to_its_end(tmp_path: Path, tracker_env: dict[s
 
 
 # -- the real SFT trainer on CPU -------------------------------------------------------------
-SFT_STEPS = 7
+#: enough steps that the doctor's flag (about 0.5 s after the finding with the delivery
+#: process, more on a loaded machine) arrives before verl's own last step: CI at load 6 saw
+#: the 7 steps of a tiny model end before the flag came (the stop then fell on step 7)
+SFT_STEPS = 60
 
 
 def stop_command(assets: dict[str, Path], work: Path, extra: list[str]) -> list[str]:
-    """The SFT command for 7 steps of batches of 2, no periodic save, and a tiny threshold
+    """The SFT command for SFT_STEPS steps of batches of 2, no periodic save, and a tiny threshold
     the loss passes at once (a user's own rule: ``kl_blowup`` on ``train/loss`` with an
     absolute ``bound``), so the doctor finds it from the first step."""
-    overrides = {"trainer.total_training_steps": str(SFT_STEPS), "trainer.total_epochs": "1",
+    overrides = {"trainer.total_training_steps": str(SFT_STEPS), "trainer.total_epochs": "40",
                  "data.train_batch_size": "2", "trainer.save_freq": "-1",
                  "checkpoint.save_contents": "[model,optimizer,extra]"}
     command = [arg for arg in sft_command(assets, work)
