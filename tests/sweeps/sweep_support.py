@@ -16,7 +16,9 @@ from typing import Any
 # `--mode=crash` raises after step 2, `--mode=nan` logs NaN from step 5 on (the doctor's
 # critical `nonfinite`), `--mode=none` never calls trackmux.init; `--lockstep`: each finite
 # step waits until the agent has reported it to the sweep's pruner, so the pruner judges every
-# step before the next is logged, however late a loaded machine lets the agent read
+# step before the next is logged, however late a loaded machine lets the agent read (only with
+# `early_terminate`: nothing is reported without a pruner); `--hold-nan`: the first NaN step
+# waits (up to 120 s) for the agent to stop the trial on the doctor's finding
 PROGRAM = textwrap.dedent("""
     import argparse, math, os, sys, time
     import trackmux
@@ -26,6 +28,7 @@ PROGRAM = textwrap.dedent("""
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--pause", type=float, default=0.0)
     p.add_argument("--lockstep", action="store_true")
+    p.add_argument("--hold-nan", action="store_true")
     a = p.parse_args()
     if a.mode == "none":
         sys.exit(0)
@@ -52,6 +55,9 @@ PROGRAM = textwrap.dedent("""
             deadline = time.monotonic() + 120
             while not reported(s) and time.monotonic() < deadline:
                 time.sleep(0.05)  # a pruned trial is stopped (SIGTERM) while it waits here
+        elif a.hold_nan and s == 5:  # the first NaN: wait for the doctor's stop (SIGTERM)
+            run.flush()
+            time.sleep(120)
         time.sleep(a.pause)
     run.finish()
 """)

@@ -131,7 +131,7 @@ def test_a_critical_finding_prunes_the_trial_and_marks_its_run_pruned(
         root: Path, program: Path) -> None:
     sweep_id = create(root, f"""
         program: {program}
-        command: ["${{interpreter}}", "${{program}}", "--steps=400", "--pause=0.02",
+        command: ["${{interpreter}}", "${{program}}", "--steps=400", "--hold-nan",
                   "${{args}}"]
         method: grid
         metric: {{name: score, goal: maximize}}
@@ -159,7 +159,7 @@ def test_the_median_pruner_stops_a_trial_behind_the_others(
         root: Path, program: Path) -> None:
     sweep_id = create(root, f"""
         program: {program}
-        command: ["${{interpreter}}", "${{program}}", "--steps=60", "--pause=0.03",
+        command: ["${{interpreter}}", "${{program}}", "--steps=60", "--lockstep",
                   "${{args}}"]
         method: random
         metric: {{name: score, goal: maximize}}
@@ -190,7 +190,7 @@ def test_hyperband_stops_a_trial_behind_its_bracket_beside_the_doctor(
     once let a trial log all 30 steps before the agent read its rung (issue 46)."""
     sweep_id = create(root, f"""
         program: {program}
-        command: ["${{interpreter}}", "${{program}}", "--steps=30", "--lockstep",
+        command: ["${{interpreter}}", "${{program}}", "--steps=30", "--lockstep", "--hold-nan",
                   "${{args}}"]
         method: random
         metric: {{name: score, goal: maximize}}
@@ -223,7 +223,7 @@ def test_hyperband_stops_a_trial_behind_its_bracket_beside_the_doctor(
 def test_show_json_lists_a_running_trial(root: Path, program: Path) -> None:
     sweep_id = create(root, f"""
         program: {program}
-        command: ["${{interpreter}}", "${{program}}", "--steps=2000", "--pause=0.01",
+        command: ["${{interpreter}}", "${{program}}", "--steps=20000", "--pause=0.01",
                   "${{args}}"]
         method: grid
         metric: {{name: score, goal: maximize}}
