@@ -19,16 +19,15 @@ times of its own, so its lines get the file's modification time.
 
 from __future__ import annotations
 
-import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from trackmux.core.events import MetricsEvent
 from trackmux.importers.base import Chunk, Damage, SourceError, SourceRun, number
-from trackmux.importers.lines import CHUNK_LINES, grown, lines_from, shrunk
+from trackmux.importers.lines import LineFile
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][A-Za-z0-9]")
 RAY_PREFIX = re.compile(r"^\s*\([A-Za-z_][\w.]*(?:\s+pid=\d+)?(?:,\s*ip=[^)]*)?\)\s*")
@@ -78,50 +77,26 @@ def parse_dict(text: str) -> tuple[dict[str, float | int], bool] | None:
     return values, closed
 
 
-class ConsoleLog(SourceRun):
+class ConsoleLog(LineFile):
     format = "console"
 
-    def __init__(self, path: Path) -> None:
-        resolved = path.resolve()
-        super().__init__(str(resolved), path.stem, str(path))
-        self.path = resolved
-
-    def read(self, cursors: Mapping[str, Any], live: bool) -> Iterator[Chunk]:
-        key = self.path.name
-        cursor = dict(cursors.get(key) or {"offset": 0, "ordinal": 0})
-        offset = int(cursor["offset"])
-        problem = shrunk(self.path, offset)
-        if problem is not None:
-            yield Chunk(damage=[problem])
-            return
-        if not grown(self.path, offset):
-            return
-        stamp = None if live else os.stat(self.path).st_mtime
-        chunk = Chunk()
-        lines = 0
-        for raw, end, complete in lines_from(self.path, offset, live):
-            when = stamp if stamp is not None else time.time()
-            text = raw.decode("utf-8", errors="replace")
-            if complete:
-                self._line(text, when, cursor, chunk, offset, complete)
-            else:  # a last line with no newline: taken only if it reads whole
-                trial, counted = Chunk(), dict(cursor)
-                if not self._line(text, when, counted, trial, offset, complete):
-                    chunk.damage.append(Damage(str(self.path), offset, 1,
-                                               "truncated line at the end (no newline yet)",
-                                               lasting=False))
-                    break
-                chunk.events += trial.events
-                cursor.update(counted)
-            offset = end
-            cursor["offset"] = end
-            lines += 1
-            if lines >= CHUNK_LINES:
-                chunk.cursors[key] = dict(cursor)
-                yield chunk
-                chunk, lines = Chunk(), 0
-        chunk.cursors[key] = dict(cursor)
-        yield chunk
+    def take_line(self, raw: bytes, complete: bool, cursor: dict[str, Any], chunk: Chunk,
+                  offset: int, mtime: float, live: bool) -> bool:
+        when = time.time() if live else mtime
+        text = raw.decode("utf-8", errors="replace")
+        if complete:
+            self._line(text, when, cursor, chunk, offset, complete)
+            return True
+        # a last line with no newline: taken only if it reads whole
+        trial, counted = Chunk(), dict(cursor)
+        if not self._line(text, when, counted, trial, offset, complete):
+            chunk.damage.append(Damage(str(self.path), offset, 1,
+                                       "truncated line at the end (no newline yet)",
+                                       lasting=False))
+            return False
+        chunk.events += trial.events
+        cursor.update(counted)
+        return True
 
     def _line(self, text: str, when: float, cursor: dict[str, Any], chunk: Chunk,
               offset: int, complete: bool) -> bool:

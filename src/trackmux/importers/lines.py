@@ -4,15 +4,17 @@ The cursor of a text file is the byte offset after the last line imported. A las
 with no newline yet is a line still being written: ``--follow`` waits for the rest of it;
 a one-off import reads it if it parses whole, else names it as a truncated line and keeps
 the cursor before it, so a later import reads it again once it is complete.
+:class:`LineFile` is that loop once, for every one-file line format (console, JSONL, CSV).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
-from trackmux.importers.base import Damage
+from trackmux.importers.base import Chunk, Damage, SourceRun
 
 BLOCK = 1 << 20
 #: a "line" longer than this is read as it is (memory stays bounded without newlines)
@@ -69,3 +71,45 @@ def grown(path: Path, offset: int) -> bool:
         return os.stat(path).st_size > offset
     except OSError:
         return False
+
+
+class LineFile(SourceRun):
+    """One text file read line by line: one run. Subclasses read a line in ``take_line``;
+    the cursor (``offset``, ``ordinal`` and what ``take_line`` keeps) is the file's own."""
+
+    def __init__(self, path: Path) -> None:
+        resolved = path.resolve()
+        super().__init__(str(resolved), path.stem, str(path))
+        self.path = resolved
+
+    def read(self, cursors: Mapping[str, Any], live: bool) -> Iterator[Chunk]:
+        key = self.path.name
+        cursor = dict(cursors.get(key) or {"offset": 0, "ordinal": 0})
+        offset = int(cursor["offset"])
+        problem = shrunk(self.path, offset)
+        if problem is not None:
+            yield Chunk(damage=[problem])
+            return
+        if not grown(self.path, offset):
+            return
+        mtime = os.stat(self.path).st_mtime
+        chunk, lines = Chunk(), 0
+        for raw, end, complete in lines_from(self.path, offset, live):
+            if not self.take_line(raw, complete, cursor, chunk, offset, mtime, live):
+                break
+            offset = end
+            cursor["offset"] = end
+            lines += 1
+            if lines >= CHUNK_LINES:
+                chunk.cursors[key] = dict(cursor)
+                yield chunk
+                chunk, lines = Chunk(), 0
+        chunk.cursors[key] = dict(cursor)
+        yield chunk
+
+    def take_line(self, raw: bytes, complete: bool, cursor: dict[str, Any], chunk: Chunk,
+                  offset: int, mtime: float, live: bool) -> bool:
+        """Read the line ``raw`` (at byte ``offset``; ``complete``: it ended with a newline)
+        into ``chunk`` and ``cursor``; False to stop before it, the cursor left there (a
+        torn last line, named as damage by the subclass)."""
+        raise NotImplementedError

@@ -12,8 +12,7 @@ when it has one, else the file's modification time. Nested objects are flattened
 from __future__ import annotations
 
 import csv
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,56 +20,34 @@ import orjson
 
 from trackmux.core.events import MetricsEvent
 from trackmux.importers.base import Chunk, Damage, SourceError, SourceRun, flat_numbers, scalar
-from trackmux.importers.lines import CHUNK_LINES, grown, lines_from, shrunk
+from trackmux.importers.lines import LineFile
 
 STEP_COLUMNS = ("step", "global_step", "_step", "trainer/global_step", "iteration", "iter",
                 "Step")
 TIME_COLUMNS = ("_timestamp", "timestamp", "wall_time", "time")
 
 
-class TableFile(SourceRun):
+class TableFile(LineFile):
     """One JSONL or CSV file: one run."""
 
     def __init__(self, path: Path, fmt: str) -> None:
-        resolved = path.resolve()
         self.format = fmt
-        super().__init__(str(resolved), path.stem, str(path))
-        self.path = resolved
+        super().__init__(path)
 
-    def read(self, cursors: Mapping[str, Any], live: bool) -> Iterator[Chunk]:
-        key = self.path.name
-        cursor = dict(cursors.get(key) or {"offset": 0, "ordinal": 0})
-        offset = int(cursor["offset"])
-        problem = shrunk(self.path, offset)
-        if problem is not None:
-            yield Chunk(damage=[problem])
-            return
-        if not grown(self.path, offset):
-            return
-        mtime = os.stat(self.path).st_mtime
-        chunk, lines = Chunk(), 0
-        for raw, end, complete in lines_from(self.path, offset, live):
-            row, why = self._row(raw, cursor)
-            if row is None and why and not complete:
-                chunk.damage.append(Damage(str(self.path), offset, 1,
-                                           f"truncated row at the end ({why})",
-                                           lasting=False))
-                break
-            if why:
-                chunk.damage.append(Damage(str(self.path), offset, 1, why))
-            if row is not None:
-                step, values, when = self._event(row, cursor)
-                if values:
-                    chunk.events.append(MetricsEvent(values, step, when or mtime))
-            offset = end
-            cursor["offset"] = end
-            lines += 1
-            if lines >= CHUNK_LINES:
-                chunk.cursors[key] = dict(cursor)
-                yield chunk
-                chunk, lines = Chunk(), 0
-        chunk.cursors[key] = dict(cursor)
-        yield chunk
+    def take_line(self, raw: bytes, complete: bool, cursor: dict[str, Any], chunk: Chunk,
+                  offset: int, mtime: float, live: bool) -> bool:
+        row, why = self._row(raw, cursor)
+        if row is None and why and not complete:
+            chunk.damage.append(Damage(str(self.path), offset, 1,
+                                       f"truncated row at the end ({why})", lasting=False))
+            return False
+        if why:
+            chunk.damage.append(Damage(str(self.path), offset, 1, why))
+        if row is not None:
+            step, values, when = self._event(row, cursor)
+            if values:
+                chunk.events.append(MetricsEvent(values, step, when or mtime))
+        return True
 
     def _row(self, raw: bytes, cursor: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         """The row of one line (None for a blank line or the CSV header) and what is wrong
