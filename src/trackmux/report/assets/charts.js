@@ -244,8 +244,11 @@
       ctx.fillStyle = "rgba(255, 255, 255, 0.85)";
       ctx.fillRect(left - pad, baseline - 10 * r, w + 2 * pad, 13 * r);
       ctx.fillStyle = fill;
+      ctx.textAlign = "left";  // uPlot leaves its axes' alignment on the canvas
+      ctx.textBaseline = "alphabetic";
       ctx.fillText(text, left, baseline);
-      state.edgeLabels.push({text: text, left: left, right: left + w, plot: [box.left, box.left + box.width]});
+      state.edgeLabels.push({text: text, left: left, right: left + w, top: baseline - 10 * r,
+                             bottom: baseline + 3 * r, plot: [box.left, box.left + box.width]});
     }
     /* What a line cannot show: a point with no neighbour (a metric logged once) is a dot;
      * values beyond a clipped range are triangles at the edge with the largest value
@@ -356,7 +359,7 @@
       },
       zoomTo: function (lo, hi) { zoomed = true; plot.setScale("x", {min: lo, max: hi}); },
       clipped: function () { return state.clip; },
-      // the outlier values written at the edges: [{text, left, right}] in canvas pixels,
+      // the outlier values written at the edges: [{text, left, right, top, bottom}] in canvas pixels,
       // with the plot's own [left, right]
       edgeLabels: function () { return state.edgeLabels || []; },
       zoomed: function () { return zoomed; },
