@@ -148,3 +148,12 @@ def versions() -> dict[str, str]:
         except PackageNotFoundError:
             out[name] = "-"
     return out
+
+
+def report(result: dict[str, Any], out: Path | None) -> None:
+    """Print a benchmark's result as indented JSON, and write the same text to ``out``
+    (``--out``) when given, so the printed and the saved numbers are one."""
+    text = orjson.dumps(result, option=orjson.OPT_INDENT_2).decode()
+    print(text)
+    if out:
+        out.write_text(text)

@@ -428,21 +428,18 @@ def _fault_effect(run: Run, curves: Curves, rng: random.Random
             if step >= onset:
                 growth = 10 ** min(3.0, (step - onset) / tenfold)
                 v["kl"] = max(v["kl"], curves.kl1 * 0.5) * growth
-    elif name == "entropy_collapse":
-        to = rng.uniform(0.01, 0.05)
+    elif name in ("entropy_collapse", "entropy_explosion"):
+        # the entropy moves to a share of itself: down to 1-5%, or up 3-6x (and lengths
+        # with it, as an exploding policy rambles)
+        explodes = name == "entropy_explosion"
+        to = rng.uniform(3.0, 6.0) if explodes else rng.uniform(0.01, 0.05)
 
         def effect(step: int, v: dict[str, float]) -> None:
             s = share(step)
             if s >= 0:
                 v["entropy"] *= math.exp(math.log(to) * s)
-    elif name == "entropy_explosion":
-        to = rng.uniform(3.0, 6.0)
-
-        def effect(step: int, v: dict[str, float]) -> None:
-            s = share(step)
-            if s >= 0:
-                v["entropy"] *= math.exp(math.log(to) * s)
-                v["length"] *= 1 + 0.5 * s
+                if explodes:
+                    v["length"] *= 1 + 0.5 * s
     elif name == "length_to_cap":
         climb = rng.uniform(20.0, 80.0)
 

@@ -38,6 +38,8 @@ from typing import Any
 
 import orjson
 
+from benchmarks.common import report
+
 TAGS = [f"train/metric_{i}" for i in range(10)]
 
 
@@ -247,10 +249,7 @@ def main() -> None:
         result["load_after"] = os.getloadavg()[0]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    text = orjson.dumps(result, option=orjson.OPT_INDENT_2).decode()
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    report(result, args.out)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks.common import N_METRICS, payload
+from benchmarks.common import N_METRICS, payload, report
 
 
 def _count(dsn: str, sql: str) -> int:
@@ -490,10 +490,7 @@ def main() -> None:
                 out["ui"] = bench_ui(pg, work, args.ui_runs, args.ui_keys, args.ui_steps)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    text = orjson.dumps(out, option=orjson.OPT_INDENT_2).decode()
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    report(out, args.out)
 
 
 if __name__ == "__main__":
