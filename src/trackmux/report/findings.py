@@ -68,11 +68,24 @@ def coverage_lines(runs: Sequence[RunData]) -> str:
 
     items = []
     for run in runs:
+        not_run: dict[str, str] = {}
         try:
             coverage = scan(run.run_dir)
-            text, judged = line(coverage), bool(coverage["judged"])
+            not_run = dict(coverage.get("not_run") or {})
+            text, judged = line({**coverage, "not_run": {}}), bool(coverage["judged"])
         except Exception as exc:  # a report never fails for its first section
             text, judged = f"coverage could not be read: {type(exc).__name__}: {exc}", True
         items.append(f'<li class="coverage{"" if judged else " unjudged"}">'
-                     f'<b>{escape(run.label)}</b>: {escape(text)}</li>')
+                     f'<b>{escape(run.label)}</b>: {escape(text)}{_folded(not_run)}</li>')
     return f'<ul class="coverage hint">{"".join(items)}</ul>' if items else ""
+
+
+def _folded(not_run: dict[str, str]) -> str:
+    """The rules that could not run (often twenty, the same for every run of a trainer),
+    folded under their count so the line says what was read."""
+    if not not_run:
+        return ""
+    rules = "".join(f"<li>{escape(rule)}: {escape(why)}</li>" for rule, why in not_run.items())
+    plural = "s" if len(not_run) > 1 else ""
+    return (f'<details class="tm-not-run"><summary>{len(not_run)} rule{plural} could not run '
+            f"on this run</summary><ul>{rules}</ul></details>")

@@ -71,7 +71,9 @@ def without_coverage(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def load_coverage(run_dir: Path) -> dict[str, Any]:
     """What the doctor reads of the run (``trackmux.doctor.offline.scan_coverage``): ``judged``,
-    ``verdict`` and ``line``, its one-line text; scanned again once the spool changed."""
+    ``verdict``, ``line`` (its one-line text), ``read`` (that line less the rules that could
+    not run: the part a reader needs at a glance) and ``not_run`` (rule -> why, shown folded);
+    scanned again once the spool changed."""
     module = _module("trackmux.doctor.coverage")
     state: list[Any] = [str(run_dir)]
     for name in ("spool.db", "spool.db-wal"):
@@ -85,7 +87,8 @@ def load_coverage(run_dir: Path) -> dict[str, Any]:
     if hit is None:
         coverage = _module("trackmux.doctor.offline").scan_coverage(run_dir)
         hit = {"judged": bool(coverage["judged"]), "verdict": coverage["verdict"],
-               "line": module.line(coverage)}
+               "line": module.line(coverage), "read": module.line({**coverage, "not_run": {}}),
+               "not_run": dict(coverage.get("not_run") or {})}
         if len(_coverage) >= 256:
             _coverage.pop(next(iter(_coverage)))
         _coverage[key] = hit

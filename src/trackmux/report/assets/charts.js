@@ -529,10 +529,25 @@
 
   /* The doctor's findings on a step timeline (one track per run, a step axis under them)
    * and as a list. runs: [{id, label, findings: [{rule, severity, step, keys, message,
-   * evidence?: [{key, step, value}]}], coverage?: {judged, verdict, line}}]: what the doctor
+   * evidence?: [{key, step, value}]}], coverage?: {judged, verdict, line, read?, not_run?}}]: what the doctor
    * read of the run, said under its name (a run it could not judge is never "no findings").
    * opts.open(finding, runId, key): where a click on a mark, an onset, a key or the
    * evidence leads (none: the list is plain text). */
+  /* What the doctor read of run ``r`` in one line, and the rules that could not run (often
+   * twenty, the same for every run of a trainer) folded under a count. */
+  function coverage(box, r) {
+    var c = r.coverage, notRun = c.not_run ? Object.keys(c.not_run) : [];
+    box.appendChild(el("p", {"class": "hint tm-coverage" + (c.judged ? "" : " unjudged"), "data-run": r.id},
+                       "doctor coverage: " + (c.not_run ? c.read : c.line)));
+    if (!notRun.length) return;
+    var folded = el("details", {"class": "hint tm-not-run", "data-run": r.id}), rules = el("ul");
+    folded.appendChild(el("summary", {}, notRun.length + " rule" + (notRun.length > 1 ? "s" : "") +
+                          " could not run on this run"));
+    notRun.forEach(function (rule) { rules.appendChild(el("li", {}, rule + ": " + c.not_run[rule])); });
+    folded.appendChild(rules);
+    box.appendChild(folded);
+  }
+
   function findings(node, runs, maxStep, opts) {
     opts = opts || {};
     var box = el("div", {"class": "tm-findings"}), top = Math.max(maxStep || 1, 1);
@@ -589,7 +604,7 @@
       var unjudged = r.coverage && !r.coverage.judged;
       if (!r.findings.length) list.appendChild(el("li", {"class": "hint"}, r.label + (unjudged ? ": not judged" : ": no findings")));
       box.appendChild(el("h4", {}, r.label));
-      if (r.coverage) box.appendChild(el("p", {"class": "hint tm-coverage" + (unjudged ? " unjudged" : ""), "data-run": r.id}, "doctor coverage: " + r.coverage.line));
+      if (r.coverage) coverage(box, r);
       box.appendChild(list);
     });
     node.appendChild(box);
