@@ -55,20 +55,12 @@ KNOWN_GAPS: dict[str, str] = {
     "openr1-255-format-up-accuracy-down": (
         "reward_hacking fits a trend per reward component and needs min_points (8) per "
         "line; the excerpt has 3 points (format 0.48 -> 0.86 while accuracy 0.16 -> 0.06)"),
-    "unsloth-mistral7b-grpo-notebook-reference": (
-        "kl_blowup warns at step 86 on a per-token KL that rises 0 -> 0.1-0.4 over 80 steps "
-        "while the reward rises -0.5 -> 0.2 and then holds: a KL that grows while the reward "
-        "improves, then stays, is read as a runaway"),
     "rfs-ch06-grpo-no-kl-2048-length-runaway": (
         "length_blowup warns at step 241 and reward_collapse at 248, 50 steps after the onset "
         "(191; tolerance 39): the responses reach 1,400-2,048 tokens on single steps from 184 "
         "and on most steps from 219 while the loss grows from -390 to -8,310; no rule reads a "
         "loss that grows by orders of magnitude, and the length rule waits for a sustained "
         "run-up"),
-    "rfs-ch07-clip-ratio-stable": (
-        "entropy_explosion warns at step 477 on single-step entropy spikes in the last 20 "
-        "steps (0.57-3.46 against a level of 0.26, back to 0.1 between them) while the reward "
-        "holds, in a 500-step run its author calls stable"),
 }
 
 

@@ -6,7 +6,9 @@ spreads its probability over more and more tokens and turns to noise; its per-to
 entropy climbs past where the run started and keeps going. RL post-training lowers the
 entropy as the policy commits, so a rise is measured twice: from the lowest rolling level
 of the last ``lookback`` checks (a rebound from a dip is a rise) and against the run's
-early level (a rebound that stays below where the run began is not an explosion).
+early level (a rebound that stays below where the run began is not an explosion). A rise
+that keeps returning to its old level (more than a quarter of the recent points back below
+the line) is single-step spikes between ordinary steps, not a policy turning to noise.
 """
 
 from __future__ import annotations
@@ -64,7 +66,10 @@ class EntropyExplosion(SeriesRule):
         recent = median(s.tail(recent_n))
         line = max(self.params["grow"] * low, self.params["above"] * early,
                    low + self.params["sigmas"] * robust_sigma(before))
-        bad = early > 0 and low >= 0 and recent >= line
+        # a level that rose leaves its old one behind: recent points back below the line
+        # are single-step spikes between ordinary steps, not a new level
+        back = sum(v < line for v in s.tail(recent_n))
+        bad = early > 0 and low >= 0 and recent >= line and back <= recent_n // 4
         # far past the level's noise, every recent point past the line: conclusive
         strong = bad and recent - low >= STRONG * self.params["sigmas"] * \
             robust_sigma(before)

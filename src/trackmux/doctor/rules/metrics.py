@@ -358,6 +358,8 @@ class RewardFrozen(SeriesRule):
             still = len(moves) >= quick - 1 and \
                 max(moves[-(quick - 1):]) <= self.params["still"] * usual and \
                 max(latest) - min(latest) <= self.params["spread"] * abs(median(latest))
+            if still and noise is not None:
+                still = _rarely_still(noise, n, self.params["still"] * usual, quick - 1)
             if still and not frozen:
                 first = s.steps[len(s.steps) - quick]
         if not self.latch(key).check(frozen or still, first, strong=still):
@@ -374,6 +376,25 @@ class RewardFrozen(SeriesRule):
             f"the updates carry no signal; the policy collapsed to one answer, the reward "
             f"model saturated, or the task is all solved or all failed"),
             evidence=[e for e in (proof, last) if e is not None])
+
+
+#: reward_frozen's quick test is conclusive only where ``quick - 1`` still moves in a row
+#: are at most this likely on the curve's own history: a reward of a few rollouts takes few
+#: values (multiples of 1/8) and repeats its ceiling or floor by chance, so its stillness is
+#: weighed by how often it stood still before, not by a continuous noise's odds
+QUICK_CHANCE = 1e-6
+
+
+def _rarely_still(noise: Noise, skip: int, within: float, moves: int) -> bool:
+    """Whether ``moves`` moves in a row within ``within`` are rare on the points before the
+    last ``skip``: the share of such moves there (one added, so a short or spotless history
+    is not read as never), to the power ``moves``, at most ``QUICK_CHANCE``."""
+    values = list(noise.values)[:-skip] if skip else list(noise.values)
+    if len(values) < 2:
+        return True
+    still = sum(abs(b - a) <= within for a, b in itertools.pairwise(values))
+    share = (still + 1) / len(values)
+    return bool(share ** moves <= QUICK_CHANCE)
 
 
 class KlBlowup(SeriesRule):
@@ -462,24 +483,39 @@ class KlBlowup(SeriesRule):
     def _floor(self, key: str) -> float:
         return float(self.params["min_ppo_kl" if self.ppo(key) else "min_kl"])
 
-    def _learning(self, onset: int) -> str:
-        """How the reward kept improving since ``onset`` ("": it did not)."""
+    def _learning(self, onset: int, start: int | None = None) -> str:
+        """How the reward kept improving since ``onset`` ("": it did not).
+
+        A climb found late is also read from ``start``, the first step of the level the
+        detection compared against: a KL that grew with the reward over tens of steps and
+        then holds is dated (its knee) at its last rise, too late to show the reward's
+        gain. Over a course of ``LEARNING_POINTS`` points or more the reward's own line
+        also says it, where a median of five noisy points cannot: a fitted rise of
+        ``learning`` of its level and of its earlier noise's sigma, with a t statistic of
+        at least ``LEARNING_T``."""
         r = self.rewards
         pairs = list(zip(r.steps, r.values, strict=True))
-        before = [v for st, v in pairs if onset - int(self.params["window"]) <= st < onset]
-        since = [(st, v) for st, v in pairs if st >= onset]
-        if len(before) < 3 or len(since) < 5:
-            return ""
-        then, now = median(before), median(v for _, v in since[-5:])
-        gain = now - then
-        if gain < self.params["learning"] * abs(then) or gain < 3 * robust_sigma(before):
-            return ""
         from trackmux.doctor.stats import trend
 
-        _, t, _ = trend([st for st, _ in since], [v for _, v in since])
-        if t < 2:
-            return ""
-        return f"{fmt(then)} before it to {fmt(now)} now"
+        window = int(self.params["window"])
+        for begin in dict.fromkeys((onset, min(onset, onset if start is None else start))):
+            before = [v for st, v in pairs if begin - window <= st < begin]
+            since = [(st, v) for st, v in pairs if st >= begin]
+            if len(before) < 3 or len(since) < 5:
+                continue
+            then, now = median(before), median(v for _, v in since[-5:])
+            gain = now - then
+            slope, t, _ = trend([st for st, _ in since], [v for _, v in since])
+            if gain >= self.params["learning"] * abs(then) and \
+                    gain >= 3 * robust_sigma(before) and t >= 2:
+                return f"{fmt(then)} before it to {fmt(now)} now"
+            rise = slope * (since[-1][0] - since[0][0])
+            if len(since) >= LEARNING_POINTS and t >= LEARNING_T and \
+                    rise >= self.params["learning"] * abs(then) and \
+                    rise >= robust_sigma(before):
+                return (f"{fmt(then)} before step {since[0][0]} to {fmt(now)} now, a "
+                        f"steady rise (t {t:.1f})")
+        return ""
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         found = self._check(key, s, step)
@@ -552,7 +588,8 @@ class KlBlowup(SeriesRule):
         message = (f"{key} rose {ratio(recent, base):.1f}x above its level of {fmt(level)} "
                    f"({span(level_steps)}), to a recent median of {fmt(recent)}, climbing "
                    f"since {where}")
-        learning = self._learning(onset)
+        learning = self._learning(
+            onset, steps[max(0, len(steps) - (recent_n + gap_n + window_n))])
         if learning:
             message += (f", while the reward kept improving ({learning}): a policy that "
                         f"learns moves away from its reference (info; critical past "
@@ -567,6 +604,13 @@ class KlBlowup(SeriesRule):
         about that scale; a generic ``*/kl`` may be summed over a sequence)."""
         dialects = self.signals.fed.get("kl", {}).get(key)
         return dialects is not None and dialects != "generic"
+
+
+#: kl_blowup's reading of a reward that rose over a KL's whole climb: a least-squares line
+#: over at least this many points whose t statistic is at least ``LEARNING_T`` (a strong
+#: trend, far past the 2 a short climb's median gain is confirmed with)
+LEARNING_POINTS = 10
+LEARNING_T = 4.0
 
 
 def level_before(s: Series, onset: int, window: int, least: int
