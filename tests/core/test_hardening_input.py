@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trackmux
+from spool_support import spool_meta
 from trackmux.core.lifecycle.run import DisabledRun
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.values import normalize
@@ -30,14 +31,6 @@ def _events(run: Any) -> list[Any]:
     reader = SpoolReader(run.dir)
     try:
         return list(reader.iter_events())
-    finally:
-        reader.close()
-
-
-def _meta(run: Any) -> dict[str, Any]:
-    reader = SpoolReader(run.dir)
-    try:
-        return reader.meta()
     finally:
         reader.close()
 
@@ -109,7 +102,7 @@ def test_str_subclass_names_are_stored_plain(tmp_path: Path) -> None:
     run = trackmux.init(project=np.str_("proj"), name=Phase.TRAIN, tags=[np.str_("t")],
                         backends=[], dir=tmp_path, config={np.str_("k"): Phase.TRAIN})
     run.finish()
-    meta = _meta(run)
+    meta = spool_meta(run.dir)
     assert (meta["project"], meta["name"], meta["tags"]) == ("proj", "train/loss", ["t"])
     config = next(e for e in _events(run) if e.kind == "config").config
     assert config == {"k": "train/loss"}
@@ -121,7 +114,7 @@ def test_finish_with_a_numpy_exit_code_keeps_the_final_batch(tmp_path: Path) -> 
         run.log({"x": float(step)})
     summary = run.finish(exit_code=np.int64(3))
     assert summary.status == "failed" and summary.events == 50 and summary.complete
-    meta = _meta(run)
+    meta = spool_meta(run.dir)
     assert meta["state"] == "failed" and meta["exit_code"] == 3
 
 

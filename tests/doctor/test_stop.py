@@ -11,7 +11,7 @@ import pytest
 from synthetic import noisy, rising
 
 import trackmux
-from trackmux.core.spool.reader import SpoolReader
+from spool_support import spool_meta
 from trackmux.core.spool.runs import summarize
 from trackmux.doctor.stop import StopPolicy, check
 
@@ -42,14 +42,6 @@ def _loop(run: Any, wait_for: Any) -> int | None:
     return None
 
 
-def _meta(run: Any) -> dict[str, Any]:
-    reader = SpoolReader(run.dir)
-    try:
-        return reader.meta()
-    finally:
-        reader.close()
-
-
 @pytest.mark.parametrize("delivery", ["process", "thread"])
 def test_a_collapsing_run_with_stop_on_critical_stops_and_ends_stopped(
         tmp_path: Path, delivery: str) -> None:
@@ -68,7 +60,7 @@ def test_a_collapsing_run_with_stop_on_critical_stops_and_ends_stopped(
                for f in run.findings())
     summary = run.finish(timeout=30)
     assert summary.status == "stopped"
-    meta = _meta(run)
+    meta = spool_meta(run.dir)
     assert meta["state"] == "stopped" and meta["stop_reason"] == reason
     assert meta["stop_on"] == ["critical"]
     [stop] = meta["stops"]
@@ -85,7 +77,7 @@ def test_without_stop_on_nothing_changes(tmp_path: Path, monkeypatch: Any) -> No
     assert collapsed is not None, "the doctor never found the collapse"
     assert run.should_stop is False and run.stop_reason is None
     assert run.finish(timeout=30).status == "finished"
-    meta = _meta(run)
+    meta = spool_meta(run.dir)
     assert meta["state"] == "finished"
     assert "stop_reason" not in meta and "stops" not in meta
 
@@ -122,7 +114,7 @@ def test_a_resumed_run_is_the_same_run_and_keeps_its_stop(tmp_path: Path) -> Non
     for step in range(COLLAPSE_AT - 9, COLLAPSE_AT + 5):  # a fixed run: no collapse
         again.log({"critic/score/mean": 0.8, "actor/entropy": 0.9}, step=step)
     assert again.finish(timeout=30).status == "finished"
-    meta = _meta(again)
+    meta = spool_meta(again.dir)
     assert meta["state"] == "finished" and meta["stop_reason"] is None
     [stop] = meta["stops"]  # the first attempt's stop stays in the run's history
     assert stop["attempt"] == 1 and stop["finding"]["rule"] == "reward_collapse"
@@ -134,7 +126,7 @@ def test_a_stopped_run_that_exits_with_an_error_is_failed(tmp_path: Path) -> Non
     assert isinstance(run, trackmux.Run)
     assert _loop(run, lambda r: r.should_stop) is not None
     assert run.finish(timeout=30, exit_code=1).status == "failed"
-    assert _meta(run)["stop_reason"]["rule"] == "reward_collapse"
+    assert spool_meta(run.dir)["stop_reason"]["rule"] == "reward_collapse"
 
 
 @pytest.mark.parametrize("value", ["crit", True, 3, [], ["no_such_rule"], "reward_collapse"])

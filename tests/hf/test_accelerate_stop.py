@@ -12,18 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import HERE, spool_runs
+from spool_support import spool_meta
 
 pytest.importorskip("accelerate")
-
-
-def _meta(run_dir: Path) -> dict[str, object]:
-    from trackmux.core.spool.reader import SpoolReader
-
-    reader = SpoolReader(run_dir)
-    try:
-        return reader.meta()
-    finally:
-        reader.close()
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -46,7 +37,7 @@ def test_the_loop_saves_its_state_and_stops_on_every_process(
     assert all(s["reason"] is None for s in seen[1:])  # the reason lives on the main process
     assert (out / f"ckpt-{stopped_at}").is_dir()
     [run_dir] = spool_runs(tracker_env["spool"], "acc-stop")
-    meta = _meta(run_dir)
+    meta = spool_meta(run_dir)
     assert meta["state"] == "stopped"
     assert meta["stop_reason"] == seen[0]["reason"]
 

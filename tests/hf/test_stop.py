@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import spool_runs
+from spool_support import spool_meta
 
 pytest.importorskip("transformers")
 
@@ -20,16 +21,6 @@ NAN_AFTER = 5  # the weights go NaN at the end of this step: the loss of the nex
 # the test's own guard: a run that never stops fails, it does not hang. The doctor stops it
 # within seconds; 600 s is a bound only a run that never stops reaches (not a speed claim)
 DEADLINE = 600.0
-
-
-def _meta(run_dir: Path) -> dict[str, Any]:
-    from trackmux.core.spool.reader import SpoolReader
-
-    reader = SpoolReader(run_dir)
-    try:
-        return reader.meta()
-    finally:
-        reader.close()
 
 
 def _causal_lm_trainer(output_dir: Path, **args: Any) -> Any:
@@ -101,7 +92,7 @@ def test_a_trainer_whose_loss_goes_nan_saves_a_checkpoint_and_stops(
     assert (out / f"checkpoint-{stopped_at}" / "trainer_state.json").is_file()
     assert (out / f"checkpoint-{stopped_at}" / "model.safetensors").is_file()
     [run_dir] = spool_runs(tracker_env["spool"], "hf-stop")
-    meta = _meta(run_dir)
+    meta = spool_meta(run_dir)
     assert meta["state"] == "stopped", meta.get("state")
     reason = meta["stop_reason"]
     assert reason["rule"] == "nonfinite" and reason["severity"] == "critical"
@@ -130,7 +121,7 @@ def test_a_trainer_without_stop_on_goes_on(tmp_path: Path, tracker_env: dict[str
     assert summarize(run_dir).state == "finished"
     stored = load_stored_findings(run_dir) or []
     assert any(f["rule"] == "nonfinite" for f in stored), stored
-    assert "stop_reason" not in _meta(run_dir)
+    assert "stop_reason" not in spool_meta(run_dir)
 
 
 def test_trl_grpo_stops_on_a_named_warning_rule(tmp_path: Path,
@@ -153,7 +144,7 @@ def test_trl_grpo_stops_on_a_named_warning_rule(tmp_path: Path,
     assert stopped_at < steps
     assert (out / f"checkpoint-{stopped_at}" / "trainer_state.json").is_file()
     [run_dir] = spool_runs(tracker_env["spool"], "grpo-stop")
-    meta = _meta(run_dir)
+    meta = spool_meta(run_dir)
     assert meta["state"] == "stopped"
     assert meta["stop_reason"]["rule"] == "zero_std_groups"
     assert meta["stop_reason"]["severity"] == "warning"
@@ -185,7 +176,7 @@ def test_resumed_from_the_stop_checkpoint_it_is_the_same_run_with_its_stop_in_hi
     stopped_at = first.state.global_step
     assert stopped_at < MAX_STEPS
     [run_dir] = spool_runs(tracker_env["spool"], "hf-resume")
-    assert _meta(run_dir)["state"] == "stopped"
+    assert spool_meta(run_dir)["state"] == "stopped"
 
     again = _causal_lm_trainer(out, max_steps=stopped_at + 3)
     again.add_callback(TrackmuxCallback(again, project="hf-resume", backends=[],
@@ -193,7 +184,7 @@ def test_resumed_from_the_stop_checkpoint_it_is_the_same_run_with_its_stop_in_hi
     again.train(resume_from_checkpoint=str(out / f"checkpoint-{stopped_at}"))
     assert again.state.global_step == stopped_at + 3
     assert spool_runs(tracker_env["spool"], "hf-resume") == [run_dir]  # the same run
-    meta = _meta(run_dir)
+    meta = spool_meta(run_dir)
     assert meta["state"] == "finished" and meta["attempt"] == 2
     assert meta["stop_reason"] is None
     [stop] = meta["stops"]

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trackmux
+from spool_support import spool_meta
 from trackmux.cli.main import cli
 from trackmux.core.lifecycle.run import DisabledRun
-from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.values.normalize import normalize_metrics
 
 
@@ -33,14 +33,6 @@ class FloatRaises:
 def _warnings(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
     return [r.getMessage() for r in caplog.records
             if r.levelno >= logging.WARNING and text in r.getMessage()]
-
-
-def _meta(run: Any) -> dict[str, Any]:
-    reader = SpoolReader(run.dir)
-    try:
-        return reader.meta()
-    finally:
-        reader.close()
 
 
 def test_a_none_metric_is_dropped_and_the_rest_arrives(
@@ -60,7 +52,7 @@ def test_a_none_metric_is_dropped_and_the_rest_arrives(
     assert metrics["loss"] == [(5, 1.0)] + [(s, float(s)) for s in range(6, 10)]
     assert "val/acc" not in metrics
     assert len(_warnings(caplog, "bad metric 'val/acc'")) == 1
-    assert _meta(run)["input_dropped"] == [
+    assert spool_meta(run.dir)["input_dropped"] == [
         {"what": "metric", "name": "'val/acc'", "count": 5,
          "reason": summary.problems[0].message}]
 

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trackmux
+from spool_support import spool_meta
 from trackmux.cli.sync import stored_options
-from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.values.redact import REDACTED, is_secret_key, redact
 
 JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
@@ -100,14 +100,6 @@ def test_a_secret_env_value_is_redacted_wherever_it_appears(before: str, after: 
     assert secret not in orjson.dumps(out).decode()
 
 
-def _meta(run_dir: Path) -> dict[str, Any]:
-    reader = SpoolReader(run_dir)
-    try:
-        return reader.meta()
-    finally:
-        reader.close()
-
-
 def test_sync_replays_to_the_real_place_from_the_working_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first-hour chain: a run under the working directory, its file output deleted,
@@ -124,7 +116,7 @@ def test_sync_replays_to_the_real_place_from_the_working_directory(
     for step in range(20):
         run.log({"x": float(step)})
     assert run.finish(timeout=30).complete
-    meta = _meta(run.dir)
+    meta = spool_meta(run.dir)
     assert meta["backend_options"] == {"file": {"root": str(work / "trackmux")}}
     out = work / "trackmux" / "demo" / "r1.jsonl"
     original = out.read_bytes()
@@ -145,9 +137,9 @@ def test_a_secret_option_is_not_stored_and_sync_says_where_it_comes_from(
                                                     "folder": "/data/runs"}})
     run.log({"a": 1.0})
     run.finish(timeout=10)
-    stored = _meta(run.dir)["backend_options"]["memory"]
+    stored = spool_meta(run.dir)["backend_options"]["memory"]
     assert stored == {"api_key": REDACTED, "uri": "https://***@host/x", "folder": "/data/runs"}
     raw = b"".join(p.read_bytes() for p in run.dir.glob("spool.db*"))
     assert b"OPTION-SECRET" not in raw and b"PASSWORD99" not in raw
-    kept, secret = stored_options(_meta(run.dir), "memory")
+    kept, secret = stored_options(spool_meta(run.dir), "memory")
     assert kept == {"folder": "/data/runs"} and secret == ["api_key", "uri"]

@@ -21,6 +21,7 @@ import pytest
 
 import trackmux
 from conftest import sft_command, sft_env
+from spool_support import spool_meta
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.testing.pacer import HeldCommits
 
@@ -43,14 +44,6 @@ def spool_metrics(run_dir: Path) -> dict[str, dict[int, Any]]:
                 for key, value in event.data.items():
                     out.setdefault(key, {})[event.step] = value
         return out
-    finally:
-        reader.close()
-
-
-def spool_meta(run_dir: Path) -> dict[str, Any]:
-    reader = SpoolReader(run_dir)
-    try:
-        return reader.meta()
     finally:
         reader.close()
 
