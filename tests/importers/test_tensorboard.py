@@ -48,6 +48,16 @@ def write_scalars(writer: EventFileWriter, steps: range, tags: tuple[str, ...] =
     writer.flush()
 
 
+def one_event_file(folder: Path, steps: range) -> tuple[Path, bytearray]:
+    """An event file in ``folder`` of the scalar ``a`` at ``steps``: its path and its
+    bytes, to damage."""
+    writer = EventFileWriter(str(folder))
+    write_scalars(writer, steps, ("a",))
+    writer.close()
+    (path,) = folder.glob("events.out.tfevents*")
+    return path, bytearray(path.read_bytes())
+
+
 def accumulated(folder: Path) -> dict[str, list[tuple[int, float]]]:
     acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
     acc.Reload()
@@ -134,11 +144,7 @@ def test_second_import_adds_nothing_and_a_grown_folder_only_its_new_points(
 
 def test_corrupt_record_and_truncated_tail_are_named(tmp_path: Path, import_into) -> None:
     folder = tmp_path / "run"
-    writer = EventFileWriter(str(folder))
-    write_scalars(writer, range(50), ("a",))
-    writer.close()
-    (path,) = folder.glob("events.out.tfevents*")
-    data = bytearray(path.read_bytes())
+    path, data = one_event_file(folder, range(50))
     # records: the file_version record, then one per scalar; find step 20's by its offset
     offsets, pos = [], 0
     while pos < len(data):
@@ -162,11 +168,7 @@ def test_corrupt_record_and_truncated_tail_are_named(tmp_path: Path, import_into
 def test_header_damage_is_skipped_to_the_next_whole_record(tmp_path: Path,
                                                            import_into) -> None:
     folder = tmp_path / "run"
-    writer = EventFileWriter(str(folder))
-    write_scalars(writer, range(30), ("a",))
-    writer.close()
-    (path,) = folder.glob("events.out.tfevents*")
-    data = bytearray(path.read_bytes())
+    path, data = one_event_file(folder, range(30))
     first = 16 + int.from_bytes(data[0:8], "little")
     data[first + 2] ^= 0x40  # step 0's length field: its header CRC fails
     path.write_bytes(bytes(data))
