@@ -12,6 +12,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from spool_support import spool_meta
+
 # a trial program: logs `score` = lr * step for `steps` steps, `pause` seconds a step;
 # `--mode=crash` raises after step 2, `--mode=nan` logs NaN from step 5 on (the doctor's
 # critical `nonfinite`), `--mode=none` never calls trackmux.init; `--lockstep`: each finite
@@ -103,13 +105,7 @@ def show(root: Path, sweep_id: str, *extra: str) -> dict[str, Any]:
 
 def run_meta(run_dir: str) -> dict[str, Any]:
     """A trial run's meta (state, tags ...) as its spool has it."""
-    from trackmux.core.spool.reader import SpoolReader
-
-    reader = SpoolReader(Path(run_dir))
-    try:
-        return reader.meta()
-    finally:
-        reader.close()
+    return spool_meta(Path(run_dir))
 
 
 def run_config(run_dir: str) -> dict[str, Any]:
