@@ -6,7 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ui_support import make_run, open_ui
+from ui_support import CHART, make_run, open_ui
+
+#: page function: the chart of key ``a`` has drawn its y axis
+CHART_DRAWN = (f"(key) => {{ const c = ({CHART})(key); "
+               "return !!(c && c.handle && c.handle.plot.axes[1]._values); }")
 
 
 def test_the_coverage_line_says_what_was_read_and_folds_the_rules_that_could_not_run(
@@ -34,6 +38,31 @@ def test_the_coverage_line_says_what_was_read_and_folds_the_rules_that_could_not
         folded.locator("summary").click()
         page.wait_for_selector("details.tm-not-run[open] li")
         assert "entropy_collapse: no key for entropy" in folded.text_content()
+        assert problems == []
+    finally:
+        page.close()
+
+
+def test_an_axis_writes_its_values_in_one_unit(browser: Any, server_for: Any,
+                                                tmp_path: Path) -> None:
+    """The demo's throughput axis read 20,000 40,000 60,000 80,000 100k 120k: each label
+    picked its own unit. An axis takes the unit of its largest value."""
+    import trackmux
+
+    run = trackmux.init(project="p", name="fast", backends=[], dir=tmp_path, doctor=False)
+    assert isinstance(run, trackmux.Run)
+    for step in range(40):
+        run.log({"throughput": 15_000.0 + 2_700.0 * step}, step=step)
+    assert run.finish(timeout=30).complete
+    server = server_for(tmp_path)
+    page, problems = open_ui(browser, server, "#runs=all")
+    try:
+        page.wait_for_selector('.tm-chart[data-key="throughput"] canvas')
+        page.wait_for_function(CHART_DRAWN, arg="throughput")
+        labels = page.evaluate(f"(key) => ({CHART})(key).handle.plot.axes[1]._values",
+                               "throughput")
+        assert len(labels) >= 3 and "100k" in labels, labels
+        assert all(t == "0" or t.endswith("k") for t in labels), labels
         assert problems == []
     finally:
         page.close()

@@ -84,6 +84,17 @@ def tick_label(value: float) -> str:
     return fmt(value)
 
 
+def tick_labels(values: Sequence[float]) -> list[str]:
+    """An axis's labels in one unit, that of its largest value (25k ... 125k, never 75,000
+    beside 100k), as assets/charts.js ``ticks`` writes them."""
+    magnitude = max((abs(v) for v in values), default=0.0)
+    if 1e5 <= magnitude < 1e15:
+        for scale, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if magnitude >= scale:
+                return ["0" if v == 0 else f"{v / scale:.3g}{unit}" for v in values]
+    return [tick_label(v) for v in values]
+
+
 def thin(points: Sequence[tuple[int, float]], limit: int = MAX_POINTS
          ) -> list[tuple[int, float]]:
     """At most about ``limit`` points that keep the line's shape (first/min/max/last of
@@ -142,17 +153,17 @@ def line_chart(key: str, series: Sequence[Series], width: int = WIDTH,
         return TOP + (1 - (y - y0) / (y1 - y0)) * plot_h
 
     parts = [head]
-    for value in yticks:
+    for value, label in zip(yticks, tick_labels(yticks), strict=True):
         y = sy(value)
         parts.append(f'<line class="grid" x1="{LEFT}" x2="{width - RIGHT}" y1="{y:.1f}" '
                      f'y2="{y:.1f}"/><text class="tick" x="{LEFT - 6}" y="{y + 3.5:.1f}" '
-                     f'text-anchor="end">{escape(tick_label(value))}</text>')
-    for value in xticks:
+                     f'text-anchor="end">{escape(label)}</text>')
+    for value, label in zip(xticks, tick_labels(xticks), strict=True):
         x = sx(value)
         parts.append(f'<line class="grid" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" '
                      f'y2="{height - BOTTOM}"/><text class="tick" x="{x:.1f}" '
                      f'y="{height - BOTTOM + 15}" text-anchor="middle">'
-                     f'{escape(tick_label(value))}</text>')
+                     f'{escape(label)}</text>')
     parts.append(f'<text class="axis-label" x="{width - RIGHT}" y="{height - 3}" '
                  f'text-anchor="end">step</text>')
     for step, severity, label in marks:  # the onset of a finding of the doctor

@@ -56,6 +56,23 @@
     return String(+v.toPrecision(4));
   }
 
+  /* An axis's labels in one unit, that of its largest value (25k 50k ... 125k, never
+   * 75,000 beside 100k); below 100k each value is labelled as ``tick`` does. */
+  function ticks(vals) {
+    var top = 0, units = [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e5, "k"]];
+    vals.forEach(function (v) { if (v !== null && v !== undefined && isFinite(v)) top = Math.max(top, Math.abs(v)); });
+    for (var i = 0; i < units.length && top < 1e15; i++) {
+      if (top >= units[i][0]) {
+        var d = units[i][1] === "k" ? 1e3 : units[i][0], unit = units[i][1];
+        return vals.map(function (v) {
+          if (v === null || v === undefined || !isFinite(v)) return "";
+          return v === 0 ? "0" : String(+(v / d).toPrecision(3)) + unit;
+        });
+      }
+    }
+    return vals.map(tick);
+  }
+
   /* Round tick values over [lo, hi]: 1, 2, 2.5 or 5 times a power of ten, about ``count``
    * intervals (the same rule as the static report's charts.py). */
   function niceTicks(lo, hi, count) {
@@ -322,7 +339,7 @@
       var uopts = {
         width: opts.width || 560, height: opts.height || 260, series: makeSeries(),
         scales: {x: {time: timeAxis}, y: yScale(joined)},
-        axes: [timeAxis ? {} : {values: function (u, vals) { return vals.map(tick); }}, {values: function (u, vals) { return vals.map(tick); },
+        axes: [timeAxis ? {} : {values: function (u, vals) { return ticks(vals); }}, {values: function (u, vals) { return ticks(vals); },
                     size: function (u, values) { return Math.ceil(textWidth(values)) + 20; }}],
         cursor: {drag: {x: true, y: false}},
         legend: {show: !many, live: true},
@@ -379,13 +396,14 @@
     var xt = niceTicks(xr[0], xr[1], 4), yt = niceTicks(yr[0], yr[1], 4);
     var X = [xt[0], xt[xt.length - 1]], Y = [yt[0], yt[yt.length - 1]];
     ctx.font = "11px system-ui, sans-serif"; ctx.strokeStyle = "#e5e7eb"; ctx.fillStyle = "#6b7280";
-    yt.forEach(function (v) {
-      var fy = box.top + (1 - (v - Y[0]) / (Y[1] - Y[0])) * box.h, text = tick(v);
+    var yl = ticks(yt), xl = ticks(xt);
+    yt.forEach(function (v, i) {
+      var fy = box.top + (1 - (v - Y[0]) / (Y[1] - Y[0])) * box.h, text = yl[i];
       ctx.beginPath(); ctx.moveTo(box.left, fy); ctx.lineTo(box.left + box.w, fy); ctx.stroke();
       ctx.fillText(text, box.left - 6 - ctx.measureText(text).width, fy + 4);
     });
-    xt.forEach(function (v) {
-      var fx = box.left + (v - X[0]) / (X[1] - X[0]) * box.w, text = tick(v);
+    xt.forEach(function (v, i) {
+      var fx = box.left + (v - X[0]) / (X[1] - X[0]) * box.w, text = xl[i];
       ctx.beginPath(); ctx.moveTo(fx, box.top); ctx.lineTo(fx, box.top + box.h); ctx.stroke();
       ctx.fillText(text, fx - ctx.measureText(text).width / 2, box.top + box.h + 14);
     });
@@ -397,7 +415,7 @@
 
   /* The left margin that fits the y labels of ``yr``'s round ticks. */
   function leftFor(yr) {
-    return Math.ceil(textWidth(niceTicks(yr[0], yr[1], 4).map(tick), "11px system-ui, sans-serif")) + 14;
+    return Math.ceil(textWidth(ticks(niceTicks(yr[0], yr[1], 4)), "11px system-ui, sans-serif")) + 14;
   }
 
   function range(values) {
@@ -612,7 +630,7 @@
   }
 
   window.trackmuxCharts = {PALETTE: PALETTE, colour: colour, colourKeeper: colourKeeper, fmt: fmt,
-    tick: tick, niceTicks: niceTicks, dict: dict, smooth: smooth, join: join, lineChart: lineChart,
+    tick: tick, ticks: ticks, niceTicks: niceTicks, dict: dict, smooth: smooth, join: join, lineChart: lineChart,
     pathChart: pathChart, legendOf: legendOf,
     histogramChart: histogramChart, table: table, findings: findings, el: el};
 })();
