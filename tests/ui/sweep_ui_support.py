@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ui_support import make_run
 
 SWEEP = {"program": "train.py", "method": "random",
@@ -62,6 +63,18 @@ def make_sweep(root: Path, elsewhere: Path, storage: str | None = None,
                           run_id=run_dir.name, run_dir=str(run_dir), steps=20)
         agent._tell(trial, out)
     return {"id": sweep.id, "by_lr": [t.number for t in by_lr], "runs": runs, "agent": agent}
+
+
+def make_sweep_in(tmp_path: Path) -> dict[str, Any]:
+    """:func:`make_sweep` with the served root ``tmp_path/root`` (also ``made["root"]``)
+    and the unserved folder ``tmp_path/elsewhere``; skips the test without Optuna."""
+    pytest.importorskip("optuna")
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    made = make_sweep(root, elsewhere)
+    made["root"] = root
+    return made
 
 
 def tell_one_more(made: dict[str, Any], value: float) -> int:

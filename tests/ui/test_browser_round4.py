@@ -10,7 +10,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import pytest
 from ui_support import log_batch, open_ui
 
 import trackmux
@@ -85,14 +84,10 @@ def test_a_trial_run_opens_alone_and_run_colours_tell_apart(browser: Any, server
                                                             tmp_path: Path) -> None:
     """Item 7: a click on a trial's run shows that run alone; runs never share a colour
     or get two near-identical ones (any two palette colours >= 25 apart in CIELAB)."""
-    pytest.importorskip("optuna")
-    from sweep_ui_support import make_sweep
+    from sweep_ui_support import make_sweep_in
 
-    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
-    root.mkdir()
-    elsewhere.mkdir()
-    made = make_sweep(root, elsewhere)
-    server = server_for(root)
+    made = make_sweep_in(tmp_path)
+    server = server_for(made["root"])
     page, problems = open_ui(browser, server, "#tab=sweeps")
     page.wait_for_selector("#sweep-trials a.sweep-run")
     assert page.evaluate("() => window.trackmuxUI.state.selected.length") >= 2

@@ -7,20 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-from sweep_ui_support import FAILED, REASON, STDERR, make_sweep, tell_one_more
+from sweep_ui_support import FAILED, REASON, STDERR, make_sweep_in, tell_one_more
 from ui_support import open_ui
 
 from trackmux.ui.store import run_id_of
 
 
 def test_the_sweeps_tab(browser: Any, server_for: Any, tmp_path: Path) -> None:
-    pytest.importorskip("optuna")
-    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
-    root.mkdir()
-    elsewhere.mkdir()
-    made = make_sweep(root, elsewhere)
-    server = server_for(root)
+    made = make_sweep_in(tmp_path)
+    server = server_for(made["root"])
     page, problems = open_ui(browser, server, "#tab=sweeps")
     page.wait_for_selector("#sweep-trials tr[data-trial]")
     rows = page.eval_on_selector_all(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
-from sweep_ui_support import FAILED, REASON, STDERR, make_sweep, refused_write
+from sweep_ui_support import FAILED, REASON, STDERR, make_sweep_in, refused_write
 
 from trackmux.ui.app import build_app
 from trackmux.ui.store import run_id_of
@@ -29,13 +29,7 @@ def fingerprint(folder: Path) -> dict[str, tuple[str, int]]:
 
 @pytest.fixture
 def made(tmp_path: Path) -> dict[str, Any]:
-    pytest.importorskip("optuna")
-    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
-    root.mkdir()
-    elsewhere.mkdir()
-    made = make_sweep(root, elsewhere)
-    made["root"] = root
-    return made
+    return make_sweep_in(tmp_path)
 
 
 def test_the_sweep_reads_back_with_runs_reasons_and_importance(made: dict[str, Any]) -> None:
