@@ -203,6 +203,9 @@ def main() -> None:
         print(json.dumps(spawns(args.spawns, args.niced_spawner, args.stall_ms), indent=2))
         return
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    # the delivery process of a finished run would otherwise retry the dead server for
+    # 600 s, loading the machine the next run of this benchmark measures on
+    os.environ.setdefault("TRACKMUX_ORPHAN_TIMEOUT", "0")
     if args.import_mlflow:
         import mlflow  # noqa: F401
     result = bench(args.points, args.keys, args.backend, not args.no_provenance,

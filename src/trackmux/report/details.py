@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.events import ArtifactEvent, ProvenanceEvent, TextEvent
+from trackmux.core.events import ArtifactEvent, ConfigEvent, ProvenanceEvent, TextEvent
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.values.intake import input_dropped
 from trackmux.core.values.redact import redact_text
-from trackmux.report.provenance import provenance_rows
+from trackmux.report.provenance import not_recorded, provenance_rows
 from trackmux.report.sections import wall_time, when
 
 MAX_TEXTS = 200  # text events per run in the page (the last ones; `trackmux show` has all)
@@ -27,7 +27,8 @@ def run_details(run_dir: Path) -> dict[str, Any]:
     """One run's summary, delivery, problems, provenance, artifacts and texts."""
     out: dict[str, Any] = {"run_id": run_dir.name, "dir": str(run_dir), "problems": [],
                            "delivery": [], "sync": None, "provenance": None,
-                           "artifacts": [], "texts": [], "texts_total": 0}
+                           "provenance_missing": None, "artifacts": [], "texts": [],
+                           "texts_total": 0}
     try:
         reader = SpoolReader(run_dir)
     except Exception as exc:  # a damaged spool is a problem line, never a failed report
@@ -61,6 +62,11 @@ def run_details(run_dir: Path) -> dict[str, Any]:
                 diff = redact_text(diff)  # a spool older than issue 34
             out["provenance"] = {"rows": provenance_rows(latest.data),
                                  "diff": diff[:MAX_DIFF], "diff_chars": len(diff)}
+        else:  # said in the run's column, not a column of dashes
+            imported = [e.config["_import"] for e in reader.events_of_kind("config")
+                        if isinstance(e, ConfigEvent) and "_import" in e.config]
+            out["provenance_missing"] = not_recorded(
+                {"_import": imported[-1]} if imported else None)
         cursors = reader.cursors()
         names = list(meta.get("backends") or [])
         names += [name for name in sorted(cursors) if name not in names]

@@ -4,8 +4,9 @@ the uncommitted diff of each run folded under it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
+from typing import Any
 
 from trackmux.provenance.text import code_label, flat, gpu_label
 from trackmux.report.load import RunData
@@ -26,11 +27,21 @@ def provenance_rows(data: dict[str, object]) -> dict[str, str]:
     return rows
 
 
+def not_recorded(config: Mapping[str, Any] | None) -> str:
+    """Why a run of this ``config`` has no provenance, for its column's first row (a
+    column of dashes only reads as a broken report)."""
+    source = (config or {}).get("_import")
+    if isinstance(source, dict) and source.get("format"):
+        return f"not recorded: imported from {source['format']} {source.get('source', '')}".strip()
+    return "not recorded (the run was logged without trackmux's provenance)"
+
+
 def provenance_section(runs: Sequence[RunData]) -> str:
     have = [run for run in runs if run.provenance is not None]
     if not have:
         return ""
-    tables = [provenance_rows(run.provenance.data) if run.provenance else {} for run in runs]
+    tables = [provenance_rows(run.provenance.data) if run.provenance else
+              {"code": not_recorded(run.config)} for run in runs]
     keys: list[str] = []
     for table in tables:
         keys.extend(k for k in table if k not in keys)

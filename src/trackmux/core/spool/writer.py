@@ -65,6 +65,11 @@ RUN_LOCK = "run.lock"
 COMMIT_INTERVAL = 0.05
 DURABILITY_WINDOW = 0.5
 COMMIT_BATCH = 5000
+#: A commit round takes the queue TAKE_CHUNK events at a time, encoding and inserting each
+#: chunk before taking the next (one transaction for the round), so a caller held by
+#: backpressure gets room after one chunk, not after the whole batch: a 4,000-event batch
+#: takes 20-200 ms to encode and insert, which one log() waited out whole (issue 43 item 17).
+TAKE_CHUNK = 64
 # Backpressure: above HIGH_WATER queued events (~7 KB each for 100 floats) a caller waits
 # for a healthy writer to drain to LOW_WATER, at most BACKPRESSURE_WAIT per stall, so a
 # caller faster than the disk costs bounded memory instead of gigabytes (benchmark B3).
@@ -296,6 +301,7 @@ class SpoolWriter:
         #: slow writer (it moves) from a stalled one (it does not); written by one thread
         self._progress = 0
         self._pressure = True  # backpressure on; off after a stalled wait, on at a commit
+        self._round = 0  # events the current commit round takes in all (_commit_pending)
         self._meta_pending: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="trackmux-spool-writer",
                                         daemon=True)
@@ -331,8 +337,10 @@ class SpoolWriter:
                 self._backpressure()
 
     def _backpressure(self) -> None:
-        """Wait until the writer drained the queue to LOW_WATER. Not while the spool cannot
-        be written (events then wait in memory, then drop); a writer that commits nothing
+        """Wait until the writer made room below HIGH_WATER: it takes the queue a chunk at a
+        time (``TAKE_CHUNK``), so one wait lasts about one chunk's encode and insert, where
+        waiting for LOW_WATER lasted a whole batch (issue 43 item 17). Not while the spool
+        cannot be written (events then wait in memory, then drop); a writer that commits nothing
         within BACKPRESSURE_WAIT turns the wait off until its next commit. Within means
         progress, not a finished commit: a writer that took, encoded or inserted any event
         in the last BACKPRESSURE_WAIT is slow, and the caller keeps waiting; one blocked in
@@ -340,7 +348,7 @@ class SpoolWriter:
         deadline = time.monotonic() + BACKPRESSURE_WAIT
         seen = self._progress
         with self._committed_cond:
-            while (len(self._queue) > LOW_WATER and self.status.full is None
+            while (len(self._queue) >= HIGH_WATER and self.status.full is None
                    and self._pressure and self._thread.is_alive()):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -426,14 +434,20 @@ class SpoolWriter:
         with contextlib.suppress(Exception):
             self._conn.close()
 
-    def _take(self) -> list[Queued]:
-        """The next batch, off the queue. A caller held by backpressure is woken now, not
-        after the commit: the queue it waits on is drained here, and waiting for the commit
-        too held one log() for the rest of this batch's commit and the whole next one
-        (issue 34.9). Memory stays bounded: HIGH_WATER queued plus this batch in flight."""
+    def _round_limit(self) -> int:
+        """The most events one commit round takes."""
+        return COMMIT_BATCH * 4 if self.status.full is None else RECOVERY_BATCH
+
+    def _take(self, limit: int | None = None) -> list[Queued]:
+        """Up to ``limit`` (default: a round's limit) events, off the queue. A caller held
+        by backpressure is woken now, not after the commit: the queue it waits on is drained
+        here, and waiting for the commit too held one log() for the rest of this batch's
+        commit and the whole next one (issue 34.9). Memory stays bounded: HIGH_WATER queued
+        plus this round's batch in flight."""
         batch: list[Queued] = []
         queue = self._queue
-        limit = COMMIT_BATCH * 4 if self.status.full is None else RECOVERY_BATCH
+        if limit is None:
+            limit = self._round_limit()
         while queue and len(batch) < limit:
             batch.append(queue.popleft())
         self._progress += len(batch)
@@ -468,7 +482,11 @@ class SpoolWriter:
             extra = self._meta_source()
             if extra:
                 meta = {**meta, **extra}
-        batch = self._take()
+        # This round writes the events queued now, not those the caller adds meanwhile (a
+        # round that chased a fast caller would commit past the durability window); the
+        # first chunk is taken here, the rest by _write as it goes.
+        self._round = min(len(self._queue), self._round_limit())
+        batch = self._take(min(self._round, TAKE_CHUNK))
         if not batch and not meta and self.status.dropped == self._dropped_recorded:
             return
         try:
@@ -513,11 +531,60 @@ class SpoolWriter:
             self._on_commit(self._last_seq)
 
     def _write(self, batch: list[Queued], meta: dict[str, Any]) -> None:
+        """Commit ``batch`` and ``meta`` in one transaction. A non-empty ``batch`` is the
+        round's first chunk: the rest of the round (``self._round`` events) is taken here a
+        chunk at a time, each encoded and inserted before the next is taken, and appended to
+        ``batch`` in place, so a failed round puts all of it back. The seq is read inside
+        SQLite's write lock: another process may append too (the delivery process appends
+        the doctor's findings, append_events below), so seq stays contiguous and in commit
+        order whoever commits."""
         conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            seq = max(self._last_seq, int(conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]))
+        except (sqlite3.DatabaseError, TypeError, ValueError):  # a damaged index: ours
+            seq = self._last_seq
+        done = 0
+        while done < len(batch):
+            encoded = self._encode(batch, done)
+            done = len(batch)
+            for *_, blob in encoded:
+                if blob is not None:
+                    conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
+            first = seq
+
+            def rows(encoded: list[tuple[Any, ...]] = encoded, first: int = first
+                     ) -> Iterator[tuple[Any, ...]]:
+                """Made as SQLite takes them, so a waiting caller sees the insert move."""
+                for number, (kind, step, ts, body, _blob) in enumerate(encoded, first + 1):
+                    self._progress += 1
+                    yield number, kind, step, ts, body, codec.row_crc(number, kind, step, ts,
+                                                                      body)
+
+            conn.executemany("INSERT INTO events(seq, kind, step, time, body, crc) "
+                             "VALUES (?, ?, ?, ?, ?, ?)", rows())
+            seq = first + len(encoded)
+            if done < self._round:
+                batch.extend(self._take(min(self._round - done, TAKE_CHUNK)))
+        dropped = self.status.dropped
+        if dropped:
+            meta = {**meta, "dropped_events": dropped,
+                    "dropped_unstorable": self.status.unstorable,
+                    "dropped_attached": self.status.attached}
+        for key, value in meta.items():
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                         (key, orjson.dumps(value)))
+        conn.execute("COMMIT")
+        self._last_seq = seq
+        self._dropped_recorded = dropped
+
+    def _encode(self, batch: list[Queued], start: int) -> list[tuple[Any, ...]]:
+        """The rows of ``batch[start:]``. One event that cannot be stored must not poison
+        the round or the writer: it is dropped, counted and reported, before its insert."""
         encoded = []
-        # before BEGIN: one event that cannot be stored must not poison the batch or the
-        # writer; it is dropped, counted and reported
-        for i, queued in enumerate(batch):
+        for i in range(start, len(batch)):
+            queued = batch[i]
             self._progress += 1
             # a metrics tuple becomes its event here and dies young: kept in the batch it
             # would outlive the young collections (Queued)
@@ -526,7 +593,7 @@ class SpoolWriter:
                 if isinstance(event, DeferredEvent):
                     event = batch[i] = event.resolve()  # kept resolved if the batch is retried
                 row, blob = codec.encode(event)
-                codec.row_crc(0, *row)  # fails here, not mid-transaction, on a bad step
+                codec.row_crc(0, *row)  # fails here, not mid-insert, on a bad step
                 size = max(len(row[3]), len(blob[1]) if blob is not None else 0)
                 if size > self._max_value:  # SQLite would refuse the whole transaction
                     raise ValueError(f"{size} bytes encoded, above SQLite's limit of "
@@ -542,40 +609,7 @@ class SpoolWriter:
                               "counted in dropped_events): %s: %s", event.kind,
                               f" {getattr(event, 'key', '')!r}" if hasattr(event, "key")
                               else "", event.step, type(exc).__name__, exc)
-        # IMMEDIATE, and the next seq read inside the write lock: another process may append
-        # too (the delivery process appends the doctor's findings, append_events below), so
-        # seq stays contiguous and in commit order whoever commits.
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            seq = max(self._last_seq, int(conn.execute(
-                "SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]))
-        except (sqlite3.DatabaseError, TypeError, ValueError):  # a damaged index: ours
-            seq = self._last_seq
-        for *_, blob in encoded:
-            if blob is not None:
-                conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
-        first = seq
-
-        def rows() -> Iterator[tuple[Any, ...]]:
-            """Made as SQLite takes them, so a waiting caller sees the insert move."""
-            for number, (kind, step, ts, body, _blob) in enumerate(encoded, first + 1):
-                self._progress += 1
-                yield number, kind, step, ts, body, codec.row_crc(number, kind, step, ts, body)
-
-        conn.executemany("INSERT INTO events(seq, kind, step, time, body, crc) "
-                         "VALUES (?, ?, ?, ?, ?, ?)", rows())
-        seq = first + len(encoded)
-        dropped = self.status.dropped
-        if dropped:
-            meta = {**meta, "dropped_events": dropped,
-                    "dropped_unstorable": self.status.unstorable,
-                    "dropped_attached": self.status.attached}
-        for key, value in meta.items():
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                         (key, orjson.dumps(value)))
-        conn.execute("COMMIT")
-        self._last_seq = seq
-        self._dropped_recorded = dropped
+        return encoded
 
     def _unwritable(self, batch: list[Queued], meta: dict[str, Any],
                     reason: str) -> None:

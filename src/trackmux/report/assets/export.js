@@ -246,7 +246,11 @@
     ph.appendChild(el("th", {}, "field")); data.runs.forEach(function (r) { ph.appendChild(el("th", {}, labels[r.id])); });
     pt.appendChild(ph);
     keys.forEach(function (k) {
-      var vals = data.runs.map(function (r) { var p = (details[r.id] || {}).provenance; return p && Object.prototype.hasOwnProperty.call(p.rows, k) ? p.rows[k] : "—"; });
+      var vals = data.runs.map(function (r) {
+        var d = details[r.id] || {}, p = d.provenance;
+        if (!p && k === "code" && d.provenance_missing) return d.provenance_missing;  // why, not dashes
+        return p && Object.prototype.hasOwnProperty.call(p.rows, k) ? p.rows[k] : "—";
+      });
       var differs = data.runs.length > 1 && vals.some(function (v) { return v !== vals[0]; });
       var tr = el("tr", differs ? {"class": "diff"} : {}); tr.appendChild(el("td", {"class": "mono"}, k));
       vals.forEach(function (v) { tr.appendChild(el("td", {"class": "mono"}, v)); }); pt.appendChild(tr);
