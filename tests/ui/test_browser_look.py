@@ -3,6 +3,7 @@ imported and sweep runs) found a user would call broken, each fixed and held her
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,32 @@ def test_an_axis_writes_its_values_in_one_unit(browser: Any, server_for: Any,
                                "throughput")
         assert len(labels) >= 3 and "100k" in labels, labels
         assert all(t == "0" or t.endswith("k") for t in labels), labels
+        assert problems == []
+    finally:
+        page.close()
+
+
+def test_no_run_wears_the_colour_of_a_finding(browser: Any, server_for: Any,
+                                              tmp_path: Path) -> None:
+    """A run stopped by the doctor was drawn in the critical red, so the red dashed onset
+    of its reward_collapse vanished into its own line, and orange and mustard runs looked
+    like warnings: run colours stay >= 25 apart in CIELAB from every severity colour, and
+    the static report draws runs in the same colours."""
+    from test_browser_round4 import _lab
+
+    from trackmux.report.charts import PALETTE
+
+    make_run(tmp_path, "one", 5, doctor=False)
+    server = server_for(tmp_path)
+    page, problems = open_ui(browser, server)
+    try:
+        palette = page.evaluate("() => window.trackmuxCharts.PALETTE")
+        severity = page.evaluate("() => window.trackmuxCharts.SEVERITY")
+        assert sorted(severity) == ["critical", "info", "warning"]
+        near = min((math.dist(_lab(run), _lab(mark)), run, name)
+                   for run in palette for name, mark in severity.items())
+        assert near[0] >= 25, near
+        assert list(PALETTE) == palette
         assert problems == []
     finally:
         page.close()

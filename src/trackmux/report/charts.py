@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-#: the same colours as assets/charts.js: any two tell apart (CIELAB distance >= 31)
-PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#f97316", "#7c3aed", "#111827", "#f472b6",
-           "#14b8a6", "#854d0e", "#a3a3a3", "#9d174d", "#ca8a04")
+#: the same colours as assets/charts.js: any two tell apart (CIELAB distance >= 34), and
+#: none is near a severity's colour (a run in red hid its own critical onset line)
+PALETTE = ("#2563eb", "#1e3a8a", "#16a34a", "#86198f", "#7c3aed", "#111827", "#f472b6",
+           "#14b8a6", "#854d0e", "#a3a3a3", "#9d174d", "#84cc16")
 WIDTH, HEIGHT = 420, 230
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 30, 30
 MAX_POINTS = 1200

@@ -6,8 +6,10 @@
   "use strict";
   // twelve colours any two of which tell apart (CIELAB distance >= 31; no two blues, no
   // two violets): a run's colour is one of them whichever slot its id hashes to
-  var PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#f97316", "#7c3aed", "#111827",
-                 "#f472b6", "#14b8a6", "#854d0e", "#a3a3a3", "#9d174d", "#ca8a04"];
+  // run colours: none near a severity's (SEVERITY: the onset lines and marks of findings),
+  // so a run drawn in red never hides its own critical onset (report/charts.py: the same)
+  var PALETTE = ["#2563eb", "#1e3a8a", "#16a34a", "#86198f", "#7c3aed", "#111827",
+                 "#f472b6", "#14b8a6", "#854d0e", "#a3a3a3", "#9d174d", "#84cc16"];
   var SEVERITY = new Map([["info", "#0891b2"], ["warning", "#d97706"], ["critical", "#dc2626"]]);
 
   function colour(i) { return PALETTE[i % PALETTE.length]; }
@@ -629,7 +631,7 @@
     return box;
   }
 
-  window.trackmuxCharts = {PALETTE: PALETTE, colour: colour, colourKeeper: colourKeeper, fmt: fmt,
+  window.trackmuxCharts = {PALETTE: PALETTE, SEVERITY: Object.fromEntries(SEVERITY), colour: colour, colourKeeper: colourKeeper, fmt: fmt,
     tick: tick, ticks: ticks, niceTicks: niceTicks, dict: dict, smooth: smooth, join: join, lineChart: lineChart,
     pathChart: pathChart, legendOf: legendOf,
     histogramChart: histogramChart, table: table, findings: findings, el: el};
