@@ -10,10 +10,12 @@ delivery process retries it in the background). Every call is timed; the report 
 median, p99, p99.9 and max, and for each call over ``--stall-ms`` how much of it the
 trainer's thread was blocked inside the process (neither running nor waiting for a CPU,
 from /proc's schedstat: waiting for the GIL or a lock, which trackmux can fix; the rest
-is the OS running other processes, which it cannot), with what the other threads were
-doing when the call ended, so a stall names its cause: the provenance thread, the spool
-writer, delivery monitoring, an import; and how many full garbage collections ran (each
-holds the GIL for its whole length; issue 43 item 17). Linux only. Issue 34.9 saw one
+is the OS running other processes, which it cannot; and of the blocked time, the part
+the spool writer was not itself waiting for a CPU: a caller held by backpressure waits
+for the writer, and a writer the OS does not run is the machine's load), with what the
+other threads were doing when the call ended, so a stall names its cause: the provenance
+thread, the spool writer, delivery monitoring, an import; and how many full garbage
+collections ran (each holds the GIL for its whole length; issue 43 item 17). Linux only. Issue 34.9 saw one
 call of 12 ms about 5 s after ``init()``; docs/performance.md has the numbers before and
 after.
 """
@@ -81,30 +83,43 @@ def bench(points: int, keys: int, backend: str, provenance: bool, stall_ms: floa
         init_ns = time.perf_counter_ns() - start
         log, clock = run.log, time.perf_counter_ns
         sched = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        # the spool writer's: a caller held by backpressure waits for the writer, and a
+        # writer waiting for a CPU is the machine's load, not trackmux
+        writer_id = next(t.native_id for t in threading.enumerate()
+                         if t.name == "trackmux-spool-writer")
+        writer_sched = os.open(f"/proc/self/task/{writer_id}/schedstat", os.O_RDONLY)
         times: list[int] = []
         # the slow calls: wall, when, how long this thread was blocked inside the process
-        # (neither running nor waiting for a CPU: waiting for the GIL or a lock), and what
-        # the other threads were doing when the call ended
-        slow: list[tuple[int, int, int, dict[str, str]]] = []
+        # (neither running nor waiting for a CPU: waiting for the GIL or a lock), of that
+        # how long the writer was not waiting for a CPU, and what the other threads were
+        # doing when the call ended
+        slow: list[tuple[int, int, int, int, dict[str, str]]] = []
         threshold = int(stall_ms * 1e6)
         value = 0.5
         for step in range(points // keys):
             data = dict.fromkeys(names, value)
             before = os.pread(sched, 64, 0)
+            writer_before = os.pread(writer_sched, 64, 0)
             t0 = clock()
             log(data, step=step)
             took = clock() - t0
             after = os.pread(sched, 64, 0)
             times.append(took)
             if took > threshold and len(slow) < 1000:
-                slow.append((took, t0 - start, _blocked(took, before, after), _others()))
+                blocked = _blocked(took, before, after)
+                slow.append((took, t0 - start, blocked,
+                             max(0, blocked - _queued(writer_before,
+                                                      os.pread(writer_sched, 64, 0))),
+                             _others()))
         os.close(sched)
+        os.close(writer_sched)
         loop_s = (clock() - start) / 1e9
         run.finish(timeout=5)
     gc.callbacks.remove(collections)
     result = stats(times)
     slow.sort(key=lambda s: -s[0])
     ours = sorted(slow, key=lambda s: -s[2])  # by the time blocked inside the process
+    fixable = max((s[3] for s in slow), default=0)
     return {"points": points, "keys_per_call": keys, "calls": len(times),
             "backend": backend, "provenance": provenance,
             "mlflow_imported": "mlflow" in sys.modules, "init_ms": init_ns / 1e6,
@@ -114,6 +129,9 @@ def bench(points: int, keys: int, backend: str, provenance: bool, stall_ms: floa
             f"calls_over_{stall_ms:g}ms": sum(t > threshold for t in times),
             f"calls_blocked_over_{stall_ms:g}ms": sum(s[2] > threshold for s in slow),
             "max_blocked_ms": round(ours[0][2] / 1e6, 2) if ours else 0.0,
+            f"calls_blocked_writer_on_cpu_over_{stall_ms:g}ms": sum(
+                s[3] > threshold for s in slow),
+            "max_blocked_writer_on_cpu_ms": round(fixable / 1e6, 2),
             "full_collections": len(full),
             "max_full_collection_ms": round(max(full, default=0.0), 2),
             "slowest": [_slow(s) for s in slow[:3]],
@@ -130,10 +148,17 @@ def _blocked(took: int, before: bytes, after: bytes) -> int:
     return max(0, took - (ran1 - ran0) - (queued1 - queued0))
 
 
-def _slow(entry: tuple[int, int, int, dict[str, str]]) -> dict[str, Any]:
-    took, at, blocked, others = entry
+def _queued(before: bytes, after: bytes) -> int:
+    """ns a thread waited for a CPU between two reads of its schedstat."""
+    return int(after.split()[1]) - int(before.split()[1])
+
+
+def _slow(entry: tuple[int, int, int, int, dict[str, str]]) -> dict[str, Any]:
+    took, at, blocked, writer_on_cpu, others = entry
     return {"ms": round(took / 1e6, 2), "at_s": round(at / 1e9, 2),
-            "blocked_ms": round(blocked / 1e6, 2), "other_threads": others}
+            "blocked_ms": round(blocked / 1e6, 2),
+            "blocked_writer_on_cpu_ms": round(writer_on_cpu / 1e6, 2),
+            "other_threads": others}
 
 
 def spawns(count: int, niced_spawner: bool, stall_ms: float) -> dict[str, Any]:
