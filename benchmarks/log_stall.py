@@ -15,9 +15,9 @@ the spool writer was not itself waiting for a CPU: a caller held by backpressure
 for the writer, and a writer the OS does not run is the machine's load), with what the
 other threads were doing when the call ended, so a stall names its cause: the provenance
 thread, the spool writer, delivery monitoring, an import; and how many full garbage
-collections ran (each holds the GIL for its whole length; issue 43 item 17). Linux only. Issue 34.9 saw one
-call of 12 ms about 5 s after ``init()``; docs/performance.md has the numbers before and
-after.
+collections ran (each holds the GIL for its whole length; issue 43 item 17). Linux only.
+Issue 34.9 saw one call of 12 ms about 5 s after ``init()``; docs/performance.md has the
+numbers before and after.
 """
 
 from __future__ import annotations
