@@ -93,3 +93,44 @@ def test_no_run_wears_the_colour_of_a_finding(browser: Any, server_for: Any,
         assert problems == []
     finally:
         page.close()
+
+
+GOALS = {"boards": [{"projects": [{"project": "grpo", "runs": 3, "live": [], "goals": [
+    {"goal": goal, "met": met, "target": target, "judged": "latest value", "meeting": int(met),
+     "runs": 3, "best": {"value": value, "step": 79, "time": 1.8e9, "name": name, "user": "u",
+                         "host": "h"},
+     "curve": {"steps": list(range(80)), "values": [value * s / 79 for s in range(80)]}}
+    for goal, met, target, value, name in (("reward/mean > 0.6", True, 0.6, 0.69, "lr1e-5"),
+                                           ("kl < 0.05", False, 0.05, 0.08, "lr3e-6"))]}]}]}
+
+
+def test_the_goals_board_has_headed_columns_and_whole_row_lines(
+        browser: Any, server_for: Any, tmp_path: Path) -> None:
+    """The board's state cell was itself the badge (an inline-block cell): it stood out of
+    the table, the line under each goal broke around it, and no column said what
+    '0.6934 at step 79' or the run's name were. Served from a folder, with the store's
+    answer given in the page (the board's own tests run it against PostgreSQL)."""
+    import json
+
+    make_run(tmp_path, "one", 5, doctor=False)
+    server = server_for(tmp_path)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        page.route("**/api/goals*", lambda r: r.fulfill(
+            status=200, content_type="application/json", body=json.dumps(GOALS)))
+        page.goto(server.url.replace("/?", "/board?") if "/?" in server.url
+                  else server.url + "board")
+        page.wait_for_selector("tr[data-goal]")
+        assert page.eval_on_selector_all("table.goals th", "ths => ths.map(t => t.textContent)"
+                                         ) == ["goal", "state", "the run nearest the target, now",
+                                               "run", "its curve"]
+        rows = page.eval_on_selector_all("tr[data-goal]", """trs => trs.map(tr =>
+          [...tr.children].map(td => [getComputedStyle(td).display,
+                                      Math.round(td.getBoundingClientRect().bottom)]))""")
+        for cells in rows:
+            assert {display for display, _ in cells} == {"table-cell"}, cells
+            assert len({bottom for _, bottom in cells}) == 1, cells  # one line under the row
+        assert page.locator("tr[data-goal] td .badge.ok", has_text="met").count() == 1
+        assert page.locator("tr[data-goal] td .badge.warn", has_text="not met").count() == 1
+    finally:
+        page.close()

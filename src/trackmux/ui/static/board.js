@@ -82,10 +82,17 @@
         sec.appendChild(el("p", {"class": "hint"}, "no goals: trackmux goals set " + p.project + " 'KEY >= VALUE' --store DSN"));
       }
       var table = el("table", {"class": "goals"});
+      if (p.goals.length) {
+        var head = el("tr");
+        ["goal", "state", "the run nearest the target, now", "run", "its curve"].forEach(function (t) { head.appendChild(el("th", {}, t)); });
+        table.appendChild(head);
+      }
       p.goals.forEach(function (g) {
         var tr = el("tr", {"data-goal": g.goal, "class": g.met ? "met" : "unmet"});
         tr.appendChild(el("td", {}, g.goal));
-        tr.appendChild(el("td", {"class": "badge " + (g.met ? "ok" : "warn")}, g.met ? "met" : "not met"));
+        var state = el("td");  // the badge inside its cell: a cell that is itself a badge loses the row's border
+        state.appendChild(el("span", {"class": "badge " + (g.met ? "ok" : "warn")}, g.met ? "met" : "not met"));
+        tr.appendChild(state);
         var best = g.best;
         var when = best && best.time ? ", " + new Date(best.time * 1000).toLocaleString() : "";
         tr.appendChild(el("td", {title: g.judged ? "runs judged on their " + g.judged : ""},
