@@ -89,6 +89,10 @@ def test_no_run_wears_the_colour_of_a_finding(browser: Any, server_for: Any,
         near = min((math.dist(_lab(run), _lab(mark)), run, name)
                    for run in palette for name, mark in severity.items())
         assert near[0] >= 25, near
+        # the static report gives colours in order: its first runs never get two blues
+        first = min((math.dist(_lab(a), _lab(b)), a, b)
+                    for i, a in enumerate(palette[:4]) for b in palette[i + 1:4])
+        assert first[0] >= 45, first
         assert list(PALETTE) == palette
         assert problems == []
     finally:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from html import escape
 
 #: the same colours as assets/charts.js: any two tell apart (CIELAB distance >= 34), and
-#: none is near a severity's colour (a run in red hid its own critical onset line)
-PALETTE = ("#2563eb", "#1e3a8a", "#16a34a", "#86198f", "#7c3aed", "#111827", "#f472b6",
-           "#14b8a6", "#854d0e", "#a3a3a3", "#9d174d", "#84cc16")
+#: none is near a severity's colour (a run in red hid its own critical onset line); the
+#: first four, given in order to the runs here, are >= 45 apart
+PALETTE = ("#2563eb", "#16a34a", "#86198f", "#111827", "#f472b6", "#14b8a6", "#854d0e",
+           "#7c3aed", "#84cc16", "#a3a3a3", "#9d174d", "#1e3a8a")
 WIDTH, HEIGHT = 420, 230
 LEFT, RIGHT, TOP, BOTTOM = 58, 14, 30, 30
 MAX_POINTS = 1200

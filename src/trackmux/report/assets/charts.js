@@ -8,8 +8,10 @@
   // two violets): a run's colour is one of them whichever slot its id hashes to
   // run colours: none near a severity's (SEVERITY: the onset lines and marks of findings),
   // so a run drawn in red never hides its own critical onset (report/charts.py: the same)
-  var PALETTE = ["#2563eb", "#1e3a8a", "#16a34a", "#86198f", "#7c3aed", "#111827",
-                 "#f472b6", "#14b8a6", "#854d0e", "#a3a3a3", "#9d174d", "#84cc16"];
+  // The first four (the runs of a usual comparison, in order in the static report) are
+  // the farthest apart.
+  var PALETTE = ["#2563eb", "#16a34a", "#86198f", "#111827", "#f472b6", "#14b8a6",
+                 "#854d0e", "#7c3aed", "#84cc16", "#a3a3a3", "#9d174d", "#1e3a8a"];
   var SEVERITY = new Map([["info", "#0891b2"], ["warning", "#d97706"], ["critical", "#dc2626"]]);
 
   function colour(i) { return PALETTE[i % PALETTE.length]; }
