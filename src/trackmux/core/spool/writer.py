@@ -78,6 +78,8 @@ LOW_WATER = 2000
 BACKPRESSURE_WAIT = 0.5
 DISK_RETRY_INTERVAL = 1.0
 BUSY_TIMEOUT = 30.0  # how long SQLite waits for another process's write lock
+#: How often the writer tries again for a write lock another process holds (SpoolWriter._begin)
+LOCK_POLL = 0.0005
 DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
 # While the spool is unwritable, each retry first writes PROBE_BYTES to a file beside the
 # spool (and removes it): a disk still full is found without encoding a batch, whose bytes
@@ -278,6 +280,8 @@ class SpoolWriter:
         self._conn = connect(self.path)
         self._conn.executescript(SCHEMA)
         index_if_new(self._conn)
+        # from here SQLite does not wait for a lock on this connection: _begin does
+        self._conn.execute("PRAGMA busy_timeout = 0")
         #: the largest value SQLite stores (SQLITE_LIMIT_LENGTH): a bigger event is dropped
         #: alone before the transaction, not with its whole batch
         limit = getattr(sqlite3, "SQLITE_LIMIT_LENGTH", None)  # Python >= 3.11
@@ -539,7 +543,7 @@ class SpoolWriter:
         the doctor's findings, append_events below), so seq stays contiguous and in commit
         order whoever commits."""
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        self._begin()
         try:
             seq = max(self._last_seq, int(conn.execute(
                 "SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]))
@@ -578,6 +582,25 @@ class SpoolWriter:
         conn.execute("COMMIT")
         self._last_seq = seq
         self._dropped_recorded = dropped
+
+    def _begin(self) -> None:
+        """``BEGIN IMMEDIATE``, tried again every ``LOCK_POLL`` while another process holds
+        the write lock, for up to ``BUSY_TIMEOUT``. SQLite's own busy handler sleeps 1, 2,
+        5, 10, 15, 20, 25 ms between its tries, so a lock the delivery process held for a
+        millisecond (its cursor) cost this writer, and a caller held by backpressure, 10 to
+        20 ms (issue 43 item 17)."""
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        while True:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11
+                busy = (code & 0xFF == 5 if code is not None  # SQLITE_BUSY
+                        else "locked" in str(exc))
+                if not busy or time.monotonic() >= deadline:
+                    raise
+            time.sleep(LOCK_POLL)
 
     def _encode(self, batch: list[Queued], start: int) -> list[tuple[Any, ...]]:
         """The rows of ``batch[start:]``. One event that cannot be stored must not poison
