@@ -138,3 +138,34 @@ def test_the_goals_board_has_headed_columns_and_whole_row_lines(
         assert page.locator("tr[data-goal] td .badge.warn", has_text="not met").count() == 1
     finally:
         page.close()
+
+
+def test_a_chart_legend_lists_only_the_runs_that_logged_its_key(
+        browser: Any, server_for: Any, tmp_path: Path) -> None:
+    """With eight runs chosen, every chart listed all eight under it, also the seven that
+    never logged its key (an imported run's actor/ppo_kl named the two demo runs). A run
+    that logged the key as NaN only stays listed: its values are the news."""
+    import trackmux
+
+    for name, rows in (("both", [{"a": 1.0, "b": 2.0}, {"a": 2.0, "b": 3.0}]),
+                       ("only-a", [{"a": 3.0}, {"a": 4.0}]),
+                       ("nan-b", [{"a": 0.5, "b": float("nan")}, {"a": 0.7, "b": float("nan")}])):
+        run = trackmux.init(project="p", name=name, backends=[], dir=tmp_path, doctor=False)
+        assert isinstance(run, trackmux.Run)
+        for step, values in enumerate(rows):
+            run.log(values, step=step)
+        assert run.finish(timeout=30).complete
+    server = server_for(tmp_path)
+    page, problems = open_ui(browser, server, "#runs=all")
+    legend = """(key) => [...document.querySelectorAll(
+      `.tm-chart[data-key="${key}"] .u-legend .u-series`)].slice(1)
+      .filter(r => r.offsetParent !== null).map(r => r.textContent.split(':')[0].trim())"""
+    try:
+        for key in ("a", "b"):
+            page.wait_for_selector(f'.tm-chart[data-key="{key}"] .u-legend .u-series')
+        page.wait_for_function(f"() => ({legend})('b').length === 2")
+        assert sorted(page.evaluate(legend, "b")) == ["both", "nan-b"]
+        assert sorted(page.evaluate(legend, "a")) == ["both", "nan-b", "only-a"]
+        assert problems == []
+    finally:
+        page.close()

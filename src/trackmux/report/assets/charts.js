@@ -274,7 +274,22 @@
     /* What a line cannot show: a point with no neighbour (a metric logged once) is a dot;
      * values beyond a clipped range are triangles at the edge with the largest value
      * written; evidence of a finding is ringed. */
+    /* A run that never logged the key is left out of the legend (eight chosen runs gave
+     * every chart eight names); one that logged only NaN stays. Once seen, a run stays
+     * listed (a zoom into a range it has no point in does not drop it). */
+    var seen = {};
+    function legendOfLogged(u) {
+      if (many) return;
+      var rows = u.root.querySelectorAll(".u-legend .u-series");
+      state.payload.runs.forEach(function (r) {
+        if (!seen[r.id] && (r.nonfinite || r.y.some(function (v) { return v !== null && v !== undefined; }))) seen[r.id] = true;
+      });
+      payload.runs.forEach(function (r, i) {
+        if (rows[i + 1]) rows[i + 1].classList.toggle("tm-absent", !seen[r.id]);
+      });
+    }
     function overlay(u) {
+      legendOfLogged(u);
       var ctx = u.ctx, r = devicePixelRatio || 1, box = u.bbox, xs = u.data[0];
       var x0 = u.scales.x.min, x1 = u.scales.x.max;
       state.edgeLabels = [];
