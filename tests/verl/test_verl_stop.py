@@ -16,20 +16,12 @@ from typing import Any
 import pytest
 
 from conftest import sft_command, sft_env
-from trackmux.core.spool.reader import SpoolReader
+from spool_support import spool_meta
 
 pytest.importorskip("verl")
 
 NAN_FROM = 6  # the stand-in PPO loop logs a NaN policy loss from this step on
 MAX_STEPS = 3000  # the loop's own end: only the doctor's stop ends it sooner
-
-
-def spool_meta(run_dir: Path) -> dict[str, Any]:
-    reader = SpoolReader(run_dir)
-    try:
-        return reader.meta()
-    finally:
-        reader.close()
 
 
 def only_run(root: Path, project: str) -> Path:
@@ -180,9 +172,9 @@ def test_sft_trainer_of_two_ranks_stops_on_every_rank_at_the_same_step(
         tiny_assets: dict[str, Path], tmp_path: Path, tracker_env: dict[str, Path]) -> None:
     """torchrun with two CPU ranks (gloo): only rank 0 logs; both ranks agree at the start
     of each step (one all-reduce) and end the loop together, verl saving that step."""
-    steps = 12
+    steps = SFT_STEPS  # 12 once: as for one rank, the flag must come before verl's own end
     command = stop_command(tiny_assets, tmp_path, ["+trainer.trackmux.doctor.stop_on=critical"])
-    overrides = {"trainer.total_training_steps": str(steps), "trainer.total_epochs": "3",
+    overrides = {"trainer.total_training_steps": str(steps), "trainer.total_epochs": "200",
                  "data.train_batch_size": "4"}
     command = [arg.replace("--nproc_per_node=1", "--nproc_per_node=2") for arg in command
                if arg.split("=", 1)[0] not in overrides]
