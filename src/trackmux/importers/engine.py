@@ -4,8 +4,8 @@ The run's folder is ``<root>/<project>/<run id>`` with the run id derived from t
 (:attr:`SourceRun.run_id`), so importing the same source again finds the same run. Its
 meta holds ``import_cursors`` (one value per source file: how far it was read) and each
 chunk's events are appended together with the cursors past them, in one transaction
-(:func:`append_with_meta`): a crash between two chunks leaves a spool and cursors that
-agree, and the next import goes on from there.
+(:func:`~trackmux.core.spool.writer.append_events` with ``meta``): a crash between two
+chunks leaves a spool and cursors that agree, and the next import goes on from there.
 
 While importing, the import process holds the run's ``run.lock`` and the run is
 ``running`` (so ``trackmux ui`` shows a followed run live and a killed ``--follow`` reads
@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
-import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,12 +41,13 @@ import orjson
 from trackmux.core import settings
 from trackmux.core.errors import SpoolLockedError
 from trackmux.core.events import ConfigEvent, Event
-from trackmux.core.spool import attempts, codec
+from trackmux.core.spool import attempts
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.spool.writer import (
     RUN_LOCK,
     SCHEMA,
     SPOOL_FILE,
+    append_events,
     connect,
     index_if_new,
     make_private_dir,
@@ -215,7 +215,7 @@ class RunImport:
             if found:
                 meta["import_config"] = self._meta["import_config"]
                 events = [*found, *events]
-        append_with_meta(self.dir, events, meta)
+        append_events(self.dir, events, meta)
         self.outcome.points += points
         self.outcome.new_points += points
 
@@ -255,7 +255,7 @@ class RunImport:
         """Mark the run ``state`` (None: leave it) and free its lock."""
         try:
             if state is not None and self._lock is not None:
-                append_with_meta(self.dir, [], {
+                append_events(self.dir, [], {
                     "state": state, "finished_at": self._last_time or time.time()})
                 self.outcome.steps = _steps(self.dir)
         finally:
@@ -273,35 +273,5 @@ def _steps(run_dir: Path) -> int:
     try:
         return int(conn.execute("SELECT count(DISTINCT step) FROM events "
                                 "WHERE kind = 'metrics'").fetchone()[0])
-    finally:
-        conn.close()
-
-
-def append_with_meta(run_dir: Path, events: list[Event], meta: dict[str, Any]) -> int:
-    """Append ``events`` and write ``meta`` in one transaction (as the spool writer's
-    ``append_events`` appends, seq read under SQLite's write lock): the events and the
-    cursors past them commit together or not at all. Returns the last seq."""
-    encoded = [codec.encode(event) for event in events]
-    conn = connect(run_dir / SPOOL_FILE)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
-            rows = []
-            for (kind, step, ts, body), blob in encoded:
-                if blob is not None:
-                    conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
-                seq += 1
-                rows.append((seq, kind, step, ts, body, codec.row_crc(seq, kind, step, ts, body)))
-            conn.executemany("INSERT INTO events(seq, kind, step, time, body, crc) "
-                             "VALUES (?, ?, ?, ?, ?, ?)", rows)
-            conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                             [(k, orjson.dumps(v)) for k, v in meta.items()])
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
-        return seq
     finally:
         conn.close()

@@ -695,13 +695,16 @@ class SpoolWriter:
                       self.max_buffered_bytes // 2**20)
 
 
-def append_events(run_dir: Path, events: list[Event]) -> int:
+def append_events(run_dir: Path, events: list[Event],
+                  meta: dict[str, Any] | None = None) -> int:
     """Append ``events`` to a run's spool from a process that is not the run's writer (the
-    delivery process appending the doctor's findings). One transaction under SQLite's write
-    lock, seq read inside it, so the run's own writer (which does the same) and this never
-    collide. Returns the last seq written (0 if nothing was). Raises ``sqlite3.Error`` or
-    ``OSError`` when the spool cannot be written; the caller reports it."""
-    if not events:
+    delivery process appending the doctor's findings, ``trackmux import``). One transaction
+    under SQLite's write lock, seq read inside it, so the run's own writer (which does the
+    same) and this never collide. ``meta`` keys are written in the same transaction: an
+    importer's cursors commit with the events past them or not at all. Returns the last seq
+    (0 if nothing was written). Raises ``sqlite3.Error`` or ``OSError`` when the spool cannot
+    be written; the caller reports it."""
+    if not events and not meta:
         return 0
     encoded = [codec.encode(event) for event in events]
     conn = connect(run_dir / SPOOL_FILE)
@@ -709,13 +712,17 @@ def append_events(run_dir: Path, events: list[Event]) -> int:
         conn.execute("BEGIN IMMEDIATE")
         try:
             seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0])
+            rows = []
             for (kind, step, ts, body), blob in encoded:
                 if blob is not None:
                     conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
                 seq += 1
-                conn.execute("INSERT INTO events(seq, kind, step, time, body, crc) "
-                             "VALUES (?, ?, ?, ?, ?, ?)",
-                             (seq, kind, step, ts, body, codec.row_crc(seq, kind, step, ts, body)))
+                rows.append((seq, kind, step, ts, body, codec.row_crc(seq, kind, step, ts, body)))
+            conn.executemany("INSERT INTO events(seq, kind, step, time, body, crc) "
+                             "VALUES (?, ?, ?, ?, ?, ?)", rows)
+            if meta:
+                conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                                 [(key, orjson.dumps(value)) for key, value in meta.items()])
             conn.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
