@@ -415,3 +415,32 @@ def test_log_never_waits_on_the_node_sampler(monkeypatch: pytest.MonkeyPatch) ->
         release.set()
     assert handle.flush(30) and handle.sent == 1000
     handle.close()
+
+
+def test_exit_actor_is_wrapped_once_to_close_the_handles_before_rays_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """ray_exit.install on a stand-in ``ray``: the wrapper closes every handle of the
+    process first, then calls Ray's function; a second install does not wrap again."""
+    from types import SimpleNamespace
+
+    from trackmux.attached import handle as handle_module
+    from trackmux.attached import ray_exit
+
+    order: list[str] = []
+
+    def rays_exit_actor() -> None:
+        order.append("ray")
+        raise SystemExit("exit_actor() is called.")
+
+    fake_ray = SimpleNamespace(actor=SimpleNamespace(exit_actor=rays_exit_actor))
+    monkeypatch.setattr(handle_module, "close_all",
+                        lambda timeout=5.0: order.append(f"close {timeout}"))
+    ray_exit.install(fake_ray)
+    wrapped = fake_ray.actor.exit_actor
+    assert wrapped is not rays_exit_actor
+    ray_exit.install(fake_ray)
+    assert fake_ray.actor.exit_actor is wrapped  # not wrapped twice
+    with pytest.raises(SystemExit):
+        fake_ray.actor.exit_actor()
+    assert order == [f"close {ray_exit.CLOSE_TIMEOUT}", "ray"]
+    ray_exit.install(SimpleNamespace())  # a Ray without ray.actor: nothing to wrap

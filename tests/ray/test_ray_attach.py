@@ -255,13 +255,6 @@ class Exiting:
         ray.actor.exit_actor()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known defect (issue 46 audit): once the handle's flusher has connected and sleeps its "
-    "flush period, events still buffered when the actor leaves through "
-    "ray.actor.exit_actor() never reach the driver: the atexit flush cannot push during "
-    "Ray's actor exit. Earlier versions of this test passed only because the flusher's "
-    "first round sent the events before the exit. A worker closes its handle first "
-    "(test_a_worker_that_closes_before_it_exits_delivers_everything, docs/ray.md)"))
 def test_a_worker_that_exits_flushes_what_it_buffered(ray_cluster: Any,
                                                       tmp_path: Path) -> None:
     run = trackmux.init("ray-exit", backends=["file"], dir=tmp_path / "spool",

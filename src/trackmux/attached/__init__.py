@@ -111,6 +111,9 @@ def _new_handle(run_id: str | None, role: str | None, flush_interval: float,
             "then trackmux.init()) "
             "attach works in any worker. Without Ray, call trackmux.init() in this process "
             "for a run of its own, or send the values to the process that holds the run.")
+    from trackmux.attached import ray_exit
+
+    ray_exit.install(ray)  # an actor's exit_actor() sends what its handles hold first
     return AttachedRun(host.RayTransport(ray, run_id), run_id=run_id, role=role,
                        flush_interval=flush_interval, max_buffered=max_buffered,
                        strict=settings.strict(strict))

@@ -484,9 +484,11 @@ class AttachedRun:
 
 
 @atexit.register
-def _close_at_exit() -> None:
+def close_all(timeout: float = 5.0) -> None:
+    """Close every open handle of this process (what it buffered is sent): at interpreter
+    exit, and before a Ray actor ends itself (:mod:`trackmux.attached.ray_exit`)."""
     for handle in list(_handles):
         try:
-            handle.close(timeout=5.0)
+            handle.close(timeout=timeout)
         except Exception:  # never turn interpreter exit into a traceback storm
             log.exception("trackmux: flushing an attached run at exit failed")
