@@ -370,3 +370,19 @@ def test_a_key_logged_after_the_first_ask_is_in_the_next_answer(tmp_path: Path,
     tail = get(server, f"/api/series?runs={rid}&key=val/score").json()
     assert tail["x"] == [100.0] and tail["runs"][0]["y"] == [0.5]  # a single point
     run.finish()
+
+
+def test_every_page_names_an_icon_the_server_has(tmp_path: Path, server_for: Any) -> None:
+    """Browsers ask for an icon whatever a page links, so a UI without one shows a 404 in
+    the console of every session (the screenshot review's last red line)."""
+    import re
+
+    server = server_for(tmp_path)
+    for page in ("/", "/board"):
+        html = get(server, page).text
+        [href] = re.findall(r'<link rel="icon" href="([^"]+)"', html)
+        icon = get(server, href)
+        assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+        assert icon.text.lstrip().startswith("<svg")
+    fallback = get(server, "/favicon.ico")
+    assert fallback.status_code == 200 and fallback.content == icon.content

@@ -28,7 +28,7 @@ from trackmux.ui.store import DEFAULT_BUDGET_MB, Store
 STATIC = Path(__file__).resolve().parent / "static"
 ASSETS = Path(__file__).resolve().parent.parent / "report" / "assets"
 TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html",
-         ".png": "image/png", ".txt": "text/plain", "": "text/plain"}
+         ".png": "image/png", ".svg": "image/svg+xml", ".txt": "text/plain", "": "text/plain"}
 CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
        "script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
 
@@ -92,6 +92,8 @@ def build_app(roots: Sequence[Path], *, token: str | None = None, loopback: bool
         Route("/api/goals", routes.guarded(lambda request: routes.JSON(
             {"boards": [b.payload() for b in goal_boards]}))),
         Route("/board", lambda request: page(request, "board.html")),
+        # browsers ask for it whatever the page links: a 404 in every session's console
+        Route("/favicon.ico", lambda request: _file(static, "favicon.svg")),
     ]
     app = Starlette(routes=[Route("/", page), Route("/static/{name:path}", static_file),
                             Route("/assets/{name:path}", asset_file), *api])
