@@ -169,3 +169,32 @@ def test_a_chart_legend_lists_only_the_runs_that_logged_its_key(
         assert problems == []
     finally:
         page.close()
+
+
+def test_the_histograms_tab_names_the_chosen_runs_that_have_none(
+        browser: Any, server_for: Any, tmp_path: Path) -> None:
+    """With three runs chosen and one of them holding histograms, the tab drew that one
+    and said nothing of the two others: they looked lost, not empty."""
+    import trackmux
+
+    for name in ("with-hist", "plain-a", "plain-b"):
+        run = trackmux.init(project="p", name=name, backends=[], dir=tmp_path, doctor=False)
+        assert isinstance(run, trackmux.Run)
+        for step in range(3):
+            run.log({"a": float(step)}, step=step)
+            if name == "with-hist":
+                run.log_histogram("weights", [0.1 * i + step for i in range(50)], step=step)
+        assert run.finish(timeout=30).complete
+    server = server_for(tmp_path)
+    page, problems = open_ui(browser, server, "#runs=all&tab=histograms")
+    try:
+        page.wait_for_selector(".tm-hist[data-key='weights'] canvas")
+        said = page.wait_for_selector(".tm-no-histograms").text_content()
+        assert said.startswith("no histograms in ")
+        assert sorted(said.removeprefix("no histograms in ").split(", ")) == [
+            "plain-a", "plain-b"]
+        heads = page.locator("#view .run-head").all_text_contents()
+        assert [h.strip() for h in heads] == ["with-hist"]
+        assert problems == []
+    finally:
+        page.close()

@@ -359,19 +359,23 @@
   function histogramsView() {
     var node = view();
     if (!S.selected.length) { node.appendChild(el("p", {"class": "hint"}, "select runs above")); return; }
-    var drawn = 0;
-    Promise.all(S.selected.map(function (id) {
-      return api("/api/run/" + id + "/histograms").then(function (body) {
-        var keys = Object.keys(body.histograms);
-        if (!keys.length) return;
-        drawn += keys.length;
+    var chosen = S.selected.slice();
+    Promise.all(chosen.map(function (id) {
+      return api("/api/run/" + id + "/histograms").then(function (body) { return body.histograms; });
+    })).then(function (all) {
+      if (S.tab !== "histograms") return;
+      var without = [];
+      chosen.forEach(function (id, i) {  // in the order chosen, whichever answered first
+        var keys = Object.keys(all[i]);
+        if (!keys.length) { without.push(S.labels[id] || id); return; }
         node.appendChild(runHeader(id));
         var grid = el("div", {"class": "grid"}); node.appendChild(grid);
-        keys.forEach(function (k) { var p = el("div", {"class": "panel"}); grid.appendChild(p); C.histogramChart(p, k, body.histograms[k]); });
+        keys.forEach(function (k) { var p = el("div", {"class": "panel"}); grid.appendChild(p); C.histogramChart(p, k, all[i][k]); });
       });
-    })).then(function () {
-      if (!drawn && S.tab === "histograms") node.appendChild(el("p", {"class": "hint empty"},
+      if (without.length === chosen.length) node.appendChild(el("p", {"class": "hint empty"},
         "no histograms in the chosen runs: run.log_histogram(key, values) records them"));
+      else if (without.length) node.appendChild(el("p", {"class": "hint empty tm-no-histograms"},
+        "no histograms in " + without.join(", ")));
     });
   }
   function slider(node, items, onPick, label) {
