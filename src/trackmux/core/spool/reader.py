@@ -1,5 +1,7 @@
 """Reading a spool: events in order, meta, per-backend cursors, and damage reported
-instead of crashing. Also the one place acknowledgements (cursor rows) are written.
+instead of crashing. Also the one place acknowledgements (cursor rows) and quarantine rows
+are written: into the run's ``delivery.db`` (core/spool/acks.py), never into ``spool.db``,
+whose one writer while the trainer lives is the trainer.
 
 Every row carries a CRC over its seq, kind, step, time and body; images are checked
 against their content hash. A damaged page falls back to row-by-row reads, so a reader
@@ -12,7 +14,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,15 +25,9 @@ from trackmux.core.errors import SpoolUnsafeError
 from trackmux.core.events import Event
 from trackmux.core.spool import attempts as attempts_mod
 from trackmux.core.spool import codec
+from trackmux.core.spool.acks import DeliveryFile, QuarantineRow
 from trackmux.core.spool.attempts import Attempt
 from trackmux.core.spool.writer import SCHEMA, SPOOL_FILE, connect
-
-# Created on first use, so a spool without quarantined events keeps the layout it had.
-QUARANTINE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS quarantine (
-    backend TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, keys BLOB NOT NULL,
-    reason TEXT NOT NULL, time REAL NOT NULL, PRIMARY KEY (backend, seq));
-"""
 
 # A damaged file can also fail with a UnicodeDecodeError (of SQLite's error message).
 _READ_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
@@ -99,7 +95,9 @@ def _has_events_table(path: Path) -> bool:
 
 
 class SpoolReader:
-    """Reads events, meta and cursors; writes cursors (acknowledgements) only."""
+    """Reads events, meta and cursors; writes cursors (acknowledgements) and quarantine
+    rows into ``delivery.db`` only (``mark_crashed`` and ``mark_pruned`` change the meta of
+    a run whose trainer is gone)."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
@@ -113,6 +111,7 @@ class SpoolReader:
             raise SpoolUnsafeError(f"{self.path} is {kind}; refusing to read or acknowledge "
                                    "into it (a spool is a regular file inside its run folder)")
         self.damage = Damage([], [])
+        self._delivery = DeliveryFile(run_dir)
         self._tables = True  # False: no spool tables, so every "no such table" is implied
         if not _has_events_table(self.path):
             # empty, half-created or not a spool: read it as it is, never write tables into it
@@ -136,6 +135,7 @@ class SpoolReader:
 
     def close(self) -> None:
         self._conn.close()
+        self._delivery.close()
 
     def meta(self) -> dict[str, Any]:
         try:
@@ -395,19 +395,21 @@ class SpoolReader:
 
     # -- cursors ---------------------------------------------------------------------
     def cursors(self) -> dict[str, Cursor]:
-        try:
-            rows = self._conn.execute(
-                "SELECT backend, acked_seq, remote_id, state, updated FROM cursors").fetchall()
-        except _READ_ERRORS as exc:
-            self._note(f"cursors: {exc}")
-            return {}
-        out = {}
+        """Each backend's cursor: from ``delivery.db``, or from ``spool.db`` for a spool
+        written before it (where both hold one, the newer row)."""
+        rows = self._legacy_rows("cursors", "SELECT backend, acked_seq, remote_id, state, "
+                                 "updated FROM cursors")
+        rows += self._delivery_rows("cursors", self._delivery.cursor_rows)
+        out: dict[str, Cursor] = {}
         for backend, acked, remote_id, state, updated in rows:
             try:
-                out[backend] = Cursor(backend, int(acked), remote_id, orjson.loads(state),
-                                      float(updated))
+                found = Cursor(backend, int(acked), remote_id, orjson.loads(state),
+                               float(updated))
             except (TypeError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
                 self._note(f"cursor {backend!r} is unreadable: {exc}")
+                continue
+            if backend not in out or found.updated >= out[backend].updated:
+                out[backend] = found
         return out
 
     def cursor(self, backend: str) -> Cursor:
@@ -415,67 +417,75 @@ class SpoolReader:
         return found or Cursor(backend, 0, None, {}, 0.0)
 
     def ack(self, backend: str, seq: int, remote_id: str | None, state: dict[str, Any]) -> None:
-        """Record that ``backend`` has every event up to ``seq`` (one atomic row update).
+        """Record that ``backend`` has every event up to ``seq`` (one atomic row update, in
+        ``delivery.db``: recording it never takes ``spool.db``'s write lock).
 
         On a damaged spool the cursor may not be writable: that is noted in ``damage`` and
         delivery goes on (a later sync redelivers, which backends make harmless)."""
         try:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO cursors(backend, acked_seq, remote_id, state, updated) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (backend, seq, remote_id, orjson.dumps(state), time.time()))
+            self._delivery.ack(backend, seq, remote_id, state)
         except _READ_ERRORS as exc:
             if not self.damage:
                 raise  # a healthy spool that cannot take an ack: let the worker retry
             self._note(f"cursor of {backend!r} not saved: {exc}")
+
+    def _legacy_rows(self, table: str, sql: str) -> list[tuple[Any, ...]]:
+        """Rows of ``table`` in ``spool.db`` itself (spools from before ``delivery.db``)."""
+        if table == "quarantine" and not self._has_quarantine():
+            return []
+        try:
+            return self._conn.execute(sql).fetchall()
+        except _READ_ERRORS as exc:
+            self._note(f"{table}: {exc}")
+            return []
+
+    def _delivery_rows(self, table: str, read: Callable[[], list[tuple[Any, ...]]]
+                       ) -> list[tuple[Any, ...]]:
+        try:
+            rows = read()
+        except (*_READ_ERRORS, SpoolUnsafeError) as exc:
+            self._note(f"{table} ({self._delivery.path.name}): {exc}")
+            return []
+        return rows
 
     # -- quarantine ------------------------------------------------------------------
     def quarantine(self, backend: str, seq: int, kind: str, keys: tuple[str, ...],
                    reason: str) -> None:
         """Record that ``backend`` refused event ``seq`` (or only ``keys`` of it) for good."""
         try:
-            self._conn.executescript(QUARANTINE_SCHEMA)
-            self._conn.execute(
-                "INSERT OR REPLACE INTO quarantine(backend, seq, kind, keys, reason, time) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (backend, seq, kind, orjson.dumps(list(keys)), reason[:2000], time.time()))
+            self._delivery.quarantine(backend, seq, kind, keys, reason)
         except _READ_ERRORS as exc:
             if not self.damage:
                 raise
             self._note(f"quarantine of event {seq} for {backend!r} not saved: {exc}")
 
     def unquarantine(self, backend: str, seqs: list[int]) -> None:
-        """Forget quarantine rows (a skip that turned out to be the backend's fault)."""
-        if not self._has_quarantine():
-            return
+        """Forget quarantine rows (a skip that turned out to be the backend's fault; always
+        one this process just made, so in ``delivery.db``)."""
         try:
-            self._conn.executemany("DELETE FROM quarantine WHERE backend = ? AND seq = ?",
-                                   [(backend, seq) for seq in seqs])
+            self._delivery.unquarantine(backend, seqs)
         except _READ_ERRORS as exc:
             self._note(f"quarantine of {backend!r} not undone: {exc}")
 
     def quarantined(self, backend: str | None = None) -> list[Quarantined]:
-        """Quarantined events, of one backend or of all, in seq order."""
-        if not self._has_quarantine():
-            return []
+        """Quarantined events, of one backend or of all, in seq order (``delivery.db``'s
+        rows and those an older spool keeps in ``spool.db``)."""
         sql = "SELECT backend, seq, kind, keys, reason, time FROM quarantine"
-        args: tuple[Any, ...] = ()
-        if backend is not None:
-            sql += " WHERE backend = ?"
-            args = (backend,)
-        try:
-            rows = self._conn.execute(sql + " ORDER BY seq, backend", args).fetchall()
-        except _READ_ERRORS as exc:
-            self._note(f"quarantine: {exc}")
-            return []
-        out = []
+        rows: list[QuarantineRow] = [
+            r for r in self._legacy_rows("quarantine", sql)
+            if backend is None or r[0] == backend]
+        rows += self._delivery_rows(
+            "quarantine", lambda: self._delivery.quarantine_rows(backend))
+        found: dict[tuple[str, int], Quarantined] = {}
         for name, seq, kind, keys, reason, ts in rows:
             try:
-                out.append(Quarantined(name, int(seq), kind, tuple(orjson.loads(keys)),
-                                       reason, float(ts)))
+                entry = Quarantined(name, int(seq), kind, tuple(orjson.loads(keys)),
+                                    reason, float(ts))
             except (TypeError, ValueError):
                 self._note(f"quarantine row of event {seq} is unreadable")
-        return out
+                continue
+            found[(entry.backend, entry.seq)] = entry  # delivery.db's row, read last, wins
+        return sorted(found.values(), key=lambda q: (q.seq, q.backend))
 
     def _has_quarantine(self) -> bool:
         try:

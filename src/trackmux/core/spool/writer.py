@@ -2,14 +2,18 @@
 
 Layout of a run directory (0700; files 0600)::
 
-    <root>/<project>/<run_id>/spool.db     events, blobs, meta, per-backend cursors, attempts,
-                                           superseded events (core/spool/attempts.py)
+    <root>/<project>/<run_id>/spool.db     events, blobs, meta, attempts, superseded events
+                                           (core/spool/attempts.py); written by the trainer
+                                           only while it lives
+    <root>/<project>/<run_id>/delivery.db  per-backend cursors and quarantine rows, written
+                                           by delivery (core/spool/acks.py; a spool from
+                                           before it keeps them in spool.db, still read)
     <root>/<project>/<run_id>/run.lock     held by the live process; free + "running" = crashed
     <root>/<project>/<run_id>/deliver-<backend>.lock   held by whoever delivers to that backend
 
-Table ``quarantine`` (created by the first quarantine, see spool_reader) lists events,
-or some keys of an event, a backend refused for good: delivery moved past them; they stay
-in ``events``.
+Table ``quarantine`` (in delivery.db) lists events, or some keys of an event, a backend
+refused for good: delivery moved past them; they stay in ``events``. New spools still get
+an empty ``cursors`` table, which older trackmux versions expect.
 
 Durability contract (docs/guarantees.md): the writer thread commits at least every
 ``COMMIT_INTERVAL`` seconds; a commit in WAL mode survives SIGKILL of the process (the
