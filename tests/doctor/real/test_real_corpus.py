@@ -61,6 +61,12 @@ KNOWN_GAPS: dict[str, str] = {
         "and on most steps from 219 while the loss grows from -390 to -8,310; no rule reads a "
         "loss that grows by orders of magnitude, and the length rule waits for a sustained "
         "run-up"),
+    "rfs-ch07-grpo-no-kl-500-step-instability": (
+        "no rule reads the loss (-18..10 for 400 steps, then -23 at 401 and -77 to -343 by "
+        "480-500) and the reward is 0-1 per step with 8 rollouts: its 50-step mean falls from "
+        "0.645 (351-400) to 0.49 (401-450) and 0.42 (451-500), inside the noise the reward "
+        "rules allow for such a curve; the author's other signal, the MATH-500 accuracy, is "
+        "not in the committed log"),
 }
 
 

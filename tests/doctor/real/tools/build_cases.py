@@ -14,6 +14,8 @@ Formats:
 - ``verl``: verl's console ``step:N - key:value - key:value ...``.
 - ``csv``: a metrics table with a header row whose first column is the step (a wandb export,
   or verl console lines parsed to CSV); empty cells are skipped, the keys are the header's.
+- ``console_kv``: a hand-written loop's console, ``[Step N/M] key=value key=value ...``; the
+  keys are the line's own, those in ``_CONSOLE_SKIP`` are not training signals.
 - ``handwritten_grpo_dual``: the console diagnostics of a hand-written GRPO loop that logs
   no key names (BoBaCai/grpo-dual); each number is named after the words its line prints
   (``_GRPO_DUAL``), the step is the line's ``@stepN`` / ``[Step N]`` / ``[步骤N]``.
@@ -183,12 +185,29 @@ def _records_grpo_dual(text: str) -> list[Record]:
     return sorted(by_step.items())
 
 
+_CONSOLE_LINE = re.compile(r"^\[Step (\d+)/\d+\] (.*)$")
+_CONSOLE_SKIP = {"tokens_per_sec"}  # generation throughput, not a training signal
+
+
+def _records_console_kv(text: str) -> list[Record]:
+    """One record per ``[Step N/M] key=value ...`` line (rasbt/reasoning-from-scratch)."""
+    out: list[Record] = []
+    for line in text.splitlines():
+        found = _CONSOLE_LINE.match(line.strip())
+        if found:
+            pairs = [tuple(p.split("=", 1)) for p in found.group(2).split() if "=" in p]
+            out.append((int(found.group(1)), [(k, v) for k, v in pairs
+                                              if k not in _CONSOLE_SKIP]))
+    return out
+
+
 _CSV_SKIP = {"1"}  # verl-on-gke's parsed_metrics.csv: a validation key mangled to "1"
 
 
 READERS = {"trl_dict": _records_trl, "swift_json": _records_swift, "dschat": _records_dschat,
            "verl": _records_verl, "notebook_table": _records_notebook_table,
-           "csv": _records_csv, "handwritten_grpo_dual": _records_grpo_dual}
+           "csv": _records_csv, "console_kv": _records_console_kv,
+           "handwritten_grpo_dual": _records_grpo_dual}
 
 
 def parse(fmt: str, text: str, steps: list[int] | None = None) -> Series:
@@ -350,6 +369,27 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "out); eval_acc (MATH-500, every 50 steps) 57.2 at step 100 falls to 33.0 at "
               "150, the onset; from 163 most steps score the format only (format 1.0, reward "
               "0.1); entropy_avg rises from 0.2-0.6 to 2-3 by step 150 and 4-11 later"),
+    "rfs-ch07-grpo-no-kl-500-step-instability": dict(
+        framework="custom", format="console_kv",
+        source="https://github.com/rasbt/reasoning-from-scratch/blob/"
+               "7987537d89ff5f64684fc78b93291d957b4774e5/ch07/02_logs/"
+               "ch06_rlvr_grpo_original_no_kl_1024_metrics.txt",
+        source_title="reasoning-from-scratch, chapter 7.2: the committed console log of the "
+                     "chapter-6 hand-written GRPO script without KL, run for 500 steps",
+        thread_label="the author (chapter 7.2.2, the English text of ch07.ipynb): 'some later "
+                     "decline just before step 400' (response length), loss 'spikes toward the "
+                     "end are a bit concerning', MATH-500 accuracy 'does [improve] initially and "
+                     "then declines', 'One reason is that the algorithm is not very stable'; "
+                     "chapter 7.4.2 calls the clipped-ratio run more stable, with 'no clear drop "
+                     "in the average reward or evaluation accuracy around step 400'",
+        label="failure", fault="other", onset_step=401,
+        notes="the committed console log, all 500 lines as committed (format console_kv; "
+              "fields loss, reward_avg, avg_response_len; tokens_per_sec left out); a "
+              "hand-written loop with its own key names; reward_avg's 50-step mean 0.645 "
+              "(351-400) -> 0.490 (401-450) -> 0.422 (451-500); the loss, within -18.4..10.0 "
+              "on steps 1-400 but for -27.5 (346), reaches -23.2 (401), -52.6 (419), -77.2 "
+              "(480), -342.5 (492); the onset is the first of these, the author's 'around step "
+              "400'; the chapter's MATH-500 accuracies are not in this file"),
     "exploration-grpo-mixed-cuts-policy-collapse": dict(
         framework="verl", format="csv",
         source="https://github.com/dumbkin31/exploration-in-grpo/blob/"
