@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from trackmux.core.backends.contract import Backend, RunInfo
+from trackmux.core.delivery import appends
 from trackmux.core.delivery.reporting import Reporter
 from trackmux.core.delivery.watch import WatcherSpec
 from trackmux.core.delivery.worker import DeliveryWorker, acquire_delivery_lock
@@ -318,6 +319,10 @@ class ProcessDelivery:
     def _handle(self, message: dict[str, Any]) -> None:
         if "problem" in message:
             self._reporter.replay(*message["problem"])
+            return
+        if "append" in message:  # findings to append here, at the trainer's priority
+            answer = appends.append_requested(self.run_dir, message["append"])
+            self._send({"appended": answer}, time.monotonic() + 5.0)
             return
         if "found" in message:  # the watchers' findings (already in the spool)
             if self._on_found is not None:

@@ -35,6 +35,7 @@ import orjson
 
 from trackmux.core.backends.contract import RunInfo
 from trackmux.core.backends.registry import get_registry
+from trackmux.core.delivery.appends import TrainerAppender
 from trackmux.core.delivery.reporting import Reporter
 from trackmux.core.delivery.watch import WatcherSpec, WatchRunner, runner_problem_reporter
 from trackmux.core.delivery.worker import ENDED, DeliveryWorker, Progress, acquire_delivery_lock
@@ -87,20 +88,27 @@ class DeliveryProcess:
             self.workers.append(DeliveryWorker(
                 name, functools.partial(spec.factory, dict(options)), self.info,
                 self.reporter, lock=lock, on_progress=self._progress))
+        # findings are appended by the trainer while it lives (core/delivery/appends.py)
+        self._control_open = True
+        self.appender = TrainerAppender(
+            self.info.run_dir, self._send,
+            listening=lambda: self._control_open and self._orphaned is None)
         self.watch = WatchRunner(
             [WatcherSpec.from_json(w) for w in config.get("watchers", [])], self.info,
             alive=lambda: self._finish is None and self._orphaned is None,
-            on_found=self._found, on_problem=runner_problem_reporter(self.reporter.report))
+            on_found=self._found, on_problem=runner_problem_reporter(self.reporter.report),
+            append=self.appender)
 
     # -- messages to the trainer ---------------------------------------------------------
-    def _send(self, message: dict[str, Any]) -> None:
+    def _send(self, message: dict[str, Any]) -> bool:
         data = orjson.dumps(message) + b"\n"
         with self._status_lock:
             try:
                 self._status.write(data)
                 self._status.flush()
             except OSError:
-                pass  # the trainer is gone; nobody to tell
+                return False  # the trainer is gone; nobody to tell
+        return True
 
     def _forward(self, op: str, backend: str, kind: str, message: str) -> None:
         self._send({"problem": [op, backend, kind, message]})
@@ -138,12 +146,16 @@ class DeliveryProcess:
             except orjson.JSONDecodeError:
                 log.warning("trackmux delivery: unreadable control line %r", line[:100])
                 continue
+            if "appended" in message:
+                self.appender.answered(message["appended"])
             if "finish" in message:
                 self._finish = message["finish"]
                 self._event.set()
         if self._finish is None:
             self._orphaned = "the trainer closed its pipe without finish()"
             self._event.set()
+        self._control_open = False
+        self.appender.stop_waiting()  # nobody answers any more
 
     def on_sigterm(self, signum: int, frame: object) -> None:
         """Drain for the grace period while some backend makes progress; when every one

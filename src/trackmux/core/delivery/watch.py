@@ -93,8 +93,13 @@ class WatchRunner:
     def __init__(self, specs: Sequence[WatcherSpec], info: RunInfo, *,
                  alive: Callable[[], bool],
                  on_found: Callable[[list[FindingEvent]], None],
-                 on_problem: Callable[[str, str], None]) -> None:
+                 on_problem: Callable[[str, str], None],
+                 append: Callable[[list[FindingEvent]], int] | None = None) -> None:
+        """``append`` stores findings in the spool and returns the last seq; by default
+        :func:`append_events` here (the delivery process passes one that asks the trainer
+        to, so the idle-class process never holds the spool's write lock)."""
         self.info = info
+        self._append = append or (lambda found: append_events(info.run_dir, list(found)))
         self._alive = alive
         self._on_found = on_found
         self._on_problem = on_problem
@@ -240,7 +245,7 @@ class WatchRunner:
         # appended in onset order, every backend and reader gets them in step order.
         fresh.sort(key=lambda f: f.step)
         try:
-            self.last_appended = append_events(self.info.run_dir, list(fresh))
+            self.last_appended = self._append(list(fresh))
         except Exception as exc:
             if not self._write_reported:
                 self._write_reported = True
