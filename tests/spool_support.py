@@ -18,3 +18,16 @@ def spool_meta(run_dir: Path) -> dict[str, Any]:
         return reader.meta()
     finally:
         reader.close()
+
+
+def forget_cursors(run_dir: Path) -> None:
+    """Make a copied run a fresh destination for every backend: its cursors go, from
+    delivery.db and from an older spool's own cursors table."""
+    import sqlite3
+
+    from trackmux.core.spool.acks import DELIVERY_FILE
+
+    for suffix in ("", "-wal", "-shm"):
+        (run_dir / (DELIVERY_FILE + suffix)).unlink(missing_ok=True)
+    with sqlite3.connect(run_dir / "spool.db") as conn:
+        conn.execute("DELETE FROM cursors")

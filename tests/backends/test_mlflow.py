@@ -533,12 +533,12 @@ def test_resume_continues_the_run_and_the_latest_value_per_step_is_the_resumed_o
     # a fresh destination (a copy of the spool, mlflow never delivered) gets only the live
     # series, one value per step
     import shutil
-    import sqlite3
+
+    from spool_support import forget_cursors
 
     copy = tmp_path / "copy"
     shutil.copytree(again.dir, copy)
-    with sqlite3.connect(copy / "spool.db") as conn:
-        conn.execute("DELETE FROM cursors")
+    forget_cursors(copy)
     fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
     result = deliver_by_name(copy, ["mlflow"], {"mlflow": {
         "tracking_uri": fresh, "artifact_location": str(tmp_path / "b")}}, timeout=120)
@@ -669,8 +669,8 @@ def test_distinct_keys_stay_distinct_across_resume_and_sync(
     land in distinct mlflow series; a resumed attempt sending them in another order and a
     fresh ``trackmux sync`` of the spool to another store use the same series names."""
     import shutil
-    import sqlite3
 
+    from spool_support import forget_cursors
     from trackmux.core.delivery.sync import deliver_by_name
 
     if store == "server":
@@ -688,8 +688,7 @@ def test_distinct_keys_stay_distinct_across_resume_and_sync(
 
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)
-    with sqlite3.connect(copy / "spool.db") as conn:
-        conn.execute("DELETE FROM cursors")
+    forget_cursors(copy)
     fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
     result = deliver_by_name(copy, ["mlflow"], {"mlflow": {
         "tracking_uri": fresh, "artifact_location": str(tmp_path / "b")}}, timeout=120)

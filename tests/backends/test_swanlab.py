@@ -327,8 +327,8 @@ def test_resume_with_rewind_writes_the_resumed_values_to_the_same_id(tmp_path: P
     redelivered, even when the earlier folder holds them past the acknowledged point); the
     first folder keeps the superseded values; a fresh sync sends only live values."""
     import shutil
-    import sqlite3
 
+    from spool_support import forget_cursors
     from trackmux.core.delivery.sync import deliver_by_name
     from trackmux.core.spool.reader import SpoolReader
 
@@ -362,8 +362,7 @@ def test_resume_with_rewind_writes_the_resumed_values_to_the_same_id(tmp_path: P
     assert points(second) == [(s, s + 0.5) for s in range(5, 10)]  # 3, 4 not twice
     copy = tmp_path / "copy"
     shutil.copytree(again.dir, copy)
-    with sqlite3.connect(copy / "spool.db") as conn:
-        conn.execute("DELETE FROM cursors")
+    forget_cursors(copy)
     fresh = tmp_path / "fresh"
     assert deliver_by_name(copy, ["swanlab"], {"swanlab": {"log_dir": str(fresh)}},
                            timeout=120).complete
@@ -430,8 +429,8 @@ def test_distinct_keys_stay_distinct_across_resume_and_sync(tmp_path: Path) -> N
     attempt sending the keys in reverse order and a fresh ``trackmux sync`` into another
     folder give every key the same stored name."""
     import shutil
-    import sqlite3
 
+    from spool_support import forget_cursors
     from trackmux.core.delivery.sync import deliver_by_name
 
     value = {key: 1000.0 * i for i, key in enumerate(DISTINCT_KEYS)}
@@ -452,8 +451,7 @@ def test_distinct_keys_stay_distinct_across_resume_and_sync(tmp_path: Path) -> N
 
     copy = tmp_path / "copy"
     shutil.copytree(again.dir, copy)
-    with sqlite3.connect(copy / "spool.db") as conn:
-        conn.execute("DELETE FROM cursors")
+    forget_cursors(copy)
     result = deliver_by_name(copy, ["swanlab"], {"swanlab": {
         "log_dir": str(tmp_path / "fresh")}}, timeout=120)
     assert result.complete, result

@@ -497,9 +497,8 @@ def test_resume_with_rewind_keeps_one_wandb_run(tmp_path: Path) -> None:
     id; rows are appended (wandb's ``_step`` keeps growing), the resumed values follow the
     superseded ones on the ``trackmux/step`` axis, so the summary (last row) holds the live
     values; a fresh sync of the spool sends only the live rows."""
-    import sqlite3
-
     import trackmux
+    from spool_support import forget_cursors
 
     spool_root = tmp_path / "spool"
     run = trackmux.init(project="resume", backends=["wandb"], dir=spool_root, run_id="r")
@@ -527,8 +526,7 @@ def test_resume_with_rewind_keeps_one_wandb_run(tmp_path: Path) -> None:
     # fresh destination: a copy of the spool whose wandb cursor is gone
     copy = tmp_path / "copy"
     shutil.copytree(again.dir, copy)
-    with sqlite3.connect(copy / "spool.db") as conn:
-        conn.execute("DELETE FROM cursors")
+    forget_cursors(copy)
     fresh = tmp_path / "fresh"
     deliver(copy, {"wandb": lambda: WandbBackend({"dir": str(fresh)})}, timeout=120)
     (path,) = [p for p in fresh.rglob("run-*.wandb") if "latest-run" not in p.parts]

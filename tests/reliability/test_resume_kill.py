@@ -13,12 +13,12 @@ import os
 import random
 import shutil
 import signal
-import sqlite3
 import time
 from pathlib import Path
 
 from _reliability import file_lines, spawn, trackmux_cli
 
+from spool_support import forget_cursors
 from trackmux.core.spool.reader import SpoolReader
 
 CHILD = r"""
@@ -125,8 +125,7 @@ def test_kill_during_the_resumed_attempt_then_sync_duplicates_nothing(tmp_path: 
         assert [e for e in got if e in set(live)] == live  # live events in spool order
         copy = root / "copy"  # a fresh destination: the spool without its file cursor
         shutil.copytree(run_dir, copy)
-        with sqlite3.connect(copy / "spool.db") as conn:
-            conn.execute("DELETE FROM cursors")
+        forget_cursors(copy)
         fresh = root / "fresh" / "m.jsonl"
         synced = trackmux_cli("sync", str(copy), "--to", "file", "-o",
                               f"file.path={fresh}", "--no-progress")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trackmux.core.spool.acks import DELIVERY_FILE
 from trackmux.core.spool.runs import find_runs, stop_words, summarize
 from trackmux.core.spool.writer import SPOOL_FILE
 from trackmux.ui import sources
@@ -292,9 +293,10 @@ def latest_step(run_dir: Path) -> int | None:
 
 
 def _stamp(path: Path) -> tuple[float, ...]:
-    """Changes whenever the spool (or its WAL) was written."""
+    """Changes whenever the spool or the run's delivery cursors (or their WALs) were
+    written: a row's pending counts move with delivery alone."""
     out: list[float] = []
-    for name in (SPOOL_FILE, SPOOL_FILE + "-wal"):
+    for name in (SPOOL_FILE, SPOOL_FILE + "-wal", DELIVERY_FILE, DELIVERY_FILE + "-wal"):
         try:
             info = os.stat(path / name)
             out += [info.st_mtime_ns, info.st_size]
