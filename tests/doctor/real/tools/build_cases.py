@@ -130,18 +130,20 @@ def _records_notebook_table(text: str) -> list[Record]:
 
 
 def _records_csv(text: str) -> list[Record]:
-    """One record per row; the first column is the step. Columns named in ``_CSV_SKIP``
-    are not metrics (see the case's notes)."""
+    """One record per row; the step is the column named in ``_CSV_STEP`` where the header
+    has one, else the first column. Columns named in ``_CSV_SKIP`` are not metrics (see the
+    case's notes)."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
     header = lines[0].split(",")
+    at = next((header.index(name) for name in _CSV_STEP if name in header), 0)
     out: list[Record] = []
     for line in lines[1:]:
         cells = line.split(",")
         if len(cells) != len(header):
             raise ValueError(f"row of {len(cells)} cells under a header of {len(header)}")
-        pairs = [(k, v) for k, v in zip(header[1:], cells[1:], strict=True)
-                 if v != "" and k not in _CSV_SKIP]
-        out.append((int(float(cells[0])), pairs))
+        pairs = [(k, v) for i, (k, v) in enumerate(zip(header, cells, strict=True))
+                 if i != at and v != "" and k not in _CSV_SKIP]
+        out.append((int(float(cells[at])), pairs))
     return out
 
 
@@ -201,7 +203,11 @@ def _records_console_kv(text: str) -> list[Record]:
     return out
 
 
-_CSV_SKIP = {"1"}  # verl-on-gke's parsed_metrics.csv: a validation key mangled to "1"
+# verl-on-gke's parsed_metrics.csv: a validation key mangled to "1"; the CS336 diagnostics
+# table (ShibukiZero/assignment5-alignment): two counters, 2 optimizer steps per GRPO step and
+# the rollout epoch (always 2).
+_CSV_SKIP = {"1", "optimizer_step", "rollout_epoch"}
+_CSV_STEP = ("grpo_step",)  # the CS336 table's first columns are the run's name and loss type
 
 
 READERS = {"trl_dict": _records_trl, "swift_json": _records_swift, "dschat": _records_dschat,
@@ -390,6 +396,28 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "on steps 1-400 but for -27.5 (346), reaches -23.2 (401), -52.6 (419), -77.2 "
               "(480), -342.5 (492); the onset is the first of these, the author's 'around step "
               "400'; the chapter's MATH-500 accuracies are not in this file"),
+    "cs336-grpo-clip-off-policy-late-collapse": dict(
+        framework="custom", format="csv",
+        source="https://github.com/ShibukiZero/assignment5-alignment/blob/"
+               "1a47cd66495a60b845815c90fe1dc3a25f382fea/artifacts/experiments/ch7/"
+               "grpo_off_policy_clip_ablation/grpo_off_policy_clip_ablation_diagnostics.csv",
+        source_title="CS336 assignment 5 (ShibukiZero/assignment5-alignment): the committed "
+                     "diagnostics of the hand-written GRPO loop's off-policy clip ablation",
+        thread_label="the repository's experiment log: 'GRPO-Clip (e2/tb256) peaked at 34.38% "
+                     "on step 65, then entered a late collapse and finished at 0.00%'; 'Tail-"
+                     "train diagnostics for the clipped run show NaN loss, NaN gradient norm, "
+                     "and clip_fraction = 1.0'; the summary's status: 'late collapse'",
+        label="failure", fault="nan", onset_step=195,
+        notes="the committed diagnostics table, the 200 rows of the GRPO-Clip run exactly as "
+              "committed (keys token_entropy, grad_norm, loss, clip_fraction, approx_kl, "
+              "rollout_avg_response_token_length, rollout_answer_accuracy, "
+              "rollout_format_accuracy; step grpo_step; the counters optimizer_step and "
+              "rollout_epoch not replayed); a hand-written loop with its own key names; "
+              "validation 0.27-0.34 on steps 30-190, 0.0 at 195 and 200; grad_norm 1e3-1e17 on "
+              "many steps from 49 and inf on 113, 184, 193, 194 while the validation holds; "
+              "grad_norm and loss nan from 195, every metric nan on 196-200 with the rollouts at "
+              "the 1,024-token cap and accuracy 0; onset 195, the first nan and the first "
+              "evaluation at 0"),
     "exploration-grpo-mixed-cuts-policy-collapse": dict(
         framework="verl", format="csv",
         source="https://github.com/dumbkin31/exploration-in-grpo/blob/"
@@ -431,6 +459,22 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "0.0048 until 62, 0.031 (66), 0.138 (67), 0.55 (72); validation 0.7725 (40) -> "
               "0.695 (70); 71 steps, not long by the corpus's measure"),
     # ---- healthy ------------------------------------------------------------------------
+    "cs336-grpo-no-clip-off-policy-stable": dict(
+        framework="custom", format="csv",
+        source="https://github.com/ShibukiZero/assignment5-alignment/blob/"
+               "1a47cd66495a60b845815c90fe1dc3a25f382fea/artifacts/experiments/ch7/"
+               "grpo_off_policy_clip_ablation/grpo_off_policy_clip_ablation_diagnostics.csv",
+        source_title="CS336 assignment 5 (ShibukiZero/assignment5-alignment): the committed "
+                     "diagnostics of the hand-written GRPO loop's off-policy clip ablation",
+        thread_label="the repository's experiment log: 'GRPO-No-Clip (e2/tb256) peaked at "
+                     "78.42% on step 195 and remained stable through the final evaluation at "
+                     "78.22%'; 'the unclipped run keeps finite entropy and gradient norm values'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed diagnostics table, the 200 rows of the GRPO-No-Clip run exactly as "
+              "committed (the same keys as cs336-grpo-clip-off-policy-late-collapse; "
+              "clip_fraction is empty on every row); validation 0.038 (step 0) -> 0.67 (80) -> "
+              "0.78 (195-200); single-step grad_norm spikes to 2.4e8 (18), 1.3e8 (69) and 2.9e9 "
+              "(172); token_entropy 0.1 -> 2.7 on steps 76-79 and back to 0.09 by 81"),
     "rfs-ch07-clip-ratio-stable": dict(
         framework="custom", format="csv",
         source="https://github.com/rasbt/reasoning-from-scratch/blob/"
