@@ -66,8 +66,8 @@ KNOWN_GAPS: dict[str, str] = {
         "length_blowup at 33 reads the rollouts growing from 30-80 tokens (steps 3-40) to "
         "200-500 while the accuracy rises, learning read as a runaway; grad_explosion at 52 and "
         "172 fires on single-step gradient-norm spikes (2,128 and 2.9e9) after which the norm is "
-        "back to 20 and 0.24 the next step and the accuracy unmoved; no rule weighs a spike that does not persist "
-        "against the reward that keeps improving"),
+        "back to 20 and 0.24 the next step and the accuracy unmoved; no rule weighs a spike "
+        "that does not persist against the reward that keeps improving"),
     "rfs-ch07-grpo-no-kl-500-step-instability": (
         "no rule reads the loss (-18..10 for 400 steps, then -23 at 401 and -77 to -343 by "
         "480-500) and the reward is 0-1 per step with 8 rollouts: its 50-step mean falls from "
