@@ -206,7 +206,9 @@ def _records_console_kv(text: str) -> list[Record]:
 # verl-on-gke's parsed_metrics.csv: a validation key mangled to "1"; the CS336 diagnostics
 # table (ShibukiZero/assignment5-alignment): two counters, 2 optimizer steps per GRPO step and
 # the rollout epoch (always 2).
-_CSV_SKIP = {"1", "optimizer_step", "rollout_epoch"}
+# and its evaluation table: the arm's two constant clip settings and the evaluation's duration.
+_CSV_SKIP = {"1", "optimizer_step", "rollout_epoch", "cliprange_low", "cliprange_high",
+             "eval_seconds"}
 _CSV_STEP = ("grpo_step",)  # the CS336 table's first columns are the run's name and loss type
 
 
@@ -418,6 +420,26 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "grad_norm and loss nan from 195, every metric nan on 196-200 with the rollouts at "
               "the 1,024-token cap and accuracy 0; onset 195, the first nan and the first "
               "evaluation at 0"),
+    "cs336-main-grpo-no-clip-eval-collapse": dict(
+        framework="custom", format="csv",
+        source="https://github.com/ShibukiZero/assignment5-alignment/blob/"
+               "4230b48872dfc3d46892fc850a84155e85844dad/artifacts/experiments/main/ch7/"
+               "grpo_off_policy_clip_ablation/grpo_off_policy_clip_ablation_eval_points.csv",
+        source_title="CS336 assignment 5 (ShibukiZero/assignment5-alignment): the committed "
+                     "evaluation series of the hand-written GRPO loop's rerun clip ablation, "
+                     "GRPO-No-Clip arm",
+        thread_label="the author (writeup.md): 'GRPO-No-Clip only reaches 24.61% at step 125 and "
+                     "then collapses completely, finishing at 0.00% answer reward and 0.00% "
+                     "format accuracy'; 'The no-clip run's last finite gradient norm is exactly "
+                     "0.000'",
+        label="failure", fault="reward_collapse", onset_step=137,
+        notes="the committed evaluation table, the 41 rows of the GRPO-No-Clip arm exactly as "
+              "committed (validation every 5 steps, 0-200: answer_accuracy, format_accuracy, "
+              "reward; the arm's constant clip settings and eval_seconds not replayed); an "
+              "evaluation-only series, the training log (543,507 characters) was read around the "
+              "collapse only; accuracy 0.17-0.25 on 15-135, 0.0 with format 0.0 from 140 to 200; "
+              "the onset is 137, the first rollout at reward 0 (grad_norm 0.0 on 137-139), which "
+              "the evaluations show first at 140"),
     "exploration-grpo-mixed-cuts-policy-collapse": dict(
         framework="verl", format="csv",
         source="https://github.com/dumbkin31/exploration-in-grpo/blob/"
