@@ -36,6 +36,7 @@ def test_spool_directories_are_0700_and_files_0600(tmp_path: Path, memory_backen
         assert _mode(run.dir.parent) == 0o700  # the project directory trackmux created
         assert _mode(run.dir.parent.parent) == 0o700  # and the root it created
         run.finish(timeout=5)
+        assert "delivery.db" in {p.name for p in run.dir.iterdir()}  # the memory cursor
         for path in run.dir.iterdir():
             assert _mode(path) == 0o600, (path.name, oct(_mode(path)))
     finally:
