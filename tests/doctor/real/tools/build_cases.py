@@ -419,7 +419,8 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "many steps from 49 and inf on 113, 184, 193, 194 while the validation holds; "
               "grad_norm and loss nan from 195, every metric nan on 196-200 with the rollouts at "
               "the 1,024-token cap and accuracy 0; onset 195, the first nan and the first "
-              "evaluation at 0"),
+              "evaluation at 0; the same run is the off-policy sweep's focused_e2_tb256, whose "
+              "log says it 'hit a numerical blow-up on the second update of the rollout batch'"),
     "cs336-main-grpo-no-clip-eval-collapse": dict(
         framework="custom", format="csv",
         source="https://github.com/ShibukiZero/assignment5-alignment/blob/"
@@ -496,7 +497,9 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "committed (the same keys as cs336-grpo-clip-off-policy-late-collapse; "
               "clip_fraction is empty on every row); validation 0.038 (step 0) -> 0.67 (80) -> "
               "0.78 (195-200); single-step grad_norm spikes to 2.4e8 (18), 1.3e8 (69) and 2.9e9 "
-              "(172); token_entropy 0.1 -> 2.7 on steps 76-79 and back to 0.09 by 81"),
+              "(172); token_entropy 0.1 -> 2.7 on steps 76-79 and back to 0.09 by 81; the "
+              "repository's later rerun with std normalisation went the other way "
+              "(cs336-main-grpo-no-clip-eval-collapse)"),
     "rfs-ch07-clip-ratio-stable": dict(
         framework="custom", format="csv",
         source="https://github.com/rasbt/reasoning-from-scratch/blob/"
