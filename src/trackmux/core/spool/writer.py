@@ -61,6 +61,7 @@ from trackmux.core.events import (
     TextEvent,
 )
 from trackmux.core.spool import codec
+from trackmux.core.spool.checkpoint import Checkpointer
 
 log = logging.getLogger("trackmux")
 
@@ -286,6 +287,9 @@ class SpoolWriter:
         index_if_new(self._conn)
         # from here SQLite does not wait for a lock on this connection: _begin does
         self._conn.execute("PRAGMA busy_timeout = 0")
+        # nor checkpoint inside a COMMIT of this thread: core/spool/checkpoint.py does
+        self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+        self._checkpointer = Checkpointer(self.path)
         #: the largest value SQLite stores (SQLITE_LIMIT_LENGTH): a bigger event is dropped
         #: alone before the transaction, not with its whole batch
         limit = getattr(sqlite3, "SQLITE_LIMIT_LENGTH", None)  # Python >= 3.11
@@ -439,7 +443,8 @@ class SpoolWriter:
                 time.sleep(DISK_RETRY_INTERVAL)
             if closing and not self._queue:
                 break
-        with contextlib.suppress(Exception):
+        self._checkpointer.close()  # first: the writer's connection closes last, and so
+        with contextlib.suppress(Exception):  # checkpoints and removes the WAL
             self._conn.close()
 
     def _round_limit(self) -> int:
@@ -554,9 +559,12 @@ class SpoolWriter:
         except (sqlite3.DatabaseError, TypeError, ValueError):  # a damaged index: ours
             seq = self._last_seq
         done = 0
+        nbytes = 0  # about what goes into the WAL, for the checkpointer
         while done < len(batch):
             encoded = self._encode(batch, done)
             done = len(batch)
+            nbytes += sum(len(row[3]) + 40 + (len(row[4][1]) if row[4] is not None else 0)
+                          for row in encoded)
             for *_, blob in encoded:
                 if blob is not None:
                     conn.execute("INSERT OR IGNORE INTO blobs(hash, data) VALUES (?, ?)", blob)
@@ -586,6 +594,24 @@ class SpoolWriter:
         conn.execute("COMMIT")
         self._last_seq = seq
         self._dropped_recorded = dropped
+        self._checkpointer.committed(nbytes)
+        self._restart_wal()
+
+    def _restart_wal(self) -> None:
+        """After a commit, when the checkpointer asks (its WAL is long): copy the frames
+        since its last pass, so that the next transaction starts the WAL over. Tried again
+        after each commit until every frame is copied; never while the checkpointer runs."""
+        checkpointer = self._checkpointer
+        if not checkpointer.restart_due or not checkpointer.lock.acquire(blocking=False):
+            return
+        try:
+            busy, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)"
+                                                      ).fetchone()
+            checkpointer.restart_due = bool(busy) or frames != copied
+        except sqlite3.Error:
+            pass  # a full disk, damage: tried again after the next commit
+        finally:
+            checkpointer.lock.release()
 
     def _begin(self) -> None:
         """``BEGIN IMMEDIATE``, tried again every ``LOCK_POLL`` while another process holds
