@@ -5,11 +5,12 @@ it copies about 4 MB into ``spool.db`` and fsyncs it, 55-70 ms on a loaded machi
 (docs/performance.md, B12 round 4), and that ``COMMIT`` ran on the spool writer's thread,
 so a ``log()`` held by backpressure waited for the disk. The writer turns automatic
 checkpoints off on its connection and tells :class:`Checkpointer` how much it committed;
-every ``CHECKPOINT_BYTES`` (a quarter of SQLite's own threshold, so that what is left for the
-writer below stays short) a ``PASSIVE`` checkpoint runs here on a connection of its own. It never blocks the writer (in WAL mode one writer appends while a
-checkpoint copies), and SQLite releases the GIL while it works. The thread starts with the
-first checkpoint, so a short run never has it; the writer's last close still checkpoints
-and removes the WAL, as before.
+every ``CHECKPOINT_BYTES`` (a quarter of SQLite's own threshold, so that what is left for
+the writer below stays short) a ``PASSIVE`` checkpoint runs here on a connection of its
+own. It never blocks the writer (in WAL mode one writer appends while a checkpoint copies),
+and SQLite releases the GIL while it works. The thread starts with the first checkpoint, so
+a short run never has it; the writer's last close still checkpoints and removes the WAL, as
+before.
 
 One thing only the writer can do: start the WAL again from its beginning. SQLite does that
 when a write transaction begins with every frame already copied, which a checkpoint on
