@@ -75,6 +75,10 @@ class DeliveryFile:
         if create:
             touch_private(self.path)  # 0600, never through a symlink
         conn = connect(self.path)
+        # a few rows rewritten after every batch: a short WAL, cut back after each
+        # checkpoint, so the file stays a few pages (it shares a full disk with the spool)
+        conn.execute("PRAGMA wal_autocheckpoint = 16")
+        conn.execute("PRAGMA journal_size_limit = 65536")
         conn.text_factory = lambda data: data.decode("utf-8", "replace")
         conn.executescript(SCHEMA)
         self._conn = conn

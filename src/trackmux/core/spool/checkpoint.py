@@ -31,8 +31,9 @@ log = logging.getLogger("trackmux")
 
 #: committed bytes (an estimate) between two checkpoints of this thread
 CHECKPOINT_BYTES = 1024 * 1024
-#: frames in the WAL (4 KB pages) above which the writer checkpoints once itself (restart)
-RESTART_FRAMES = 4000
+#: frames in the WAL (4 KB pages) above which the writer checkpoints once itself (restart):
+#: SQLite's own threshold, so the WAL and a `max_bytes` cap see the sizes they did
+RESTART_FRAMES = 1000
 
 
 class Checkpointer:
