@@ -359,3 +359,60 @@ def ar1_t(t: float, phi: float) -> float:
     correlation phi a line's n points hold about n (1 - phi) / (1 + phi) independent
     ones, so its standard error is that much larger in square root."""
     return t * math.sqrt((1.0 - phi) / (1.0 + phi)) if phi > 0 else t
+
+
+
+#: the fewest points a sudden change is confirmed on (:func:`sudden`): two in a row past
+#: the line, so a lone spike (one bad batch, a logging glitch) is never a finding alone
+SUDDEN_POINTS = 2
+#: ... and each of them this many times as far from the level as the curve went in the
+#: points before the change began: heavy tails (a hand-written loop's entropy of 8
+#: rollouts that jumps 7x for two steps) are read from the curve's own extremes, not from
+#: a normal's odds. 1.5 let two Student-t (2.5 degrees of freedom) rewards in a row through
+#: on 1 of 1,000 generated healthy runs; under such tails a point passes 2x the largest of
+#: 150 about 1/150 * 2^-2.5 of the time, two in a row about 1.4e-6
+SUDDEN_TAIL = 2.0
+#: a point this share of the way from the level to the line is part of the change
+SUDDEN_BEGUN = 0.25
+
+
+def sudden(last: Sequence[float], history: Sequence[float], noise: Noise | None,
+           level: float, line: float, direction: int, far: float,
+           own_spread: bool = True) -> bool:
+    """Whether the last points are conclusive on their own: every one past ``line`` (in
+    ``direction``, +1 up or -1 down), their mean ``far`` standard deviations of the mean
+    of that many consecutive points beyond ``level`` under the curve's own noise
+    (:class:`Noise`: robust sigma and lag-1 correlation, read before them; or the
+    history's own robust spread where smaller, unless ``own_spread`` is False: values
+    folded about a target, such as a distance from 1, spread less than the curve's noise
+    they come from), and every one
+    ``SUDDEN_TAIL`` times as far from ``level`` as any point of ``history`` (the points
+    before them, less the trailing ones already part of the way to the line).
+
+    The confirmation then scales with the size of the change, as a sequential test's
+    would: a shift of many sigmas, beyond anything the curve did before, is told on
+    ``SUDDEN_POINTS`` points, however many steps its rule's recent median spans on a
+    densely logged run and however many more points a sparse log would make it wait; a
+    smaller one waits for the recent median and the latch's ``persist``. A correlated
+    curve moves its points together, so two of them weigh less there
+    (``mean_variance``)."""
+    if noise is None or noise.sigma <= 0 or not last or \
+            any(direction * (v - line) < 0 for v in last):
+        return False
+    begun = level + SUDDEN_BEGUN * (line - level)
+    before = list(history)
+    while before and direction * (before[-1] - begun) >= 0:
+        before.pop()
+    if len(before) < 12:
+        return False
+    # a point's sigma: the AR(1) model's marginal one, or the points' own spread where
+    # that is smaller (a history with a step or a bend reads as a strong correlation, and
+    # the model's sigma, its lag-1 spread over 1 - phi, then outgrows what the points show)
+    spread = robust_sigma(before) if own_spread else 0.0
+    sigma = min(noise.sigma, spread) if spread > 0 else noise.sigma
+    mean = math.fsum(v / len(last) for v in last)
+    sd = sigma * math.sqrt(mean_variance(len(last), noise.phi))
+    if direction * (mean - level) < far * sd:
+        return False
+    worst = max(0.0, max(direction * (v - level) for v in before))
+    return all(direction * (v - level) >= SUDDEN_TAIL * worst for v in last)

@@ -31,6 +31,7 @@ class EntropyExplosion(SeriesRule):
     becomes critical past ``critical`` times the early level."""
 
     rule = "entropy_explosion"
+    noise_points = 160
     params_spec = {
         "keys": Param(["@entropy"], "patterns", "policy entropy (dialects.py), or patterns"),
         "early": Param(10, "count", "points of the early level"),
@@ -73,6 +74,9 @@ class EntropyExplosion(SeriesRule):
         # far past the level's noise, every recent point past the line: conclusive
         strong = bad and recent - low >= STRONG * self.params["sigmas"] * \
             robust_sigma(before)
+        if early > 0 and low >= 0 and not strong and self.sudden(
+                key, s, low, line, 1, self.params["sigmas"]):
+            bad = strong = True  # the last points far above: told now (stats.sudden)
         latch = self.latch(key)
         if not latch.check(bad, first_past(s, recent_n, lambda v: v >= line), strong):
             return None

@@ -27,6 +27,7 @@ from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since,
 from trackmux.doctor.stats import (
     ANCHORED,
     STRONG,
+    SUDDEN_POINTS,
     Latch,
     Noise,
     Series,
@@ -190,6 +191,10 @@ class Nonfinite(Detector):
 #: the threshold (the trailing run of such points): where the change began
 ONSET = 0.25
 
+#: the ``sigmas`` of a rule without its own: its sudden changes (stats.sudden) must be
+#: this many sigmas of the curve's noise past their level
+SUDDEN_SIGMAS = 4.0
+
 
 def windows(s: Series, params: Mapping[str, Any], gap: int = 0) -> tuple[int, int, int]:
     """(recent points, gap points, level points): ``recent``, ``gap`` and ``window`` are
@@ -273,6 +278,12 @@ class RewardCollapse(SeriesRule):
         bad = fall >= self.params["drop"] * scale and fall >= spread
         strong = bad and noise is not None and fall >= STRONG * spread
         line = ref - max(self.params["drop"] * scale, spread)
+        # sudden: the drop's share alone as the line, the noise judged by stats.sudden
+        # (STRONG times its sigmas, in the points' own spread where the AR(1) model reads
+        # a learning curve's bend as a strong correlation and its line falls out of reach)
+        if not strong and self.sudden(key, s, ref, ref - self.params["drop"] * scale, -1,
+                                      STRONG * self.params["sigmas"]):
+            bad = strong = True  # the last points far below: told now
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v <= line),
                                      strong):
             return None
@@ -309,9 +320,10 @@ class RewardFrozen(SeriesRule):
         "history": Param(10, "count", "earlier windows before their usual range is used"),
         "shrink": Param(0.25, "fraction", "the window's range as a share of the median "
                         "range of the earlier windows (with enough history)"),
-        "quick": Param(7, "count", "points that, once the curve's noise is known, are "
-                       "enough on their own when every move among them is within "
-                       "``still`` of the usual one"),
+        "quick": Param(7, "count", "the most points that, once the curve's noise is "
+                       "known, are enough on their own when every move among them is "
+                       "within ``still`` of the usual one (as few as 5 where that many "
+                       "such moves in a row are rare on the curve's history)"),
         "still": Param(0.05, "fraction", "a move this share of the curve's usual move "
                        "(stats.Noise) is standing still"),
         "persist": Param(3, "count", "windows in a row"),
@@ -351,15 +363,13 @@ class RewardFrozen(SeriesRule):
             # usual move happen about (0.2)^9 = 5e-7 of the time
             moves = [abs(b - a) for a, b in itertools.pairwise(values)]
             frozen = frozen and max(moves) <= self.params["shrink"] * usual
-            # the last ``quick`` points standing still (every move within ``still`` of
-            # the usual one: about (0.04)^6 = 4e-9 under noise) say it on their own
-            quick = int(self.params["quick"])
-            latest = values[-quick:]
-            still = len(moves) >= quick - 1 and \
-                max(moves[-(quick - 1):]) <= self.params["still"] * usual and \
-                max(latest) - min(latest) <= self.params["spread"] * abs(median(latest))
-            if still and noise is not None:
-                still = _rarely_still(noise, n, self.params["still"] * usual, quick - 1)
+            # the last few points standing still (every move within ``still`` of the
+            # usual one) say it on their own, as few as the curve's own history makes
+            # conclusive: 5 points whose 4 moves are smaller than any of 70 or more
+            # earlier ones, up to ``quick`` where still moves were common
+            quick = _quick_still(noise, n, values, moves, self.params["still"] * usual,
+                                 self.params["spread"], int(self.params["quick"]))
+            still = quick > 0
             if still and not frozen:
                 first = s.steps[len(s.steps) - quick]
         if not self.latch(key).check(frozen or still, first, strong=still):
@@ -385,16 +395,42 @@ class RewardFrozen(SeriesRule):
 QUICK_CHANCE = 1e-6
 
 
+def _quick_still(noise: Noise | None, skip: int, values: list[float], moves: list[float],
+                 still: float, spread: float, most: int) -> int:
+    """The fewest last points (5 to ``most``) that stand still conclusively: every move
+    among them within ``still`` and within the largest of them, their range within
+    ``spread`` of their level, and that many such moves in a row rare on the curve's own
+    history (:func:`_rarely_still`); 0 if none. A sequential reading of the stillness: a
+    reward that stopped dead is told on its first few points, one that only slowed waits
+    for more."""
+    if noise is None:
+        return 0
+    for k in range(5, most + 1):  # 4 would need 182 earlier moves, more than kept
+        if len(moves) < k - 1:
+            return 0
+        within = max(moves[-(k - 1):])
+        latest = values[-k:]
+        if within > still or max(latest) - min(latest) > spread * abs(median(latest)):
+            return 0  # a longer stretch holds these points too: it fails as well
+        if _rarely_still(noise, skip, within, k - 1):
+            return k
+    return 0
+
+
 def _rarely_still(noise: Noise, skip: int, within: float, moves: int) -> bool:
     """Whether ``moves`` moves in a row within ``within`` are rare on the points before the
     last ``skip``: the share of such moves there (one added, so a short or spotless history
-    is not read as never), to the power ``moves``, at most ``QUICK_CHANCE``."""
+    is not read as never), to the power ``moves``, times ``moves!``, at most
+    ``QUICK_CHANCE``. The factorial: ``within`` is the largest of the moves judged, so
+    the chance that ``moves`` exchangeable moves all fall below the smallest of n earlier
+    ones is moves! n! / (n + moves)!, about moves! / n^moves (without it a reward of
+    heavy-tailed noise stood still on 4 points in 0.5% of 1,000 healthy runs)."""
     values = list(noise.values)[:-skip] if skip else list(noise.values)
     if len(values) < 2:
         return True
     still = sum(abs(b - a) <= within for a, b in itertools.pairwise(values))
     share = (still + 1) / len(values)
-    return bool(share ** moves <= QUICK_CHANCE)
+    return bool(math.factorial(moves) * share ** moves <= QUICK_CHANCE)
 
 
 class KlBlowup(SeriesRule):
@@ -421,6 +457,7 @@ class KlBlowup(SeriesRule):
 
     rule = "kl_blowup"
     keep_first = 5
+    noise_points = 160
     params_spec = {
         "keys": Param(["@kl"], "patterns", "the policy KL (dialects.py), or patterns"),
         "window": Param(20, "count", "steps in the level"),
@@ -560,6 +597,9 @@ class KlBlowup(SeriesRule):
             recent >= min_kl and median(s.tail(recent_n + gap_n)) >= min_kl  # held there
         line = max(self.params["ratio"] * base, level + noise, min_kl)
         strong = bad and recent - level >= STRONG * noise and min(s.tail(recent_n)) >= line
+        if not strong and self.sudden(key, s, level, line, 1,
+                                      self.params["sigmas"]):
+            bad = strong = True  # the last points far above: told now (stats.sudden)
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v >= line),
                                      strong):
             return None
@@ -685,6 +725,7 @@ class EntropyCollapse(SeriesRule):
     the early level, is ``entropy_explosion`` (rules/entropy.py)."""
 
     rule = "entropy_collapse"
+    noise_points = 160
     params_spec = {
         "keys": Param(["@entropy"], "patterns", "policy entropy (dialects.py), or patterns"),
         "early": Param(10, "count", "points of the early level"),
@@ -713,6 +754,10 @@ class EntropyCollapse(SeriesRule):
         bad = early > 0 and recent <= line
         # every point of the recent window past the line: it held, point after point
         strong = bad and max(s.tail(recent_n)) <= line
+        if early > 0 and not strong and self.sudden(
+                key, s, median(s.before_tail(SUDDEN_POINTS, 10)), line, -1,
+                SUDDEN_SIGMAS):
+            bad = strong = True  # the last points far below: told now (stats.sudden)
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v <= line),
                                      strong):
             return None
@@ -799,6 +844,7 @@ class LengthBlowup(SeriesRule):
 
     rule = "length_blowup"
     kinds = frozenset({"metrics", "config"})
+    noise_points = 160
     params_spec = {
         "keys": Param(["@response_length"], "patterns", "mean response length "
                       "(dialects.py), or patterns"),
@@ -899,7 +945,9 @@ class LengthBlowup(SeriesRule):
             latch.check(False, step)  # that finding grows and turns critical at the cap
             return None
         pinned = line <= recent <= 1.0 if clip else recent >= line  # a share is at most 1
-        if not latch.check(pinned, first_past(s, recent_n, lambda v: v >= line)):
+        strong = pinned and self.sudden(key, s, low, line, 1,
+                                        self.params["sigmas"])
+        if not latch.check(pinned, first_past(s, recent_n, lambda v: v >= line), strong):
             return None
         onset = since(s, lambda v: v >= line, latch.onset)
         where, proof = at(s, key, onset)
@@ -941,6 +989,10 @@ class LengthBlowup(SeriesRule):
             line = level + self.params["clip_rise"]
             strong = bad and recent - level >= STRONG * self.params["clip_rise"] and \
                 min(s.tail(recent_n)) >= line
+            if not strong and self.sudden(key, s, level, max(
+                    line, self.params["clip_bound"]), 1,
+                    self.params["sigmas"]):
+                bad = strong = True  # the last points far above: told now
             if latch.check(bad, first_past(s, recent_n, lambda v: v >= line), strong):
                 where, proof = at(s, key, latch.onset)
                 self.rose_before.add((key, "clip"))
@@ -965,6 +1017,22 @@ class LengthBlowup(SeriesRule):
                                 else (lambda v: v <= line))
         strong = (grow and recent - low >= STRONG * noise) or \
             (shrink and high - recent >= STRONG * noise)
+        far = self.params["sigmas"]
+        if not strong and low > 0 and self.sudden(
+                key, s, low, max(self.params["grow"] * low, low + noise), 1, far):
+            # the last points far above: told now (stats.sudden)
+            grow = strong = True
+            shrink = False
+        elif not strong and high > 0 and self.sudden(
+                key, s, high, min(self.params["shrink"] * high, high - noise), -1, far):
+            shrink = strong = True
+        if grow or shrink:  # (the latch of the way it moves)
+            level, first, last = (low, low_first, low_last) if grow else (high, high_first,
+                                                                         high_last)
+            latch = self.latch(key, "grow" if grow else "shrink")
+            line = self.params["grow"] * low if grow else self.params["shrink"] * high
+            onset_step = first_past(s, recent_n, (lambda v: v >= line) if grow
+                                    else (lambda v: v <= line))
         if latch.check(grow or shrink, onset_step, strong):
             what = "ran away to" if grow else "collapsed to"
             half = ONSET * line + (1 - ONSET) * level

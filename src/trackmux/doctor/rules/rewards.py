@@ -121,11 +121,29 @@ def names(items: Sequence[Any], limit: int = 6) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
+#: flat_groups: the fewest batches in a row, the chance under the key's usual share of flat
+#: groups at most which they are told at once, and the groups seen before that is judged
+SUDDEN_BATCHES = 2
+FLAT_CHANCE = 1e-6
+FLAT_HISTORY = 40
+
+
+def _kl_bernoulli(q: float, p: float) -> float:
+    """KL(q || p) of two Bernoulli shares (0 < p < 1): the exponent of the Chernoff bound
+    on a binomial(n, p) reaching a share ``q`` >= p, exp(-n KL)."""
+    out = (1.0 - q) * math.log((1.0 - q) / (1.0 - p)) if q < 1.0 else 0.0
+    return out + (q * math.log(q / p) if q > 0.0 else 0.0)
+
+
 class FlatGroups(Detector):
     """Most GRPO groups of a batch carry no learning signal: every sample of the group got
     the same reward (within ``tolerance``), so its advantages are zero. Over the last
     ``window`` batches of a key, at least ``share`` of the groups (``min_groups`` or more,
-    of ``min_size`` samples or more) are flat, ``persist`` batches in a row."""
+    of ``min_size`` samples or more) are flat, ``persist`` batches in a row; or, at once,
+    two batches in a row (``SUDDEN_BATCHES``) each at ``share`` or more whose flat groups
+    are at most ``FLAT_CHANCE`` likely at the share of flat groups the key's earlier
+    batches had (a sequential test: a batch all flat after batches with few flat groups is
+    told on its second batch; a run whose groups were mostly flat already waits)."""
 
     rule = "flat_groups"
     params_spec = {
@@ -150,6 +168,31 @@ class FlatGroups(Detector):
         self.match = KeyMatcher(self.params["keys"])
         self.recent: dict[str, list[tuple[int, int, int]]] = {}  # key -> (step, flat, all)
         self.latches: dict[str, Latch] = {}
+        #: key -> [flat groups, groups] of its batches before the trailing run of batches
+        #: at ``share`` or more, and that run's (step, flat, all)
+        self.history: dict[str, list[Any]] = {}
+
+    @staticmethod
+    def _sudden(history: list[Any], line: float) -> bool:
+        """Whether the trailing run of batches at ``line`` or more cannot be the key's
+        usual batches: at least ``SUDDEN_BATCHES`` of them, and their flat
+        groups at most ``FLAT_CHANCE`` likely at the share of flat groups the batches
+        before them had (a Chernoff bound on each batch's binomial tail; the share with
+        one flat and one live group added, so a short history is not read as never
+        flat). A run whose batches were nearly all flat already waits for the window."""
+        run: list[tuple[int, int, int]] = history[2]
+        if len(run) < SUDDEN_BATCHES or history[1] < FLAT_HISTORY:
+            return False
+        p0 = (history[0] + 1) / (history[1] + 2)
+        if p0 >= line:
+            return False
+        bound = 0.0  # the log of the chance, summed over the batches
+        for _, flat, groups in run:
+            q = flat / groups
+            if q <= p0:
+                return False
+            bound -= groups * _kl_bernoulli(q, p0)
+        return bound <= math.log(FLAT_CHANCE)
 
     def groups(self, columns: Columns) -> dict[Any, list[float]] | None:
         group = first_column(columns, self.params["group_columns"])
@@ -178,12 +221,24 @@ class FlatGroups(Detector):
             return ()  # (bounded: a run with more sample keys is judged on its first ones)
         recent = self.recent.setdefault(key, [])
         recent.append((event.step, len(flat), len(groups)))
+        line = self.params["share"]
+        history = self.history.setdefault(key, [0, 0, []])
+        run: list[tuple[int, int, int]] = history[2]
+        sudden = False
+        if len(flat) >= line * len(groups):  # one more of a run of flat batches
+            if len(run) < 64:
+                run.append((event.step, len(flat), len(groups)))
+            sudden = self._sudden(history, line)
+        else:  # the run ended: its batches join those a usual batch is read from
+            for _, f, g in (*run, (event.step, len(flat), len(groups))):
+                history[0], history[1] = history[0] + f, history[1] + g
+            run.clear()
         del recent[:-self.params["window"]]
         pooled = sum(r[1] for r in recent) / sum(r[2] for r in recent)
         latch = self.latches.setdefault(key, Latch(self.params["persist"]))
-        line = self.params["share"]
-        onset = next((r[0] for r in recent if r[1] >= line * r[2]), event.step)
-        if not latch.check(pooled >= line, onset):
+        onset = run[0][0] if sudden else \
+            next((r[0] for r in recent if r[1] >= line * r[2]), event.step)
+        if not latch.check(pooled >= line or sudden, onset, sudden):
             return ()
         levels: dict[float, int] = {}
         for value in flat.values():

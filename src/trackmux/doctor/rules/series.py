@@ -9,7 +9,7 @@ from typing import Any
 from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher
 from trackmux.doctor.findings import Finding
-from trackmux.doctor.stats import Latch, Noise, Series, finite
+from trackmux.doctor.stats import SUDDEN_POINTS, Latch, Noise, Series, finite, sudden
 
 #: per-rule bound on the keys it keeps a series of (a run that logs a million distinct
 #: keys must not grow the doctor without bound; the first ones are kept)
@@ -89,6 +89,18 @@ class SeriesRule(Detector):
         is judged on); None while too few points are there."""
         noise = self.noises.get(key)
         return noise if noise is not None and noise.estimate(skip) else None
+
+    def sudden(self, key: str, s: Series, level: float, line: float, direction: int,
+               far: float) -> bool:
+        """The last ``SUDDEN_POINTS`` points of ``key`` all past the rule's ``line``,
+        together ``far`` sigmas of the curve's own noise beyond ``level`` and each far
+        beyond any point before the change: conclusive without the recent median or the
+        latch's ``persist`` (stats.sudden)."""
+        noise = self.noise(key, SUDDEN_POINTS)
+        if noise is None or len(s.values) < SUDDEN_POINTS:
+            return False
+        history = list(noise.values)[:-SUDDEN_POINTS]
+        return sudden(s.tail(SUDDEN_POINTS), history, noise, level, line, direction, far)
 
     def latch(self, key: str, what: str = "") -> Latch:
         latch = self.latches.get((key, what))

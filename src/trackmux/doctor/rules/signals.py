@@ -13,7 +13,17 @@ from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span, trend_window
-from trackmux.doctor.stats import Series, SlidingBest, ar1_t, finite, median, ratio, trend
+from trackmux.doctor.stats import (
+    SUDDEN_POINTS,
+    Series,
+    SlidingBest,
+    ar1_t,
+    finite,
+    median,
+    ratio,
+    sudden,
+    trend,
+)
 
 #: mismatch signal -> (parameter, direction, what it means); the defaults' sources are
 #: verl docs/algo/rollout_corr.md ("check_rollout_correction_health", "Troubleshooting")
@@ -198,7 +208,15 @@ class Mismatch(SeriesRule):
         line = max(self.params["rise"] * level, level + spread)
         latch = self.latch(key, "rise")
         strong = recent >= line > 0 and recent - level >= STRONG * spread
-        if not latch.check(recent >= line and line > 0, s.steps[-1], strong):
+        bad = recent >= line > 0
+        if not strong and line > 0:  # the last points far past it: told now
+            near = self.noise(key, SUDDEN_POINTS)
+            if near is not None and sudden(
+                    [self.distance(signal, v) for v in s.tail(SUDDEN_POINTS)],
+                    [self.distance(signal, v) for v in list(near.values)[:-SUDDEN_POINTS]],
+                    near, level, line, 1, STRONG * self.params["sigmas"], own_spread=False):
+                bad = strong = True
+        if not latch.check(bad, s.steps[-1], strong):
             return None
         half = ONSET * line + (1 - ONSET) * level
         onset = since(s, lambda v: self.distance(signal, v) >= half, latch.onset)
