@@ -70,10 +70,14 @@ class LateWorker:
                 errors += 1
             if step == 50:  # the flusher's next tick finds the sink closed: wait for it
                 deadline = time.monotonic() + 60  # (0.3 s sleeps were not always a tick)
-                while not self.run.gone and time.monotonic() < deadline:
+                # for its warning, not only ``gone``: the flusher sets ``gone`` first and
+                # warns right after, on its own thread (a full suite once read between them)
+                while not (self.run.gone and self._warned()) and time.monotonic() < deadline:
                     time.sleep(0.05)
-        return {"errors": errors, "gone": self.run.gone,
-                "warnings": [r for r in self.records if "do nothing" in r]}
+        return {"errors": errors, "gone": self.run.gone, "warnings": self._warned()}
+
+    def _warned(self) -> list[str]:
+        return [r for r in list(self.records) if "do nothing" in r]
 
 
 def _file_points(path: Path) -> dict[str, list[tuple[int, float]]]:
