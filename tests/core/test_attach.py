@@ -7,6 +7,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,14 @@ def test_calls_after_finish_are_no_ops_with_one_warning(
         for _ in range(3):
             handle.log({"a": 2.0})
             handle.flush(2)
-    assert handle.gone
+        assert handle.gone
+        # the thread that finds the sink gone sets ``gone`` first and warns right after
+        deadline = time.monotonic() + 30
+        while not any("do nothing" in r.getMessage() for r in caplog.records) and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        handle.log({"a": 3.0})
+        handle.flush(2)
     assert sum("do nothing" in r.getMessage() for r in caplog.records) == 1
     assert memory_backend[run.id].metrics()["w/a"] == [(0, 1.0)]
 
