@@ -754,9 +754,9 @@ class EntropyCollapse(SeriesRule):
         bad = early > 0 and recent <= line
         # every point of the recent window past the line: it held, point after point
         strong = bad and max(s.tail(recent_n)) <= line
-        if early > 0 and not strong and self.sudden(
+        if early > 0 and not strong and s.values[-1] <= line and self.sudden(
                 key, s, median(s.before_tail(SUDDEN_POINTS, 10)), line, -1,
-                SUDDEN_SIGMAS):
+                SUDDEN_SIGMAS):  # (the level read only once the last point is past)
             bad = strong = True  # the last points far below: told now (stats.sudden)
         if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v <= line),
                                      strong):

@@ -96,11 +96,16 @@ class SeriesRule(Detector):
         together ``far`` sigmas of the curve's own noise beyond ``level`` and each far
         beyond any point before the change: conclusive without the recent median or the
         latch's ``persist`` (stats.sudden)."""
+        if len(s.values) < SUDDEN_POINTS:
+            return False
+        last = s.tail(SUDDEN_POINTS)
+        if any(direction * (v - line) < 0 for v in last):
+            return False  # (the usual case, checked before the noise is read)
         noise = self.noise(key, SUDDEN_POINTS)
-        if noise is None or len(s.values) < SUDDEN_POINTS:
+        if noise is None:
             return False
         history = list(noise.values)[:-SUDDEN_POINTS]
-        return sudden(s.tail(SUDDEN_POINTS), history, noise, level, line, direction, far)
+        return sudden(last, history, noise, level, line, direction, far)
 
     def latch(self, key: str, what: str = "") -> Latch:
         latch = self.latches.get((key, what))

@@ -209,10 +209,11 @@ class Mismatch(SeriesRule):
         latch = self.latch(key, "rise")
         strong = recent >= line > 0 and recent - level >= STRONG * spread
         bad = recent >= line > 0
-        if not strong and line > 0:  # the last points far past it: told now
+        last = [self.distance(signal, v) for v in s.tail(SUDDEN_POINTS)]
+        if not strong and line > 0 and min(last) >= line:  # the last points far past it
             near = self.noise(key, SUDDEN_POINTS)
             if near is not None and sudden(
-                    [self.distance(signal, v) for v in s.tail(SUDDEN_POINTS)],
+                    last,
                     [self.distance(signal, v) for v in list(near.values)[:-SUDDEN_POINTS]],
                     near, level, line, 1, STRONG * self.params["sigmas"], own_spread=False):
                 bad = strong = True
