@@ -22,11 +22,11 @@ from typing import Any
 from trackmux.doctor.detector import Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.learning import RewardFollower, reward_held, reward_improving
-from trackmux.doctor.rules.series import at, fmt, span
+from trackmux.doctor.rules.series import at, first_past, fmt, span
 from trackmux.doctor.stats import Series, median
 
 #: sizes kept per key: the level's window and the recent points of a run that logs often
-SIZES = 400
+SIZES = 256
 
 
 class LossBlowup(RewardFollower):
@@ -39,7 +39,7 @@ class LossBlowup(RewardFollower):
     rule = "loss_blowup"
     params_spec = {
         "keys": Param(["@loss"], "patterns", "the policy loss (dialects.py), or patterns"),
-        "window": Param(50, "count", "steps in the level"),
+        "window": Param(50, "count", "steps in the level (at least min_points points)"),
         "recent": Param(8, "count", "points (non-zero) in the recent median"),
         "min_points": Param(10, "count", "least non-zero points in the level"),
         "decades": Param(1.0, "positive", "orders of magnitude above the level"),
@@ -68,34 +68,31 @@ class LossBlowup(RewardFollower):
             sizes = self.sizes[key] = Series(SIZES)
         sizes.add(step, math.log10(abs(value)))
         recent_n = int(self.params["recent"])
-        steps = list(sizes.steps)
-        if len(steps) <= recent_n:
+        if len(sizes.values) <= recent_n:
             return None
-        first = steps[-recent_n] - int(self.params["window"])
-        level_points = [(st, v) for st, v in zip(steps[:-recent_n], sizes.values, strict=False)
-                        if st >= first]
-        if len(level_points) < self.params["min_points"]:
+        level_n = sizes.points(int(self.params["window"]), int(self.params["min_points"]),
+                               recent_n)
+        if len(sizes.values) < recent_n + level_n:
             return None
-        level_values = [v for _, v in level_points]
+        level_values = sizes.before_tail(recent_n, level_n)
         level, recent = median(level_values), median(sizes.tail(recent_n))
         ordered = sorted(level_values)
         top = ordered[min(len(ordered) - 1, int(self.params["above"] * len(ordered)))]
         line = max(level + self.params["decades"], top)
         bad = recent >= line
         latch = self.latch(key)
-        onset = next((st for st, v in zip(steps[-recent_n:], sizes.tail(recent_n),
-                                          strict=True) if v >= line), steps[-recent_n])
+        onset = first_past(sizes, recent_n, lambda v: v >= line)
         if not latch.check(bad, onset):
             return None
         where, proof = at(s, key, latch.onset)
         then = 10 ** level
         now = 10 ** recent
+        level_steps = [sizes.steps[-recent_n - level_n], sizes.steps[-recent_n - 1]]
         message = (f"{key} grew {now / then:.0f}x in size: a recent median |{key}| of "
-                   f"{fmt(now)} against {fmt(then)} over "
-                   f"{span([st for st, _ in level_points])}, past {fmt(10 ** line)} since "
-                   f"{where}: the updates are running away")
+                   f"{fmt(now)} against {fmt(then)} over {span(level_steps)}, past "
+                   f"{fmt(10 ** line)} since {where}: the updates are running away")
         window = int(self.params["window"])
-        learning = reward_improving(self.rewards, latch.onset, level_points[0][0], window,
+        learning = reward_improving(self.rewards, latch.onset, level_steps[0], window,
                                     self.params["learning"])
         held = "" if learning else reward_held(self.rewards, latch.onset, window)
         if learning or held:

@@ -991,9 +991,14 @@ class LengthBlowup(SeriesRule):
             cap = self.cap()
             if not grow:
                 return found.grows(-1, level)
+            # the reward over the climb; from the length's level too where that level is
+            # right before the climb (an anchored level hundreds of steps back would credit
+            # a run's ordinary learning since then to the length)
+            window = int(self.params["window"])
+            near = onset - last <= window
             learning = "" if not self.rewards else reward_improving(
-                next(iter(self.rewards.values())), onset, first, int(self.params["window"]),
-                self.params["learning"], (first, last))
+                next(iter(self.rewards.values())), onset, first if near else None, window,
+                self.params["learning"], (first, last) if near else None)
             if learning:  # learning to answer at length: at its cap, a runaway all the same
                 self.rose_before.add((key, "learning"))
                 found.severity = "info"
