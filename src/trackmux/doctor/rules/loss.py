@@ -27,6 +27,9 @@ from trackmux.doctor.stats import Series, median
 
 #: sizes kept per key: the level's window and the recent points of a run that logs often
 SIZES = 256
+#: a point this many decades below the last check's line is not checked (the recent median
+#: passes the line only with this point at or above it; the level moves far less per point)
+GATE = 0.5
 
 
 class LossBlowup(RewardFollower):
@@ -55,6 +58,7 @@ class LossBlowup(RewardFollower):
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.sizes: dict[str, Series] = {}
+        self.lines: dict[str, float] = {}  # key -> its line at the last full check
 
     def size(self) -> int:  # raw points, for the value a finding quotes at its onset
         return 64
@@ -66,7 +70,11 @@ class LossBlowup(RewardFollower):
         sizes = self.sizes.get(key)
         if sizes is None:
             sizes = self.sizes[key] = Series(SIZES)
-        sizes.add(step, math.log10(abs(value)))
+        size = math.log10(abs(value))
+        sizes.add(step, size)
+        latch = self.latch(key)
+        if size < self.lines.get(key, -math.inf) - GATE and not latch.bad and not latch.active:
+            return None  # far below the last line: the recent median cannot pass it now
         recent_n = int(self.params["recent"])
         if len(sizes.values) <= recent_n:
             return None
@@ -79,8 +87,8 @@ class LossBlowup(RewardFollower):
         ordered = sorted(level_values)
         top = ordered[min(len(ordered) - 1, int(self.params["above"] * len(ordered)))]
         line = max(level + self.params["decades"], top)
+        self.lines[key] = line
         bad = recent >= line
-        latch = self.latch(key)
         onset = first_past(sizes, recent_n, lambda v: v >= line)
         if not latch.check(bad, onset):
             return None
