@@ -29,6 +29,9 @@ from trackmux.doctor.dialects import Signals
     ("eval/acc", "val_reward"), ("test_score", "val_reward"),
     ("format_reward", "reward_component"), ("reward/format", "reward_component"),
     ("flat_groups_frac", "zero_std_frac"), ("reward_before_norm_mean", "reward"),
+    ("rollout_answer_accuracy", "reward"), ("answer_accuracy", "reward"),
+    ("accuracy", "reward"), ("correct", "reward"), ("rollout_reward", "reward"),
+    ("rollout_format_accuracy", "reward_component"), ("answer_reward", "reward_component"),
 ])
 def test_a_key_is_read_from_the_words_of_its_name(key: str, signal: str) -> None:
     assert Signals().resolve({key: 1.0}).by_signal.get(signal) == [key]
@@ -83,6 +86,21 @@ def test_a_dialect_key_is_never_overridden_by_words() -> None:
     keyset = signals.resolve({"critic/score/mean": 0.5, "avg_reward": 0.5, "mean_kl": 0.1})
     assert keyset.by_signal["reward"] == ["critic/score/mean"]
     assert keyset.by_signal["kl"] == ["mean_kl"]  # no dialect key for the KL: words count
+
+
+def test_an_accuracy_is_the_reward_only_where_nothing_better_feeds_it() -> None:
+    """A hand-written loop's answer accuracy is its reward (the CS336 loops of the real
+    corpus log rollout_answer_accuracy and nothing else), after a reward or score word,
+    a dialect key and a declaration."""
+    loop = {"rollout_answer_accuracy": 0.4, "rollout_format_accuracy": 0.9}
+    keyset = Signals().resolve(loop)
+    assert keyset.by_signal["reward"] == ["rollout_answer_accuracy"]
+    assert keyset.by_signal["reward_component"] == ["rollout_format_accuracy"]
+    assert Signals().resolve({**loop, "reward_avg": 0.5}).by_signal["reward"] == ["reward_avg"]
+    assert Signals().resolve({**loop, "critic/score/mean": 0.5}).by_signal["reward"] == \
+        ["critic/score/mean"]
+    assert Signals({"reward": ["my/return"]}).resolve(
+        {**loop, "my/return": 0.5}).by_signal["reward"] == ["my/return"]
 
 
 def test_a_declaration_wins_over_dialects_and_words() -> None:

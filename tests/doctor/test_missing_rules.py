@@ -52,6 +52,7 @@ def test_a_length_pinned_at_its_cap_from_the_start_is_found_from_the_config() ->
 def test_a_length_that_runs_away_becomes_critical_at_its_cap() -> None:
     rng = random.Random(3)
     run = healthy(300, 3)
+    run["critic/score/mean"] = noisy([0.6] * 300, 0.03, 3)  # flat: a runaway, not learning
     run["response_length/mean"] = [min(300 * 1.02 ** max(0, i - 100), 1024)
                                    - abs(rng.gauss(0, 3)) for i in range(300)]
     [found] = _of(run_doctor(_with_cap(run)), "length_blowup")

@@ -93,10 +93,9 @@ def test_grad_explosion_spike_hard_spike_and_vanish() -> None:
     run["actor/grad_norm"] = one
     assert [f for f in run_doctor(metrics(run)) if f.rule == "grad_explosion"] == []
     hard = list(one)
-    hard[150] = 500.0  # one step far beyond any noise
+    hard[150] = 500.0  # one step far beyond any noise, and back: still not a level
     run["actor/grad_norm"] = hard
-    found = [f for f in run_doctor(metrics(run)) if f.rule == "grad_explosion"]
-    assert [f.step for f in found] == [150]
+    assert [f for f in run_doctor(metrics(run)) if f.rule == "grad_explosion"] == []
     run["actor/grad_norm"] = one[:120] + [g * 50 for g in one[120:]]
     found = [f for f in run_doctor(metrics(run)) if f.rule == "grad_explosion"]
     assert found and found[0].step == 120 and "spiked" in found[0].message

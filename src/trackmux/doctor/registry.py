@@ -26,6 +26,7 @@ class RuleSpec:
 
 def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.entropy import EntropyExplosion
+    from trackmux.doctor.rules.loss import LossBlowup
     from trackmux.doctor.rules.metrics import BUILTIN
     from trackmux.doctor.rules.overoptimization import BUILTIN as OVEROPTIMIZATION
     from trackmux.doctor.rules.rewards import BUILTIN as REWARDS
@@ -35,7 +36,7 @@ def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.trajectories import BUILTIN as TRAJECTORIES
 
     specs = []
-    builtin: tuple[type[Detector], ...] = (*BUILTIN, EntropyExplosion, *SIGNALS,
+    builtin: tuple[type[Detector], ...] = (*BUILTIN, EntropyExplosion, LossBlowup, *SIGNALS,
                                             *OVEROPTIMIZATION,
                                             DegenerateText, *REWARDS, Stall, *TRAJECTORIES)
     for cls in builtin:

@@ -16,7 +16,10 @@ keys could feed one signal the one with the best :func:`classify` rank wins, run
 - a training key before a validation one (validation keys feed only ``val_reward``);
 - a total before a component: ``reward/format`` and ``format_reward`` are components
   (a word besides the reward's own in its path segment or after it), ``train/reward`` and
-  ``my/return`` are totals (words in earlier segments are namespaces);
+  ``my/return`` are totals (words in earlier segments are namespaces; ``rollout`` says
+  whose reward it is, and an accuracy of the ``answer`` or ``response`` is the
+  correctness itself: ``rollout_answer_accuracy`` is a total, ``rollout_format_accuracy``
+  a component);
 - for the reward, a reward word (``reward``, ``score``) before a return (PPO libraries
   log their value targets as ``returns``) before an accuracy (``acc``, ``success``,
   ``pass``); for the entropy, a plain entropy before an entropy loss (often its
@@ -96,6 +99,9 @@ SPLIT = re.compile(r"[/.:]+")
 WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 STAT_RANK = {"mean": 0, None: 1, "median": 2, "sum": 3, "extreme": 4}
 REWARD_WORDS = frozenset({"reward", "rewards", "rew", "rwd", "score", "scores"})
+#: words that say whose reward it is, not which part of it: ``rollout_reward``,
+#: ``rollout_answer_accuracy`` (a hand-written loop's batch of rollouts)
+SCOPE_WORDS = frozenset({"rollout", "rollouts"})
 
 
 def segments(key: str) -> list[list[str]]:
@@ -166,8 +172,11 @@ def _reward(parts: list[list[str]], concept: str, stat: int) -> tuple[str, tuple
     first = next(i for i, part in enumerate(parts)
                  if any(CONCEPTS.get(w) == concept for w in part))
     own = {concept, "mean", "median", "sum", "extreme", "frac", "percent", "norm", "episode"}
+    if concept == "acc":  # the accuracy of the answers is the correctness, not a part
+        own.add("response")
     qualifiers = [w for part in parts[first:] for w in part
-                  if CONCEPTS.get(w) not in own and w not in NEUTRAL and not w.isdigit()]
+                  if CONCEPTS.get(w) not in own and w not in NEUTRAL and not w.isdigit()
+                  and w not in SCOPE_WORDS]
     if qualifiers:  # every component is read: their ranks tell only a min or max apart
         return "reward_component", (0, 0 if stat <= 2 else 1)
     words = {w for part in parts for w in part}

@@ -23,6 +23,12 @@ from typing import Any
 from trackmux.core.events import ConfigEvent, Event, HistogramEvent, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
+from trackmux.doctor.rules.learning import (
+    REWARD_POINTS,
+    RewardFollower,
+    reward_held,
+    reward_improving,
+)
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
 from trackmux.doctor.stats import (
     ANCHORED,
@@ -521,38 +527,10 @@ class KlBlowup(SeriesRule):
         return float(self.params["min_ppo_kl" if self.ppo(key) else "min_kl"])
 
     def _learning(self, onset: int, start: int | None = None) -> str:
-        """How the reward kept improving since ``onset`` ("": it did not).
-
-        A climb found late is also read from ``start``, the first step of the level the
-        detection compared against: a KL that grew with the reward over tens of steps and
-        then holds is dated (its knee) at its last rise, too late to show the reward's
-        gain. Over a course of ``LEARNING_POINTS`` points or more the reward's own line
-        also says it, where a median of five noisy points cannot: a fitted rise of
-        ``learning`` of its level and of its earlier noise's sigma, with a t statistic of
-        at least ``LEARNING_T``."""
-        r = self.rewards
-        pairs = list(zip(r.steps, r.values, strict=True))
-        from trackmux.doctor.stats import trend
-
-        window = int(self.params["window"])
-        for begin in dict.fromkeys((onset, min(onset, onset if start is None else start))):
-            before = [v for st, v in pairs if begin - window <= st < begin]
-            since = [(st, v) for st, v in pairs if st >= begin]
-            if len(before) < 3 or len(since) < 5:
-                continue
-            then, now = median(before), median(v for _, v in since[-5:])
-            gain = now - then
-            slope, t, _ = trend([st for st, _ in since], [v for _, v in since])
-            if gain >= self.params["learning"] * abs(then) and \
-                    gain >= 3 * robust_sigma(before) and t >= 2:
-                return f"{fmt(then)} before it to {fmt(now)} now"
-            rise = slope * (since[-1][0] - since[0][0])
-            if len(since) >= LEARNING_POINTS and t >= LEARNING_T and \
-                    rise >= self.params["learning"] * abs(then) and \
-                    rise >= robust_sigma(before):
-                return (f"{fmt(then)} before step {since[0][0]} to {fmt(now)} now, a "
-                        f"steady rise (t {t:.1f})")
-        return ""
+        """How the reward kept improving since ``onset`` ("": it did not;
+        rules/learning.py)."""
+        return reward_improving(self.rewards, onset, start, int(self.params["window"]),
+                                self.params["learning"])
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
         found = self._check(key, s, step)
@@ -644,13 +622,6 @@ class KlBlowup(SeriesRule):
         about that scale; a generic ``*/kl`` may be summed over a sequence)."""
         dialects = self.signals.fed.get("kl", {}).get(key)
         return dialects is not None and dialects != "generic"
-
-
-#: kl_blowup's reading of a reward that rose over a KL's whole climb: a least-squares line
-#: over at least this many points whose t statistic is at least ``LEARNING_T`` (a strong
-#: trend, far past the 2 a short climb's median gain is confirmed with)
-LEARNING_POINTS = 10
-LEARNING_T = 4.0
 
 
 def level_before(s: Series, onset: int, window: int, least: int
@@ -770,10 +741,18 @@ class EntropyCollapse(SeriesRule):
         return found.grows(-1, early, self.params["critical"] * early)
 
 
-class GradExplosion(SeriesRule):
-    """A gradient norm spikes ``ratio`` times above its recent median (``persist`` points
-    in a row; a single point ``hard_ratio`` times above is enough), or vanishes below
-    ``vanish`` of its early level."""
+class GradExplosion(RewardFollower):
+    """A gradient norm stays ``ratio`` times above its recent median (the ``window`` steps
+    before each point), or vanishes below ``vanish`` of its early level.
+
+    An explosion is a level that stays up, not a point: the norm must be past the line
+    ``persist`` points in a row, and longer than the longest such stretch the run already
+    came back from by itself (its own spike history, read from its ``min_points``-th point
+    on), so a run whose norm jumps a thousandfold on single steps and returns is not
+    called exploding at every jump. A stretch while the reward (``reward_keys``) keeps
+    improving (rules/learning.py), or holds (the median of its 3 or more points since the
+    onset at least that of the ``window`` steps before), is told as ``info``: a first
+    explosion is told after ``persist`` points, before the reward has 3 to show."""
 
     rule = "grad_explosion"
     keep_first = 20
@@ -783,34 +762,42 @@ class GradExplosion(SeriesRule):
         "min_points": Param(5, "count", "least points in that median (sparse logs)"),
         "recent": Param(5, "count", "points in the median compared for vanishing"),
         "ratio": Param(10.0, "positive"),
-        "hard_ratio": Param(100.0, "positive"),
         "floor": Param(0.1, "fraction", "a spike is measured from at least this share of "
                        "the early level (a norm that shrank is not exploding)"),
         "vanish": Param(0.001, "fraction"),
-        "persist": Param(2, "count"),
+        "reward_keys": Param(["@reward"], "patterns", "the reward judged still improving"),
+        "learning": Param(0.1, "fraction", "a reward that rose this share of its level (and "
+                          "3 of its noise) over the stretch: info"),
+        "persist": Param(2, "count", "least points in a row past the line"),
         "severity": Param("warning", "severity"),
     }
 
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        #: key -> the longest stretch of spikes the norm came back from
+        self.recovered: dict[str, int] = {}
+
     def check(self, key: str, s: Series, step: int) -> Finding | None:
-        window_n = s.points(int(self.params["window"]), int(self.params["min_points"]), 1)
-        if len(s.values) <= window_n or s.count <= self.params["min_points"]:
+        if s.count <= self.params["min_points"]:
             return None
-        before = s.before_tail(1, window_n)
+        window_n = s.points(int(self.params["window"]), int(self.params["min_points"]), 1)
+        warm = len(s.values) <= window_n  # the run's first window: history only
+        before = s.before_tail(1, min(window_n, len(s.values) - 1))
         early = median(s.first)
         level = max(median(before), self.params["floor"] * early)
         value = s.values[-1]
         if level > 0:
-            hard = value >= self.params["hard_ratio"] * level
             spike = value >= self.params["ratio"] * level
             latch = self.latch(key)
-            if latch.check(spike, step) or (hard and not latch.active and
-                                            self._force(latch, step)):
-                where, proof = at(s, key, latch.onset)
-                shown = s.value_at(latch.onset) or value
-                return self.finding(latch.onset, [key], f"{key} spiked to {where}, "
-                                    f"{ratio(shown, level):.0f}x its median of {fmt(level)} "
-                                    f"over {span(list(s.steps)[-window_n - 1:-1])}",
-                                    evidence=[proof])
+            if not spike and latch.bad:  # a stretch the norm came back from
+                self.recovered[key] = max(self.recovered.get(key, 0), latch.bad)
+            latch.persist = max(int(self.params["persist"]), self.recovered.get(key, 0) + 1)
+            if warm:
+                latch.bad = latch.bad + 1 if spike else 0
+            elif latch.check(spike, step):
+                return self._spiked(key, s, level, window_n)
+        if warm:
+            return None
         recent = median(s.tail(self.params["recent"]))
         gone = early > 0 and recent <= self.params["vanish"] * early
         vanish = self.latch(key, "vanish")
@@ -821,10 +808,30 @@ class GradExplosion(SeriesRule):
                                 f"(recent median {fmt(recent)})", evidence=[proof])
         return None
 
-    @staticmethod
-    def _force(latch: Latch, step: int) -> bool:
-        latch.active, latch.onset = True, step
-        return True
+    def _spiked(self, key: str, s: Series, level: float, window_n: int) -> Finding:
+        latch = self.latch(key)
+        where, proof = at(s, key, latch.onset)
+        shown = s.value_at(latch.onset) or s.values[-1]
+        steps = list(s.steps)
+        message = (f"{key} spiked to {where}, {ratio(shown, level):.0f}x its median of "
+                   f"{fmt(level)} over {span(steps[-window_n - 1:-1])}, and stayed past "
+                   f"{fmt(self.params['ratio'])}x for {latch.bad} points")
+        if self.recovered.get(key):
+            message += (f", longer than the {self.recovered[key]} the run came back from "
+                        f"before")
+        learning = reward_improving(self.rewards, latch.onset,
+                                    steps[max(0, len(steps) - 1 - window_n)],
+                                    int(self.params["window"]), self.params["learning"])
+        held = "" if learning else reward_held(self.rewards, latch.onset,
+                                                     int(self.params["window"]))
+        if learning:
+            message += (f", while the reward kept improving ({learning}): large steps of a "
+                        f"policy that still learns")
+        elif held:
+            message += (f", while the reward held ({held}): a stretch the policy came "
+                        f"through")
+        return self.finding(latch.onset, [key], message, evidence=[proof],
+                            severity="info" if learning or held else None)
 
 
 class LengthBlowup(SeriesRule):
@@ -840,7 +847,9 @@ class LengthBlowup(SeriesRule):
     the run's config: rules/length_cap.py), or a truncated share at ``pinned_clip``,
     whatever the level was (a run that starts at the cap never runs away to it). Findings
     grow (doctor/episodes.py): a runaway becomes critical at the cap, a truncation rise at
-    ``pinned_clip``."""
+    ``pinned_clip``. A runaway while the reward keeps improving (by ``learning``:
+    rules/learning.py) is a policy learning to answer at length, ``info``; pinned at its
+    cap it is told all the same."""
 
     rule = "length_blowup"
     kinds = frozenset({"metrics", "config"})
@@ -865,6 +874,9 @@ class LengthBlowup(SeriesRule):
         "clip_rise": Param(0.1, "fraction"),
         "flat": Param(0.1, "fraction", "a reward that moved less than this share of its "
                       "level counts as flat"),
+        "learning": Param(0.1, "fraction", "a length that grew while the reward rose this "
+                          "share of its level (and 3 of its noise) is a policy learning to "
+                          "answer at length: info (rules/learning.py)"),
         "cap": Param(None, "bound", "the response length cap in tokens (None: from the "
                      "run's config: data.max_response_length, max_completion_length ...)"),
         "pinned": Param(0.95, "fraction", "a length at this share of its cap is pinned"),
@@ -897,7 +909,7 @@ class LengthBlowup(SeriesRule):
         for key in rewards:  # said beside a truncation or a length at its cap
             value = finite(data[key])
             if value is not None and (key in self.rewards or len(self.rewards) < 16):
-                self.rewards.setdefault(key, Series(64)).add(self._step, value)
+                self.rewards.setdefault(key, Series(REWARD_POINTS)).add(self._step, value)
         return chosen
 
     def update(self, event: Event) -> Sequence[Finding]:
@@ -941,7 +953,8 @@ class LengthBlowup(SeriesRule):
         else:
             return None
         latch = self.latch(key, "pinned")
-        if rose or (key, "clip" if clip else "grow") in self.rose_before:
+        if (rose and (key, "learning") not in self.rose_before) or \
+                (key, "clip" if clip else "grow") in self.rose_before:
             latch.check(False, step)  # that finding grows and turns critical at the cap
             return None
         pinned = line <= recent <= 1.0 if clip else recent >= line  # a share is at most 1
@@ -1046,8 +1059,23 @@ class LengthBlowup(SeriesRule):
             cap = self.cap()
             if not grow:
                 return found.grows(-1, level)
-            self.rose_before.add((key, "grow"))
-            return found.grows(1, level, None if cap is None else self.params["pinned"] * cap[1])
+            # the reward over the climb; from the length's level too where that level is
+            # right before the climb (an anchored level hundreds of steps back would credit
+            # a run's ordinary learning since then to the length)
+            window = int(self.params["window"])
+            near = onset - last <= window
+            learning = "" if not self.rewards else reward_improving(
+                next(iter(self.rewards.values())), onset, first if near else None, window,
+                self.params["learning"], (first, last) if near else None)
+            if learning:  # learning to answer at length: at its cap, a runaway all the same
+                self.rose_before.add((key, "learning"))
+                found.severity = "info"
+                found.message += (f", while the reward kept improving ({learning}): a "
+                                  f"policy learning to answer at length, not a runaway")
+            else:
+                self.rose_before.add((key, "grow"))
+            pinned = None if cap is None or learning else self.params["pinned"] * cap[1]
+            return found.grows(1, level, pinned)  # learning: _pinned tells the cap
         return None
 
     def _reward_flat(self, since: int) -> str:
