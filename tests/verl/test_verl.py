@@ -28,7 +28,10 @@ from trackmux.testing.pacer import HeldCommits
 pytest.importorskip("verl")
 
 BACKENDS = ["console", "file", "tensorboard", "mlflow"]
-SFT_BUDGET_S = 150  # the issue allows about 2 minutes for the run itself
+#: a bound for a hung verl run, not a duration (the time is printed): a run takes well under
+#: 2 minutes alone, and the tests of this bound's shape ran to 1.4x their old bounds beside
+#: a second full suite (tests/verl/test_verl_watch.py)
+SFT_BUDGET_S = 600
 
 
 def spool_dirs(root: Path, project: str) -> list[Path]:
