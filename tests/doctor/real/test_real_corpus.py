@@ -13,6 +13,8 @@ failures found, 0 warnings on healthy runs, a corpus of 30 runs with 10 long hea
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,17 @@ def test_real_case_is_well_formed(case: dict[str, Any]) -> None:
     _check_case(case, MIN_POINTS_REAL, CASES_DIR)
     assert (CASES_DIR / case["raw"]).is_file(), f"{case['id']}: raw excerpt missing"
     assert not case.get("synthetic"), f"{case['id']}: synthetic case among the real ones"
+
+
+@pytest.mark.parametrize("case", REAL, ids=[c["id"] for c in REAL])
+def test_real_case_is_what_build_cases_makes_of_its_excerpt(case: dict[str, Any]) -> None:
+    """The committed JSON is the parse of its excerpt, so a change to a reader that would
+    alter a number shows here."""
+    sys.path.insert(0, str(Path(__file__).parent / "tools"))
+    import build_cases
+
+    built = json.loads(json.dumps(build_cases.build(case["id"]), ensure_ascii=False))
+    assert built == case, f"{case['id']}: rebuild with tools/build_cases.py"
 
 
 @pytest.mark.parametrize("case", DIALECT, ids=[c["id"] for c in DIALECT])

@@ -67,6 +67,8 @@ def _pairs(line: str) -> list[tuple[str, str]]:
 
 Record = tuple[int | None, list[tuple[str, str]]]
 
+_VERL_LINE = re.compile(r"\bstep:(\d+) - (.*)$")
+
 
 def _records_trl(text: str) -> list[Record]:
     """One record per console dict; the dict carries no step."""
@@ -99,14 +101,26 @@ def _records_dschat(text: str) -> list[Record]:
     return out
 
 
-def _records_verl(text: str) -> list[Record]:
+def _records_step_lines(text: str, line: re.Pattern[str], pair_sep: str | None,
+                        kv_sep: str, skip: frozenset[str] = frozenset()) -> list[Record]:
+    """One record per console line that carries its step and ``key<kv_sep>value`` pairs:
+    ``line`` captures the step (group 1) and the pairs (group 2), which ``pair_sep`` parts
+    (None: whitespace). The shared reader of verl's and a hand-written loop's console;
+    keys in ``skip`` are not training signals."""
     out: list[Record] = []
-    for line in text.splitlines():
-        found = re.search(r"\bstep:(\d+) - (.*)$", line)
-        if found:
-            pairs = [tuple(p.rsplit(":", 1)) for p in found.group(2).split(" - ") if ":" in p]
-            out.append((int(found.group(1)), [(k.strip(), v.strip()) for k, v in pairs]))
+    for raw in text.splitlines():
+        found = line.search(raw.strip())
+        if not found:
+            continue
+        parts = [p.rpartition(kv_sep) for p in found.group(2).split(pair_sep) if kv_sep in p]
+        out.append((int(found.group(1)), [(k.strip(), v.strip()) for k, _, v in parts
+                                          if k.strip() not in skip]))
     return out
+
+
+def _records_verl(text: str) -> list[Record]:
+    """verl's console ``step:N - key:value - key:value ...``."""
+    return _records_step_lines(text, _VERL_LINE, " - ", ":")
 
 
 def _records_notebook_table(text: str) -> list[Record]:
@@ -188,19 +202,12 @@ def _records_grpo_dual(text: str) -> list[Record]:
 
 
 _CONSOLE_LINE = re.compile(r"^\[Step (\d+)/\d+\] (.*)$")
-_CONSOLE_SKIP = {"tokens_per_sec"}  # generation throughput, not a training signal
+_CONSOLE_SKIP = frozenset({"tokens_per_sec"})  # generation throughput, not a training signal
 
 
 def _records_console_kv(text: str) -> list[Record]:
     """One record per ``[Step N/M] key=value ...`` line (rasbt/reasoning-from-scratch)."""
-    out: list[Record] = []
-    for line in text.splitlines():
-        found = _CONSOLE_LINE.match(line.strip())
-        if found:
-            pairs = [tuple(p.split("=", 1)) for p in found.group(2).split() if "=" in p]
-            out.append((int(found.group(1)), [(k, v) for k, v in pairs
-                                              if k not in _CONSOLE_SKIP]))
-    return out
+    return _records_step_lines(text, _CONSOLE_LINE, None, "=", _CONSOLE_SKIP)
 
 
 # verl-on-gke's parsed_metrics.csv: a validation key mangled to "1"; the CS336 diagnostics
