@@ -488,7 +488,108 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "0.18 (64) -> 0.37 (72); kl_loss 0.16 (62) -> 1.05 (72); actor/ppo_kl at most "
               "0.0048 until 62, 0.031 (66), 0.138 (67), 0.55 (72); validation 0.7725 (40) -> "
               "0.695 (70); 71 steps, not long by the corpus's measure"),
+    "cs336-xiaofei-grpo-lr3e-5-seed1-short-answer-collapse": dict(
+        framework="custom", format="csv",
+        source="https://github.com/xiaofei9289/CS336_Project/blob/"
+               "48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0/assignment5/results/lr_3e-5_seed_1/"
+               "metrics.jsonl",
+        source_title="CS336 assignment 5 (xiaofei9289/CS336_Project): the committed metrics of "
+                     "the hand-written GRPO loop, learning rate 3e-5, seed 1",
+        thread_label="the author's writeup (assignment5/writeup.md, problem grpo_learning_rate): "
+                     "the final validation answer rewards at learning rate 3e-5 are '53.2%, 4.1%,"
+                     " 4.7%, 49.6%'; 'two runs fall to about 4%, the final responses are only "
+                     "about 11 tokens, and the format reward is 100%. After the learning rate is "
+                     "increased, the model more readily collapses to very short outputs that are "
+                     "format-correct and answer-wrong'; 'the failed seeds'",
+        label="failure", fault="reward_hacking", onset_step=30,
+        notes="the committed metrics.jsonl read whole, its 201 lines of steps 0-200 each written "
+              "as one CSV row of the line's numbers unedited (step, loss, grad_norm, "
+              "token_entropy, train_reward, train_format_reward; every 10 steps "
+              "val_answer_reward, val_format_reward, val_response_length); the step -1 line, a "
+              "boolean and the duplicates train_answer_reward and val_reward left out; a "
+              "hand-written loop with its own key names; 47,746 characters as stored; reward 0 "
+              "with grad_norm 0 on steps 0-20 (flat groups), then train_format_reward 0.43 -> "
+              "0.97 (27) and 1.0 on most steps from 34 while train_reward stays 0-0.12; "
+              "validation: response length 126.6 (20) -> 10.9 (30) and 11-33 to the end, format "
+              "0.39 -> 0.89 (30) -> 1.0, answer 0.02-0.07, 0.041 at 200; token_entropy 1.0 -> "
+              "0.10-0.4; onset 30: the first validation at which the mean response is under 25 "
+              "tokens (the short-answer collapse the author describes)"),
+    "cs336-xiaofei-grpo-lr3e-5-seed2-short-answer-collapse": dict(
+        framework="custom", format="csv",
+        source="https://github.com/xiaofei9289/CS336_Project/blob/"
+               "67a18581e7660a1bc53ab2ef3d143cecec294b16/assignment5/results/lr_3e-5_seed_2/"
+               "metrics.jsonl",
+        source_title="CS336 assignment 5 (xiaofei9289/CS336_Project): the committed metrics of "
+                     "the hand-written GRPO loop, learning rate 3e-5, seed 2",
+        thread_label="the author's writeup (assignment5/writeup.md, problem grpo_learning_rate): "
+                     "the final validation answer rewards at learning rate 3e-5 are '53.2%, 4.1%,"
+                     " 4.7%, 49.6%'; 'two runs fall to about 4%, the final responses are only "
+                     "about 11 tokens, and the format reward is 100%. After the learning rate is "
+                     "increased, the model more readily collapses to very short outputs that are "
+                     "format-correct and answer-wrong'; 'the failed seeds'",
+        label="failure", fault="reward_hacking", onset_step=20,
+        notes="the committed metrics.jsonl read whole, its 201 lines of steps 0-200 each written "
+              "as one CSV row of the line's numbers unedited (step, loss, grad_norm, "
+              "token_entropy, train_reward, train_format_reward; every 10 steps "
+              "val_answer_reward, val_format_reward, val_response_length); the step -1 line, a "
+              "boolean and the duplicates train_answer_reward and val_reward left out; a "
+              "hand-written loop with its own key names; 48,365 characters as stored; reward 0 "
+              "with grad_norm 0 on steps 0-10, then train_format_reward 0.41 -> 0.98 (18) and "
+              "0.95-1.0 on most steps from 32 while train_reward stays 0-0.15; validation: "
+              "response length 98.8 (10) -> 11.4 (20), 19.6 (30), 11.1-11.98 from 40, format 0.46"
+              " -> 0.99 (20) -> 1.0, answer 0.03-0.076, 0.047 at 200; token_entropy 1.0-1.5 -> "
+              "0.29 (19), 0.3-1.3 after; onset 20: the first validation at which the mean "
+              "response is under 25 tokens (the short-answer collapse the author describes)"),
+    "cs336-xiaofei-grpo-standard-seed2-short-answer-collapse": dict(
+        framework="custom", format="csv",
+        source="https://github.com/xiaofei9289/CS336_Project/blob/"
+               "67a18581e7660a1bc53ab2ef3d143cecec294b16/assignment5/results/standard_seed_2/"
+               "metrics.jsonl",
+        source_title="CS336 assignment 5 (xiaofei9289/CS336_Project): the committed metrics of "
+                     "the hand-written GRPO loop, the handout's learning rate 1e-5, seed 2",
+        thread_label="the author's writeup (assignment5/writeup.md, problems grpo_experiments "
+                     "and grpo_learning_rate): 'The final validation answer rewards are 47.9%, "
+                     "45.6%, 12.3%, and 46.7% ... Seed 2 pulls the mean down'; 'seed 2 stays "
+                     "near 12%'; 'its format reward is 97.1% and its answer reward is only "
+                     "12.3%'; 'Seed 2 falls from about 100 tokens to around 15 and ends at 30.3. "
+                     "It learns the short <answer> format, but often compresses the reasoning "
+                     "into one line and gets the arithmetic wrong'; 'the failed run shrinks to "
+                     "30 tokens'",
+        label="failure", fault="reward_hacking", onset_step=40,
+        notes="the committed metrics.jsonl read whole, its 201 lines of steps 0-200 each written "
+              "as one CSV row of the line's numbers unedited (step, loss, grad_norm, "
+              "token_entropy, train_reward, train_format_reward; every 10 steps "
+              "val_answer_reward, val_format_reward, val_response_length); the step -1 line, a "
+              "boolean and the duplicates train_answer_reward and val_reward left out; a "
+              "hand-written loop with its own key names; 48,482 characters as stored; the "
+              "author's grad_norm figures (143 of 200 steps above 1, median 1.48, maximum 2.81) "
+              "hold on the rows; reward 0 on most steps to 30, then train_format_reward 0.45 -> "
+              "0.92 (48) and 0.93-1.0 from 51 while train_reward stays 0.02-0.2; validation: "
+              "response length 97.1 (10) -> 63.5 (20) -> 30.9 (30) -> 20.3 (40) -> 12.6-14.98 "
+              "(50-150) -> 30.3 (200), format 0.46 -> 0.92 (40) -> 0.86-0.99, answer 0.02-0.10, "
+              "0.123 at 200; the successful seeds of the same loop reach 0.46-0.48; onset 40: the"
+              " first validation at which the mean response is under 25 tokens (the short-answer "
+              "collapse the author describes)"),
     # ---- healthy ------------------------------------------------------------------------
+    "cs336-xiaofei-grpo-standard-seed0-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/xiaofei9289/CS336_Project/blob/67a18581e7660a1bc53ab2ef3d143cecec294b16/assignment5/results/standard_seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (xiaofei9289/CS336_Project): the committed metrics of "
+                     "the hand-written GRPO loop, the handout's learning rate 1e-5, seed 0",
+        thread_label="the author's writeup (assignment5/writeup.md, problem grpo_experiments): "
+                     "'The final validation answer rewards are 47.9%, 45.6%, 12.3%, and 46.7%'; "
+                     "'Seed 2 pulls the mean down; the other three are above 45%, and all stay "
+                     "near 45% after step 100'; 'seeds 0 and 3 rise first'; 'Successful seeds "
+                     "have a training reward of about 0.45-0.55 in the second half'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (48,762 characters as stored), its 201 "
+              "lines of steps 0-200 each written as one CSV row of the line's numbers unedited, "
+              "the same columns as cs336-xiaofei-grpo-standard-seed2-short-answer-collapse (the "
+              "failed seed of the same four); reward 0 with grad_norm 0 on most steps to 27, then"
+              " train_reward 0.01 (29) -> 0.21 (45) -> 0.4-0.65 from 54; validation answer 0.001 "
+              "(20) -> 0.077 (40) -> 0.256 (50) -> 0.41 (90) -> 0.479 (200), format 0.53 -> "
+              "0.91-0.96, response length 110 -> 79 (40) -> 126-161; token_entropy 1.0 -> "
+              "0.10-0.18 from 76; grad_norm median 0.754, above 1 on 5 steps (the author's count)"),
     "cs336-grpo-no-clip-off-policy-stable": dict(
         framework="custom", format="csv",
         source="https://github.com/ShibukiZero/assignment5-alignment/blob/"
