@@ -52,6 +52,12 @@ class SinkGone(Exception):
     """The sink no longer exists or refuses batches: the handle becomes a no-op."""
 
 
+class SinkSlow(Exception):
+    """The sink has not answered a batch yet: it may still take it. The handle keeps the
+    batch and sends the same one (same number, same events) again; the transport then
+    waits for the first call's answer instead of sending a second copy."""
+
+
 class Transport(Protocol):
     """Where a handle's batches go: a Ray sink actor, or a run in this process."""
 
@@ -60,7 +66,8 @@ class Transport(Protocol):
 
     def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float,
              inputs: list[Any] | None = None) -> str:
-        """Send one batch: ``ok``, ``full`` or ``closed``; raises SinkGone."""
+        """Send one batch: ``ok``, ``full`` or ``closed``; raises SinkGone, or SinkSlow
+        (then the same batch comes again: the transport must not deliver it twice)."""
 
     def describe(self) -> str:
         """Where the batches go, for messages."""
@@ -109,6 +116,8 @@ class AttachedRun:
         #: events the flusher took out of the queue and has not yet resolved (sent or put
         #: back): log() counts them against max_buffered without taking the lock
         self._inflight = 0
+        #: (size, intake version) of the batch sent whose answer has not come: sent again
+        self._unanswered: tuple[int, int] | None = None
         self._discarded = 0  # events dropped from the buffer when the sink went away
         self._before_flush: list[Callable[[], None]] = []
         self._nodes: Any = None  # NodeSampling once the sink said this node is sampled
@@ -369,7 +378,11 @@ class AttachedRun:
                     return
                 self._plan_asked = True
                 plan_of = getattr(self._transport, "node_plan", None)
-                plan = plan_of() if plan_of is not None else None
+                try:
+                    plan = plan_of() if plan_of is not None else None
+                except SinkSlow:  # not answered yet: ask again on the next tick
+                    self._plan_asked = False
+                    return
                 if plan is None:
                     return
                 from trackmux.attached.nodes import NodeSampling
@@ -425,17 +438,29 @@ class AttachedRun:
         queue = self._queue
         now = time.time()
         # only this (lock-holding) sender pops, so ``take`` events are there; counted in
-        # flight before they leave the queue, so log()'s bound never sees them vanish
-        take = min(len(queue), BATCH_EVENTS)
+        # flight before they leave the queue, so log()'s bound never sees them vanish. A
+        # batch the sink has not answered goes again unchanged (the transport waits for
+        # its first call): events queued behind it meanwhile must not join it
+        unanswered, self._unanswered = self._unanswered, None
+        take = unanswered[0] if unanswered else min(len(queue), BATCH_EVENTS)
         self._inflight = take
         batch = [queue.popleft() for _ in range(take)]
         empty_after = not queue
         number = self._batch + 1 if batch else self._batch
-        version = self._intake.version()
+        version = unanswered[1] if unanswered else self._intake.version()
         inputs = self._inputs() if version != self._inputs_sent else None
         try:
             result = self._transport.push(number, batch, self.dropped,
                                           now if empty_after else self._flushed_at, inputs)
+        except SinkSlow as exc:
+            queue.extendleft(reversed(batch))  # in order, at the front: the same next time
+            self._inflight = 0
+            self._unanswered = (take, version)
+            if "slow" not in self._warned:
+                self._warned.add("slow")
+                log.warning("trackmux: %s; this worker keeps its events and waits for it",
+                            exc)
+            return False
         except BaseException:
             queue.extendleft(reversed(batch))  # not known to be taken: keep it, in order
             self._inflight = 0

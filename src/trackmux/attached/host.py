@@ -21,7 +21,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from trackmux.attached import wire
-from trackmux.attached.handle import FLUSH_INTERVAL, SinkGone
+from trackmux.attached.handle import FLUSH_INTERVAL, SinkGone, SinkSlow
 from trackmux.attached.nodes import NodePlan
 from trackmux.attached.sink import DEFAULT_MAX_QUEUED, SinkCore
 from trackmux.core.events import Event
@@ -32,8 +32,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("trackmux")
 
 DEFAULT_NAME = "trackmux-sink"
-PUSH_TIMEOUT = 60.0
 PUMP_IDLE = 0.05
+#: A call to the sink actor that has not answered is slow, not lost: Ray answers every
+#: call or fails it with an actor error when the actor dies. On a loaded node an answer
+#: (or the actor's start: a new worker process importing Ray) can take tens of seconds,
+#: so both sides wait for the same call's answer, saying so once after ``SLOW_AFTER``,
+#: and call the sink gone only on an actor error or after ``GIVE_UP_AFTER`` without one.
+ANSWER_WAIT = 30.0  # one wait of a worker's push (then it retries the same call)
+SLOW_AFTER = 30.0
+GIVE_UP_AFTER = 600.0
 
 
 def sink_name(run_id: str | None) -> str:
@@ -104,6 +111,7 @@ class RaySinkHost:
         self._acked = 0
         self._dropped_seen = 0
         self._stop_told = False  # the run's should_stop was passed on to the workers
+        self._slow_told = False
         self.pulled = 0
         self._closing = threading.Event()
         self._stop = threading.Event()
@@ -112,8 +120,10 @@ class RaySinkHost:
         self._thread.start()
 
     def _pull_once(self) -> int:
-        batches, dropped, inputs = self._ray.get(self.actor.drain.remote(self._acked),
-                                                 timeout=30)
+        answer = self._answer(self.actor.drain.remote(self._acked))
+        if answer is None:  # stopped while waiting
+            return 0
+        batches, dropped, inputs = answer
         count = 0
         for number, events in batches:
             if number <= self._acked:
@@ -129,9 +139,27 @@ class RaySinkHost:
             self._run._intake.absorb(worker, drops)
         self.pulled += count
         if self._run.should_stop and not self._stop_told:  # issue 45: to the workers too
-            self._stop_told = True
-            self._ray.get(self.actor.ask_stop.remote(self._run.stop_reason or {}), timeout=30)
+            self._stop_told = True  # (calls from one caller run in order: no wait needed)
+            self.actor.ask_stop.remote(self._run.stop_reason or {})
         return count
+
+    def _answer(self, ref: Any) -> Any:
+        """The answer of one call to the sink; None if the pump was stopped meanwhile.
+        Slow is not gone: it waits (in short slices, so a stop is seen) and says so once."""
+        started = time.monotonic()
+        while True:
+            try:
+                return self._ray.get(ref, timeout=1.0)
+            except self._ray.exceptions.GetTimeoutError:
+                if self._stop.is_set():
+                    return None
+                waited = time.monotonic() - started
+                if waited > GIVE_UP_AFTER:
+                    raise
+                if waited > SLOW_AFTER and not self._slow_told:
+                    self._slow_told = True
+                    log.warning("trackmux: the sink of run %s has not answered for %.0f s "
+                                "(a busy node?); still waiting for it", self._run.id, waited)
 
     def _pump(self) -> None:
         while not self._stop.is_set():
@@ -155,14 +183,18 @@ class RaySinkHost:
         since = time.time()
         start = time.monotonic()
         at_least = min(deadline, start + self.flush_interval + 0.1)
-        limit = min(deadline, start + 2 * self.flush_interval + 1.0)
+        # live workers (by their own pace: SinkCore.waiting_for) are waited for up to half
+        # the finish budget; the other half delivers. A killed one drops out of "live".
+        limit = min(deadline, start + max(2 * self.flush_interval + 1.0,
+                                          (deadline - start) / 2))
         try:
             while time.monotonic() < limit:
-                waiting = ray.get(self.actor.waiting_for.remote(since), timeout=5)
+                waiting = ray.get(self.actor.waiting_for.remote(since),
+                                  timeout=max(5.0, deadline - time.monotonic()))
                 if not waiting and time.monotonic() >= at_least:
                     break
                 time.sleep(0.05)
-            ray.get(self.actor.close.remote(), timeout=5)
+            ray.get(self.actor.close.remote(), timeout=max(5.0, deadline - time.monotonic()))
         except Exception as exc:
             log.warning("trackmux: closing the sink of run %s failed (%s: %s)",
                         self._run.id, type(exc).__name__, exc)
@@ -202,6 +234,8 @@ class RayTransport:
         self._run_id = run_id
         self._actor: Any = None
         self._worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        #: the push whose answer has not come yet: (batch number, its call, sent at)
+        self._pending: tuple[int, Any, float] | None = None
 
     def describe(self) -> str:
         return f"Ray actor {sink_name(self._run_id)!r}"
@@ -226,31 +260,46 @@ class RayTransport:
 
     def node_plan(self) -> NodePlan | None:
         """What this worker's node samples for the run (None: nothing, or the driver's
-        node, which the run samples itself). One round trip, from the flusher thread."""
+        node, which the run samples itself). From the flusher thread; raises SinkSlow
+        when the sink has not answered (both calls are safe to ask again)."""
         ray = self._ray
-        info = ray.get(self._actor.info.remote(), timeout=30)
-        interval = info.get("system_metrics")
-        if not interval:
-            return None
-        node_id = ray.get_runtime_context().get_node_id()
-        if node_id is None or node_id == info.get("driver_node"):
-            return None
-        name = ray.get(self._actor.node_name.remote(node_id, socket.gethostname()),
-                       timeout=30)
+        try:
+            info = ray.get(self._actor.info.remote(), timeout=ANSWER_WAIT)
+            interval = info.get("system_metrics")
+            if not interval:
+                return None
+            node_id = ray.get_runtime_context().get_node_id()
+            if node_id is None or node_id == info.get("driver_node"):
+                return None
+            name = ray.get(self._actor.node_name.remote(node_id, socket.gethostname()),
+                           timeout=ANSWER_WAIT)
+        except ray.exceptions.GetTimeoutError as exc:
+            raise SinkSlow("the run's sink has not told this worker's node plan yet") from exc
         return NodePlan(str(info["run_id"]), node_id, name, float(interval))
 
     def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float,
              inputs: list[Any] | None = None) -> str:
+        """Send a batch, or, when batch ``batch`` is the one whose answer did not come,
+        wait again for that same call (never a second copy: exactly once)."""
         ray = self._ray
-        try:
+        pending = self._pending
+        if pending is None or pending[0] != batch:
             ref = self._actor.push.remote(self._worker, batch, wire.encode(events), dropped,
                                           flushed_at, inputs)
-            result: str = ray.get(ref, timeout=PUSH_TIMEOUT)
-            return result
+            pending = self._pending = (batch, ref, time.monotonic())
+        try:
+            result: str = ray.get(pending[1], timeout=ANSWER_WAIT)
         except ray.exceptions.GetTimeoutError as exc:
-            raise SinkGone(f"the run's sink did not answer in {PUSH_TIMEOUT:.0f} s") from exc
+            waited = time.monotonic() - pending[2]
+            if waited > GIVE_UP_AFTER:
+                self._pending = None
+                raise SinkGone(f"the run's sink did not answer in {waited:.0f} s") from exc
+            raise SinkSlow(f"the run's sink has not answered for {waited:.0f} s") from exc
         except ray.exceptions.RayError as exc:
+            self._pending = None
             raise SinkGone(f"the run's sink is gone ({type(exc).__name__})") from exc
+        self._pending = None
+        return result
 
 
 class LocalTransport:

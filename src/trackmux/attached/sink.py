@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trackmux.attached.nodes import assign_name
 
 #: Events the sink holds before it answers ``full`` (workers keep them and retry).
 DEFAULT_MAX_QUEUED = 200_000
+
+
+#: How many of a worker's latest gaps between pushes its liveness window looks at.
+GAPS_KEPT = 20
+#: A worker is live while its silence is under this many times its longest recent gap.
+SILENCE_FACTOR = 3.0
 
 
 @dataclass
@@ -30,6 +36,8 @@ class _Worker:
     flushed_at: float = 0.0
     dropped: int = 0
     inputs: list[Any] | None = None  # its bad-input drops, when they changed since drain
+    #: its latest gaps between pushes: how late it may be heard from on this machine
+    gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
 
 
 class SinkCore:
@@ -79,7 +87,10 @@ class SinkCore:
         if self._closed:
             return "closed"
         state = self._workers.setdefault(worker, _Worker())
-        state.seen = time.time()
+        now = time.time()
+        if state.seen:
+            state.gaps.append(now - state.seen)
+        state.seen = now
         state.dropped = max(state.dropped, dropped)
         if inputs is not None:
             state.inputs = inputs
@@ -121,10 +132,18 @@ class SinkCore:
         return out, sum(w.dropped for w in self._workers.values()), inputs
 
     def waiting_for(self, since: float) -> list[str]:
-        """Live workers (seen within two flush periods) that have not flushed past ``since``."""
-        live_after = time.time() - 2 * self.flush_interval - 0.5
+        """Live workers that have not flushed past ``since``.
+
+        Live: heard from within two flush periods, or within ``SILENCE_FACTOR`` times its
+        own longest recent gap between pushes. A worker pushes every flush period, but on
+        a busy node its pushes come seconds apart; a fixed window would then take a live
+        worker for a killed one and its last events would miss the run. A killed worker
+        falls silent for longer than it ever paused, and is not waited for."""
+        now = time.time()
+        base = 2 * self.flush_interval + 0.5
         return [name for name, w in self._workers.items()
-                if w.seen >= live_after and w.flushed_at < since]
+                if w.flushed_at < since
+                and now - w.seen <= max(base, SILENCE_FACTOR * max(w.gaps, default=0.0))]
 
     def close(self) -> None:
         """Refuse further batches (workers then stop sending, with one warning)."""
