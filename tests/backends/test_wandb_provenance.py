@@ -22,9 +22,14 @@ pytest.importorskip("wandb")
 TOKEN = "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 SCRIPT = """
 import os, sys, trackmux
+from trackmux.provenance.record import wait_recorded
+# provenance_wait: open() waits for the event (by default 10 s, which a loaded machine
+# exceeds); wait_recorded: the probe's answer before finish() (which gives it 5 s at most)
 run = trackmux.init(project="p", name="wb", backends=["wandb"], dir=os.environ["SPOOL"],
-                    delivery=os.environ["DELIVERY"])
+                    delivery=os.environ["DELIVERY"],
+                    backend_options={"wandb": {"provenance_wait": 600}})
 run.log({"loss": 1.0}, step=0)
+wait_recorded(run, 600)
 run.finish(timeout=120)
 """
 
@@ -65,7 +70,7 @@ def run_trainer(repo: Path, tmp_path: Path, delivery: str) -> None:
     env = {**os.environ, "SPOOL": str(tmp_path / "spool"), "DELIVERY": delivery,
            "TRACKMUX_PROVENANCE": "1", "WANDB_DIR": str(tmp_path / "wandb_dir")}
     done = subprocess.run([sys.executable, "train.py", "--lr", "0.1", "--token", TOKEN],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=180)
+                          cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
 
 

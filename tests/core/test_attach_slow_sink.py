@@ -211,3 +211,50 @@ def test_finish_waits_for_a_worker_that_pushes_slowly_but_not_for_a_killed_one(
     assert sink.waiting_for(clock.now - 5) == ["busy"]  # 4 s < 3 x its 3 s gaps
     clock.now += 6.0  # 10 s: longer than three times anything it paused
     assert sink.waiting_for(clock.now - 5) == []
+
+
+def test_a_worker_on_this_host_is_waited_for_while_its_process_lives(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the sink's own host the process table says who is live, however long a busy
+    worker was silent; a worker whose process ended, or whose handle said it left, is
+    not waited for."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from trackmux.attached import sink as sink_module
+
+    clock = _Clock()
+    monkeypatch.setattr(sink_module, "time", clock)
+    sink = sink_module.SinkCore("r", "p", flush_interval=0.5)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    host = socket.gethostname()
+    live = f"{host}:{os.getpid()}:aaaaaa"
+    dead = f"{host}:{int(ended.stdout)}:bbbbbb"
+    closed = f"{host}:{os.getpid()}:cccccc"
+    for name in (live, dead, closed):
+        sink.push(name, 0, [], 0, clock.now - 10)
+    sink.leave(closed)
+    clock.now += 120.0  # silent for two minutes: a starved flusher, not a killed one
+    assert sink.waiting_for(clock.now - 1) == [live]
+
+
+class _LeavingSink(_LateSink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.answered.set()
+        self.left = 0
+
+    def leave(self) -> None:
+        self.left += 1
+
+
+def test_closing_a_handle_tells_the_sink_it_left() -> None:
+    sink = _LeavingSink()
+    handle = AttachedRun(sink, run_id=None, role="w", flush_interval=60.0)
+    handle.log({"a": 1.0}, step=0)
+    assert handle.close(10)
+    assert sink.left == 1
+    assert [steps for _, steps in sink.calls if steps] == [[0]]  # after its last batch

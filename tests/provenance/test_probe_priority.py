@@ -79,6 +79,7 @@ def test_the_collector_thread_keeps_the_trainers_priority(
     monkeypatch.setattr(record.Collector, "_probe", staticmethod(probe))
     trainer = _priority()
     run = trackmux.init(project="p", backends=[], dir=tmp_path, provenance=True)
+    assert record.wait_recorded(run, 600)  # the probe answered (finish() waits 5 s at most)
     run.finish(timeout=60)
     assert seen == [trainer]
     from trackmux.core.spool.reader import SpoolReader

@@ -15,10 +15,12 @@ import pytest
 from trackmux.core.events import ConfigEvent, ProvenanceEvent, TextEvent
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.provenance.collect import env_names, redact_argv
+from trackmux.provenance.record import wait_recorded
 from trackmux.testing.provenance import git, git_tree
 
 SCRIPT = """
 import os, sys, trackmux
+from trackmux.provenance.record import wait_recorded
 kwargs = {}
 if os.environ.get("SAVE_CODE"):
     kwargs["save_code"] = True
@@ -27,6 +29,8 @@ run = trackmux.init(project="p", name=os.environ["RUN_NAME"], backends=["file"],
                     backend_options={"file": {"root": os.environ["FILE_ROOT"]}}, **kwargs)
 run.log({"loss": 1.0}, step=0)
 print(run.dir)
+# the probe's answer first: finish() gives it at most 5 s, which a loaded machine exceeds
+wait_recorded(run, 600)
 run.finish()
 """
 TOKEN = "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -37,7 +41,7 @@ def run_script(repo: Path, tmp_path: Path, name: str, *args: str, **env: str) ->
                "FILE_ROOT": str(tmp_path / "files"), "TRACKMUX_BACKENDS": "file",
                "WANDB_API_KEY": "wandb-secret-value-0123456789", **env}
     done = subprocess.run([sys.executable, "train.py", *args], cwd=repo, env=environ,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     return Path(done.stdout.strip().splitlines()[-1])
 
@@ -128,6 +132,7 @@ def test_in_process_run_without_git(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     monkeypatch.setattr(sys, "argv", [str(tmp_path / "nothere.py")])
     run = trackmux.init(project="p", backends="none", dir=tmp_path / "spool")
+    assert wait_recorded(run, 600)  # the probe's answer (finish() waits 5 s at most)
     run.finish()
     (event,) = provenance_of(run.dir)
     assert event.data["git"]["available"] is False and event.diff == ""

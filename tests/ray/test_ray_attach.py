@@ -20,6 +20,9 @@ WORKERS = 4
 STEPS = 2000
 METRICS = 10
 TABLE_EVERY = 250
+#: Bounds a hang, not a speed (each wait ends as soon as its condition holds). Beside a
+#: second suite (load 20-30) one answer of the sink took over 30 s.
+HANG = 600.0
 
 
 @ray.remote(num_cpus=0)
@@ -58,7 +61,7 @@ class LateWorker:
     def attach(self) -> None:
         self.run = trackmux.attach(role="late")
         self.run.log({"before": 1.0}, step=0)
-        self.run.flush(10)
+        self.run.flush(HANG)
 
     def after_finish(self) -> dict[str, Any]:
         errors = 0
@@ -146,15 +149,21 @@ def test_four_workers_and_a_killed_one_land_once_in_every_backend(
     workers = [Logger.remote() for _ in range(WORKERS)]
     results = [w.work.remote(i, STEPS) for i, w in enumerate(workers)]
 
-    # Kill the victim once some of its points reached the driver's spool (waited for:
-    # points of any worker and a second more did not always include the victim's).
-    deadline = time.monotonic() + 120
-    while not _victim_points(run.dir) and time.monotonic() < deadline:
+    # Kill the victim once points of two of its flushes reached the driver's spool (its
+    # points keep arriving while it lives: waited for, not assumed after a sleep).
+    deadline = time.monotonic() + HANG
+    first = 0
+    while time.monotonic() < deadline:
+        seen = _victim_points(run.dir)
+        if first and seen > first:
+            break
+        first = first or seen
         time.sleep(0.1)
     ray.kill(victim, no_restart=True)
-    killed_at = time.time()
+    seen_at_kill = _victim_points(run.dir)
+    assert seen_at_kill > first > 0
 
-    stats = ray.get(results, timeout=300)
+    stats = ray.get(results, timeout=HANG)
     assert all(s["dropped"] == 0 for s in stats)
     summary = run.finish()
     assert summary.complete, summary
@@ -168,8 +177,7 @@ def test_four_workers_and_a_killed_one_land_once_in_every_backend(
         for key, points in expected.items():
             assert sorted(got.get(key, [])) == points, (name, key, len(got.get(key, [])))
 
-    # The killed worker: a gap-free prefix of its steps, each once, and at most its last
-    # unflushed period (plus scheduling slack on a shared machine) lost.
+    # The killed worker: a gap-free prefix of its steps, each once.
     victim_points = files["victim/x"]
     steps = [s for s, _ in victim_points]
     assert steps == list(range(len(steps))), "victim points must be a prefix, each once"
@@ -182,18 +190,9 @@ def test_four_workers_and_a_killed_one_land_once_in_every_backend(
     assert table_keys == sorted((f"w{i}/samples", s) for i in range(WORKERS)
                                 for s in range(0, STEPS, TABLE_EVERY))
     assert sum(1 for tag in tb_tensors if tag.endswith("samples")) >= WORKERS
-    # The victim's last committed point is close to its kill time (its unflushed period).
-    from trackmux.core.spool.reader import SpoolReader
-
-    reader = SpoolReader(run.dir)
-    try:
-        last_victim = max(e.time for e in reader.iter_events()
-                          if e.kind == "metrics" and "victim/x" in e.data)
-    finally:
-        reader.close()
-    # its flusher sends every 0.5 s: about that much is lost; 30 s (60x) is a bound that
-    # only a victim whose points stopped reaching the driver long before its kill passes
-    assert killed_at - last_victim < 30
+    # What reached the driver before the kill stays (the rest of its buffer is lost with
+    # it: a flush period on an idle node, longer on a busy one, docs/ray.md)
+    assert len(steps) >= seen_at_kill
 
 
 def test_a_finished_driver_turns_worker_calls_into_quiet_no_ops(
@@ -201,13 +200,13 @@ def test_a_finished_driver_turns_worker_calls_into_quiet_no_ops(
     run = trackmux.init("ray-late", backends=["file"], dir=tmp_path / "spool",
                         backend_options={"file": {"root": str(tmp_path / "files")}})
     late = LateWorker.remote()
-    ray.get(late.attach.remote(), timeout=120)
-    # a finish() that waited on the attached worker would take its whole 600 s deadline;
-    # 120 s is a bound only that hang passes (not a speed claim)
+    ray.get(late.attach.remote(), timeout=HANG + 60)
+    # a finish() that waited on the attached worker would take its whole 1200 s budget
+    # (half of it waiting); 120 s is a bound only that hang passes (not a speed claim)
     started = time.monotonic()
-    run.finish(timeout=600)
+    run.finish(timeout=1200)
     assert time.monotonic() - started < 120
-    result = ray.get(late.after_finish.remote(), timeout=120)
+    result = ray.get(late.after_finish.remote(), timeout=HANG)
     assert result["errors"] == 0
     assert result["gone"] is True
     assert len(result["warnings"]) == 1, result["warnings"]
@@ -225,9 +224,10 @@ def test_attach_by_run_id_reaches_that_run(ray_cluster: Any, tmp_path: Path) -> 
     def log_to(run_id: str) -> int:
         handle = trackmux.attach(run_id=run_id, role="t")
         handle.log({"v": 1.0}, step=7)
-        return int(handle.flush(30))
+        return int(handle.flush(HANG))
 
-    assert ray.get([log_to.remote(second.id), log_to.remote(first.id)], timeout=120) == [1, 1]
+    assert ray.get([log_to.remote(second.id), log_to.remote(first.id)],
+                   timeout=HANG + 60) == [1, 1]
     first.finish()
     second.finish()
     for project, run in (("ray-a", first), ("ray-b", second)):
@@ -246,7 +246,7 @@ class Exiting:
         # is behind it before the first log: from here it sleeps the flush period, so
         # nothing is sent before the exit, by construction (logging during that first
         # round on a loaded machine let it send some).
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG
         while not run._connected and time.monotonic() < deadline:
             time.sleep(0.01)
         with run._send_lock:  # the round that connected has returned
@@ -264,11 +264,11 @@ def test_a_worker_that_exits_flushes_what_it_buffered(ray_cluster: Any,
     run = trackmux.init("ray-exit", backends=["file"], dir=tmp_path / "spool",
                         backend_options={"file": {"root": str(tmp_path / "files")}})
     worker = Exiting.remote()
-    assert ray.get(worker.work.remote(), timeout=120) == 0  # nothing sent yet
+    assert ray.get(worker.work.remote(), timeout=HANG) == 0  # nothing sent yet
     with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(worker.leave.remote(), timeout=120)
+        ray.get(worker.leave.remote(), timeout=HANG)
     spool = run._spool
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG
     while spool.status.committed < 100 and time.monotonic() < deadline:
         time.sleep(0.1)
     run.finish()
@@ -289,9 +289,9 @@ def test_a_ray_workers_bad_input_is_counted_in_the_drivers_run(ray_cluster: Any,
         handle = trackmux.attach(role="rollout")
         for step in range(5):
             handle.log({"reward": None if step % 2 else float(index)}, step=step)
-        return int(handle.flush(30))
+        return int(handle.flush(HANG))
 
-    assert ray.get([rollout.remote(i) for i in range(2)], timeout=120) == [1, 1]
+    assert ray.get([rollout.remote(i) for i in range(2)], timeout=HANG + 60) == [1, 1]
     summary = run.finish()
     assert {p.kind: p.count for p in summary.problems} == {
         "attached worker rollout: metric 'reward'": 4}
@@ -304,7 +304,7 @@ class Closing:
 
     def work(self) -> int:
         self.run = trackmux.attach(role="closing", flush_interval=60)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG
         while not self.run._connected and time.monotonic() < deadline:
             time.sleep(0.01)
         with self.run._send_lock:  # the round that connected has returned
@@ -314,7 +314,7 @@ class Closing:
         return len(self.run._queue)
 
     def leave(self) -> None:
-        assert self.run.close(timeout=60)
+        assert self.run.close(timeout=HANG)
         ray.actor.exit_actor()
 
 
@@ -323,9 +323,9 @@ def test_a_worker_that_closes_before_it_exits_delivers_everything(ray_cluster: A
     run = trackmux.init("ray-close", backends=["file"], dir=tmp_path / "spool",
                         backend_options={"file": {"root": str(tmp_path / "files")}})
     worker = Closing.remote()
-    assert ray.get(worker.work.remote(), timeout=120) == 100  # all buffered, none sent
+    assert ray.get(worker.work.remote(), timeout=HANG) == 100  # all buffered, none sent
     with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(worker.leave.remote(), timeout=120)
+        ray.get(worker.leave.remote(), timeout=HANG)
     run.finish()
     rows = [orjson.loads(line) for line in
             (tmp_path / "files" / "ray-close" / f"{run.name}.jsonl").read_bytes().splitlines()]

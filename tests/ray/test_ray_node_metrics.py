@@ -48,7 +48,7 @@ class _Worker:
         RayTransport.node_plan = noted  # type: ignore[method-assign]  # this actor only
         self.handle = trackmux.attach(role="w")
         self.handle.log({"x": 1.0}, step=0)
-        assert answered.wait(60), "the handle never asked for its node's plan"
+        assert answered.wait(600), "the handle never asked for its node's plan"
         return told != [None] or self.handle.sampling
 
 

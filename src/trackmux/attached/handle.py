@@ -307,6 +307,12 @@ class AttachedRun:
                 self.log_event(event)
         done = self.flush(timeout)
         self._closed = True
+        leave = getattr(self._transport, "leave", None)
+        if leave is not None and self._connected and not self._gone:
+            try:  # the driver's finish() need not wait for this worker's next flush
+                leave()
+            except Exception:  # the sink gone meanwhile: nothing to tell
+                log.debug("trackmux: could not tell the sink this worker left", exc_info=True)
         self._stop.set()
         self._wake.set()
         if threading.current_thread() is not self._thread:

@@ -277,6 +277,11 @@ class RayTransport:
             raise SinkSlow("the run's sink has not told this worker's node plan yet") from exc
         return NodePlan(str(info["run_id"]), node_id, name, float(interval))
 
+    def leave(self) -> None:
+        """Tell the sink this handle is closed (not awaited: it follows the last push,
+        calls from one caller run in order)."""
+        self._actor.leave.remote(self._worker)
+
     def push(self, batch: int, events: list[Event], dropped: int, flushed_at: float,
              inputs: list[Any] | None = None) -> str:
         """Send a batch, or, when batch ``batch`` is the one whose answer did not come,

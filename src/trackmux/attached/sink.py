@@ -12,6 +12,8 @@ is acknowledged the same way (``drain(acked)`` keeps batches until acknowledged)
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ class _Worker:
     inputs: list[Any] | None = None  # its bad-input drops, when they changed since drain
     #: its latest gaps between pushes: how late it may be heard from on this machine
     gaps: deque[float] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    left: bool = False  # its handle was closed: nothing more will come from it
 
 
 class SinkCore:
@@ -61,6 +64,7 @@ class SinkCore:
         self._next_id = 0
         self._workers: dict[str, _Worker] = {}
         self._closed = False
+        self._host = socket.gethostname()
         self.received = 0
         self.rejected_full = 0
         #: the finding the driver's run stopped for (issue 45): then each push that is
@@ -131,19 +135,39 @@ class SinkCore:
             self._workers[name].inputs = None
         return out, sum(w.dropped for w in self._workers.values()), inputs
 
+    def leave(self, worker: str) -> None:
+        """The worker's handle was closed (after its last push): not waited for."""
+        self._workers.setdefault(worker, _Worker()).left = True
+
     def waiting_for(self, since: float) -> list[str]:
         """Live workers that have not flushed past ``since``.
 
-        Live: heard from within two flush periods, or within ``SILENCE_FACTOR`` times its
-        own longest recent gap between pushes. A worker pushes every flush period, but on
-        a busy node its pushes come seconds apart; a fixed window would then take a live
-        worker for a killed one and its last events would miss the run. A killed worker
-        falls silent for longer than it ever paused, and is not waited for."""
+        Live: a worker on this host whose process exists (workers are named
+        ``host:pid:tag``), unless its handle was closed; elsewhere, one heard from within
+        two flush periods, or within ``SILENCE_FACTOR`` times its own longest recent gap
+        between pushes. A worker pushes every flush period, but on a busy node its pushes
+        come seconds apart; a fixed window took a live worker for a killed one and its
+        last events missed the run. A killed worker's process is gone, or it falls
+        silent for longer than it ever paused."""
         now = time.time()
         base = 2 * self.flush_interval + 0.5
-        return [name for name, w in self._workers.items()
-                if w.flushed_at < since
-                and now - w.seen <= max(base, SILENCE_FACTOR * max(w.gaps, default=0.0))]
+        waiting = []
+        for name, w in self._workers.items():
+            if w.left or w.flushed_at >= since:
+                continue
+            pid = self._local_pid(name)
+            if pid is not None:
+                live = _process_alive(pid)
+            else:
+                live = now - w.seen <= max(base, SILENCE_FACTOR * max(w.gaps, default=0.0))
+            if live:
+                waiting.append(name)
+        return waiting
+
+    def _local_pid(self, worker: str) -> int | None:
+        host, _, rest = worker.partition(":")
+        pid = rest.partition(":")[0]
+        return int(pid) if host == self._host and pid.isdigit() else None
 
     def close(self) -> None:
         """Refuse further batches (workers then stop sending, with one warning)."""
@@ -153,3 +177,21 @@ class SinkCore:
         return {"workers": len(self._workers), "received": self.received,
                 "queued": self._queued_events, "rejected_full": self.rejected_full,
                 "dropped": sum(w.dropped for w in self._workers.values())}
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host (a zombie, killed and not yet reaped,
+    does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True

@@ -42,6 +42,7 @@ KEPT = ("learning_rate = 0.25", "max_new_tokens: 512")
 
 _SCRIPT_HEAD = '''import json, os, sys
 import trackmux
+import trackmux.provenance.record
 
 learning_rate = 0.1
 '''
@@ -51,6 +52,9 @@ run = trackmux.init(project="sec", backends=backends, dir=os.environ["SECRET_TES
                     provenance=True, save_code=True, config={"lr": learning_rate})
 for step in range(3):
     run.log({"loss": 1.0 / (step + 1)}, step=step)
+# the probe's answer first: finish() gives it at most 5 s, which a loaded machine exceeds
+# (then its sections are "incomplete" and the searched diff never arrives)
+trackmux.provenance.record.wait_recorded(run, 600)
 summary = run.finish(timeout=240)
 print("RUN", run.dir, summary.complete)
 '''
