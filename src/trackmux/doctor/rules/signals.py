@@ -341,7 +341,7 @@ class FrozenStart(Detector):
         return "open"
 
     def _judge(self, final: int = 0) -> Sequence[Finding]:
-        tags = set(self.first) | self.moved
+        tags = [*self.first, *(t for t in self.moved if t not in self.first)]
         grads = [t for t in tags if t.startswith("grad\0")]
         if final:  # the run ended: what is still open and has enough points is frozen
             def frozen(t: str) -> bool:
@@ -372,7 +372,6 @@ class FrozenStart(Detector):
         self.done = True
         if not hit:
             return ()
-        hit.sort()
         keys = [t.split("\0", 1)[1] for t in hit]
         points = self.first[hit[0]]
         first_step, last_step = points[0][0], points[-1][0]
