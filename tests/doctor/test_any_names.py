@@ -55,6 +55,29 @@ def test_mean_before_min_and_max_train_before_val_total_before_component() -> No
     assert keyset.by_signal["kl"] == ["kl"]
 
 
+def test_a_validation_length_is_the_response_length_where_no_training_key_names_it() -> None:
+    """A loop that measures its answers' length only on its validation split (CS336's
+    ``val_response_length``, every 10 steps) has its response length there: the policy's
+    own answers. A training length wins; a validation prompt length or spread feeds
+    nothing; the coverage names the key that fed the signal."""
+    from trackmux.core.events import MetricsEvent
+    from trackmux.doctor.config import resolve
+    from trackmux.doctor.engine import Doctor
+
+    keyset = Signals().resolve({"train_reward": 0.1, "val_response_length": 98.0})
+    assert keyset.by_signal["response_length"] == ["val_response_length"]
+    both = Signals().resolve({"val_response_length": 98.0, "response_len_mean": 120.0})
+    assert both.by_signal["response_length"] == ["response_len_mean"]
+    assert Signals().resolve({"val/prompt_length": 9.0, "val/response_length_std": 4.0,
+                              "val_len": 3.0}).by_signal == {}
+    doctor = Doctor(resolve(True))
+    for step in range(3):
+        doctor.feed(MetricsEvent({"train_reward": 0.1 * step, "val_response_length": 98.0},
+                                 step, float(step)))
+    assert doctor.coverage()["signals"]["response_length"] == [
+        {"key": "val_response_length", "from": "words"}]
+
+
 def test_common_loop_libraries_names_are_read_as_they_mean() -> None:
     """trlx logs PPO's value targets as returns/mean beside reward/mean; cleanRL and SB3
     log an environment episode's return and length (not a response length)."""

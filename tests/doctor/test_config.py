@@ -16,7 +16,7 @@ def test_forms() -> None:
     every = resolve(True)
     assert set(every) == {"nonfinite", "reward_collapse", "reward_frozen", "kl_blowup",
                           "entropy_collapse", "entropy_explosion", "grad_explosion",
-                          "length_blowup", "loss_blowup",
+                          "length_blowup", "length_collapse", "loss_blowup",
                           "degenerate_text", "stall",
                           "val_regression", "flat_groups", "component_divergence",
                           "mismatch", "frozen_start", "clip_fraction", "zero_std_groups",

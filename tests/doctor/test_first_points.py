@@ -3,6 +3,8 @@ numbers stays critical; runs of one or two points are judged by the first-point 
 
 from __future__ import annotations
 
+import math
+
 from synthetic import healthy, metrics, run_doctor, serious
 
 from trackmux.core.events import MetricsEvent
@@ -73,3 +75,64 @@ def test_one_point_is_not_conclusive_with_groups_that_carry_signal() -> None:
         doctor.feed(MetricsEvent({"reward": 0.4, "frac_reward_zero_std": flat,
                                   "grad_norm": grad}, 1, 1.0))
         assert [f for f in doctor.tick(10.0, False) if f.rule == "frozen_start"] == []
+
+
+def grpo_start(flat: int, steps: int, seed: int = 0) -> list[MetricsEvent]:
+    """A GRPO loop whose first ``flat`` rollouts all score 0 (every group flat: every
+    advantage, the loss and the gradient exactly 0), then learns (a sparse task the policy
+    needs a few steps to solve); ``flat >= steps``: it never does."""
+    import random
+
+    rng = random.Random(seed)
+    events = []
+    for step in range(steps):
+        if step < flat:
+            data = {"train_reward": 0.0, "grad_norm": 0.0, "loss": 0.0}
+        else:
+            reward = 0.5 * (1 - 0.99 * math.exp(-(step - flat) / 30)) + abs(rng.gauss(0, 0.02))
+            data = {"train_reward": reward, "grad_norm": 0.4 + abs(rng.gauss(0, 0.1)),
+                    "loss": rng.gauss(0, 0.01)}
+        data["token_entropy"] = 1.0 + rng.gauss(0, 0.05)
+        events.append(MetricsEvent(data, step, float(step)))
+    return events
+
+
+def test_a_flat_frozen_start_that_then_learns_is_healthy() -> None:
+    """CS336's GRPO seed 0: every rollout scores 0 on steps 0-16, so the gradient is exactly
+    0 there ("it may take a few steps before we sample rollouts with non-zero rewards"),
+    then it learns: neither frozen_start nor reward_frozen."""
+    for flat in (5, 17, 40):
+        found = run_doctor(grpo_start(flat, 200))
+        assert [f for f in found if f.rule in ("frozen_start", "reward_frozen")] == [], (
+            flat, [f.message for f in found])
+
+
+def test_a_flat_frozen_start_that_lasts_is_found_live_and_at_the_run_end() -> None:
+    """The same start that never ends: raised live once it has lasted ``patience`` (50)
+    points, dated at the run's first step, with reward_frozen (held as long, told in the
+    same event); a run that ended on it sooner is raised at its end, however short."""
+    doctor = Doctor(resolve(True))
+    raised = [(e.step, f) for e in grpo_start(80, 80) for f in doctor.feed(e)
+              if f.rule in ("frozen_start", "reward_frozen")]
+    assert [(at, f.rule, f.step, f.severity) for at, f in raised] == [
+        (49, "frozen_start", 0, "critical")]
+    message = raised[0][1].message
+    assert "every GRPO group flat" in message and "first 50 points" in message
+    assert "train_reward stopped moving" in message
+    doctor = Doctor(resolve(True))
+    assert [f for e in grpo_start(20, 20) for f in doctor.feed(e)] == []
+    [ended] = doctor.tick(100.0, False)
+    assert (ended.rule, ended.step) == ("frozen_start", 0)
+    assert "every one of the 20 points" in ended.message and "stopped moving" in ended.message
+
+
+def test_a_zero_gradient_while_the_reward_varies_is_frozen_at_five_points() -> None:
+    """Groups that carry a signal and no gradient is a broken setup: points where every
+    group was flat do not count toward the five, the others do, wherever they are."""
+    events = grpo_start(3, 3) + [MetricsEvent({"train_reward": 0.3 + 0.01 * i,
+                                               "grad_norm": 0.0, "loss": 0.0}, 3 + i,
+                                              float(3 + i)) for i in range(40)]
+    doctor = Doctor(resolve(True))
+    raised = [(e.step, f) for e in events for f in doctor.feed(e) if f.rule == "frozen_start"]
+    assert [(at, f.step) for at, f in raised] == [(7, 0)]
+    assert "(3 of them with every GRPO group flat)" in raised[0][1].message

@@ -43,6 +43,24 @@ def test_a_reward_of_exactly_zero_is_frozen_too() -> None:
     assert finding.step == 1 and "not moving at all" in finding.message
 
 
+def test_a_reward_at_zero_from_the_first_point_is_held_until_it_lasts_or_the_run_ends(
+        ) -> None:
+    """A reward that never moved from its first point has not stopped: every rollout of a
+    sparse task fails until one succeeds (CS336's GRPO seed 0: 0 on steps 0-16, then
+    learning). Held for ``flat_start`` (50) points: silent if it then moves, raised live
+    once it lasts (dated at its first window), raised at the end of a run that ends on it."""
+    from trackmux.doctor.engine import Doctor
+
+    learns = [0.0] * 17 + noisy([0.02 + 0.004 * i for i in range(83)], 0.01, 8)
+    events = [MetricsEvent({"reward/mean": v}, i, float(i)) for i, v in enumerate(learns)]
+    assert frozen(events) == []
+    doctor = Doctor(resolve(True))
+    raised = [(i, f.step) for i in range(80) for f in doctor.feed(
+        MetricsEvent({"reward/mean": 0.0}, i, float(i))) if f.rule == "reward_frozen"]
+    assert raised == [(49, 1)]
+    assert resolve(True)["reward_frozen"]["flat_start"] == 50
+
+
 def test_sparse_logs_are_judged_on_points() -> None:
     """One point every 25 steps: ten points that stand still span 225 steps."""
     events = [MetricsEvent({"reward/mean": 0.5 + 0.0005 * (i % 3)}, 25 * i, float(i))

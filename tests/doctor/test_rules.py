@@ -110,9 +110,10 @@ def test_length_blowup_runaway_collapse_and_clip() -> None:
     run["response_length/mean"] = base + [1500 + i for i in range(100)]
     assert any(f.rule == "length_blowup" and "ran away" in f.message
                for f in run_doctor(metrics(run)))
-    run["response_length/mean"] = base + [40.0] * 100
-    assert any(f.rule == "length_blowup" and "collapsed" in f.message
-               for f in run_doctor(metrics(run)))
+    run["response_length/mean"] = base + [40.0] * 100  # a collapse: length_collapse's
+    found = run_doctor(metrics(run))
+    assert any(f.rule == "length_collapse" and "collapsed" in f.message for f in found)
+    assert not [f for f in found if f.rule == "length_blowup"]
     run = healthy(200, 7)
     run["response_length/clip_ratio"] = run["response_length/clip_ratio"][:100] + [0.6] * 100
     found = [f for f in run_doctor(metrics(run)) if f.rule == "length_blowup"]

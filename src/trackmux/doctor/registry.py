@@ -26,6 +26,7 @@ class RuleSpec:
 
 def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.entropy import EntropyExplosion
+    from trackmux.doctor.rules.length_collapse import BUILTIN as LENGTH_COLLAPSE
     from trackmux.doctor.rules.loss import LossBlowup
     from trackmux.doctor.rules.metrics import BUILTIN
     from trackmux.doctor.rules.overoptimization import BUILTIN as OVEROPTIMIZATION
@@ -36,7 +37,8 @@ def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.trajectories import BUILTIN as TRAJECTORIES
 
     specs = []
-    builtin: tuple[type[Detector], ...] = (*BUILTIN, EntropyExplosion, LossBlowup, *SIGNALS,
+    builtin: tuple[type[Detector], ...] = (*BUILTIN, *LENGTH_COLLAPSE, EntropyExplosion,
+                                            LossBlowup, *SIGNALS,
                                             *OVEROPTIMIZATION,
                                             DegenerateText, *REWARDS, Stall, *TRAJECTORIES)
     for cls in builtin:

@@ -13,7 +13,10 @@ keys could feed one signal the one with the best :func:`classify` rank wins, run
 
 - a mean (``mean``, ``avg``) before a key with no statistic, before a median, a sum, then
   a min or max; a spread (``std``, ``var``) is never the signal;
-- a training key before a validation one (validation keys feed only ``val_reward``);
+- a training key before a validation one (validation keys feed only ``val_reward`` and,
+  where no training key names the response length, ``response_length``: a validation
+  split's answers are the policy's answers, and a loop that measures their length only
+  there, as Stanford CS336's GRPO loops do, logs no other);
 - a total before a component: ``reward/format`` and ``format_reward`` are components
   (a word besides the reward's own in its path segment or after it), ``train/reward`` and
   ``my/return`` are totals (words in earlier segments are namespaces; ``rollout`` says
@@ -122,9 +125,12 @@ def classify(key: str) -> tuple[str, tuple[int, int]] | None:
         return None
     stats = [c for c in concepts if c in STAT_RANK]
     stat = STAT_RANK[stats[-1]] if stats else STAT_RANK[None]
-    if "val" in has:  # a held-out curve feeds val_reward, never a training signal
+    if "val" in has:  # a held-out reward feeds val_reward, never a training signal
         if has & {"reward", "acc"} and not has & {"std", "spread", "value", "loss"}:
             return "val_reward", (0, 0 if stat <= 2 else 1)
+        if "length" in has and "response" in has and not has & {
+                "std", "spread", "prompt", "episode", "reward", "acc"} and "total" not in words:
+            return "response_length", (2, stat)  # the policy's own answers all the same
         return None
     if ("zero" in has and "std" in has) or ("flat" in has and "group" in words + [
             w.rstrip("s") for w in words]):

@@ -47,28 +47,6 @@ TARGET_LONG_FAILURES = 8
 # Cases the doctor of today does not get right, each with the rule gap that explains it.
 # A case listed here that the doctor gets right is reported as XPASS: take it off the list.
 KNOWN_GAPS: dict[str, str] = {
-    "cs336-xiaofei-grpo-standard-seed2-short-answer-collapse": (
-        "the short-answer collapse is not seen: the doctor reads train_reward as the reward, "
-        "train_format_reward as a component, val_answer_reward and val_format_reward as "
-        "validation, token_entropy, grad_norm and loss (by their words), but not "
-        "val_response_length as the response length (a signal name not recognised), and no "
-        "rule looks for responses shrinking (97 -> 13 tokens here; the length rules look for "
-        "growth); reward_hacking runs but wants the other line falling, and here the answer "
-        "reward stays low (0.02-0.1) and even creeps up while the format component rises "
-        "0.45 -> 0.97. The one finding, frozen_start@0 (grad_norm exactly 0 on steps 0-4, "
-        "every group of the first rollouts scoring 0), is 40 steps before the onset, outside "
-        "the tolerance (30), and fires on the healthy seed 0 of the same loop too"),
-    "cs336-xiaofei-grpo-standard-seed0-healthy": (
-        "frozen_start@0 (critical: grad_norm exactly 0 on steps 0-4) and reward_frozen@1 "
-        "(warning: train_reward 0 on steps 0-16) on a run its author calls successful "
-        "(validation 0.001 -> 0.479): the loop's first rollouts all score 0, so every "
-        "advantage is 0 and no parameter moves, which the assignment calls normal ('it is "
-        "normal for the reward to start close to zero, and depending on the random seed it "
-        "may take a few steps before we sample rollouts with non-zero rewards'); the doctor "
-        "cannot tell this start from a run that never learns, and the same frozen_start@0 "
-        "is what counts the two lr 3e-5 failures of this loop as found (their onsets, 20 "
-        "and 30, lie within the 30-step tolerance of step 0). Exempting a run's start "
-        "would be fitting this loop"),
     "grpodual-handwritten-entropy-collapse": (
         "entropy_collapse looks for a fall from the run's own entropy level and the "
         "first-point checks have no entropy floor: a hand-written loop whose fairness entropy "

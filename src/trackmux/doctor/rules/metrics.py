@@ -313,7 +313,13 @@ class RewardFrozen(SeriesRule):
     with that history its step-to-step moves must also have shrunk to ``shrink`` of the
     curve's own (stats.Noise, read before the window): a slowly wandering reward (strong
     serial correlation) spans little in a window without standing still. Dated from the
-    first step of the first window that stood still."""
+    first step of the first window that stood still.
+
+    A reward that has not moved from its first value since the run's first point has
+    not stopped: it never started (every rollout of a sparse task failing, "it may take a
+    few steps before we sample rollouts with non-zero rewards", Stanford CS336's GRPO
+    assignment). Its finding is held until that start has lasted ``flat_start`` points,
+    or the run ends on it, and dropped if the reward moves first."""
 
     rule = "reward_frozen"
     noise_points = 160
@@ -333,6 +339,9 @@ class RewardFrozen(SeriesRule):
         "still": Param(0.05, "fraction", "a move this share of the curve's usual move "
                        "(stats.Noise) is standing still"),
         "persist": Param(3, "count", "windows in a row"),
+        "flat_start": Param(50, "count", "points a reward may stay at its first value from "
+                            "the run's first point before it is raised while the run goes "
+                            "on (at the run's end it is raised all the same)"),
         "severity": Param("warning", "severity"),
     }
 
@@ -340,12 +349,50 @@ class RewardFrozen(SeriesRule):
         super().__init__(params)
         #: per key: (last step, range) of the windows judged, the last 100
         self.ranges: dict[str, deque[tuple[int, float]]] = {}
+        #: per key: (its first value, points at that value since the run's first; -1 once
+        #: it moved) and the finding held while the reward has not moved since its start
+        self.start: dict[str, tuple[float, int]] = {}
+        self.held: dict[str, Finding] = {}
+
+    def _unmoved(self, key: str, value: float) -> bool:
+        """Whether ``key`` has stayed at its first value since the run's first point."""
+        first, count = self.start.get(key, (value, 0))
+        if count >= 0:
+            count = count + 1 if value == first else -1
+            self.start[key] = (first, count)
+        return count > 0
+
+    def _release(self, key: str, found: Finding | None, unmoved: bool) -> Finding | None:
+        """``found`` (or the finding held for ``key``) once a reward that never moved has
+        lasted ``flat_start`` points; held until then, dropped if the reward moves."""
+        if not unmoved:
+            if self.held.pop(key, None) is not None:
+                self.latches.pop((key, ""), None)  # a later freeze is a new episode
+            return found
+        if found is not None:
+            self.held[key] = found
+        if self.start[key][1] >= self.params["flat_start"] and key in self.held:
+            return self.held.pop(key)
+        return None
+
+    def tick(self, now: float, alive: bool) -> Sequence[Finding]:
+        """The run ended on a reward that never moved from its start: told now."""
+        if alive or not self.held:
+            return ()
+        out, self.held = list(self.held.values()), {}
+        for found in out:
+            found.time = found.time or now
+        return out
 
     def size(self) -> int:  # the first window's first point is still here when it fires
         return (max(int(self.params["window"]), int(self.params["min_points"]))
                 + int(self.params["persist"]) + 1)
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
+        unmoved = self._unmoved(key, s.values[-1])
+        return self._release(key, self._check(key, s, step), unmoved)
+
+    def _check(self, key: str, s: Series, step: int) -> Finding | None:
         n = s.points(int(self.params["window"]), int(self.params["min_points"]))
         if len(s.values) < n:
             return None
@@ -818,10 +865,10 @@ class GradExplosion(RewardFollower):
 
 
 class LengthBlowup(SeriesRule):
-    """Response length runs away (``grow`` times its level) or collapses (below ``shrink``
-    of it), or the truncated share (``clip_keys``) climbs past ``clip_bound`` and
-    ``clip_rise`` above its level. The level is anchored: the lowest (for a rise) or
-    highest (for a fall) rolling median of the last ``lookback`` checks and ``within``
+    """Response length runs away (``grow`` times its level), or the truncated share
+    (``clip_keys``) climbs past ``clip_bound`` and ``clip_rise`` above its level (a length
+    that collapses is ``length_collapse``'s: rules/length_collapse.py). The level is
+    anchored: the lowest rolling median of the last ``lookback`` checks and ``within``
     steps, so a length that creeps up over hundreds of steps is measured from where it
     started, not from the drift's own last stretch. A truncation rise while the reward
     stays flat is said so (the policy spends its budget without gaining).
@@ -851,7 +898,6 @@ class LengthBlowup(SeriesRule):
                         "(DeepSeek-R1-Zero, DAPO: up to 1.3-2x per 1,000 steps), not a "
                         "runaway"),
         "grow": Param(2.5, "positive"),
-        "shrink": Param(0.3, "fraction"),
         "sigmas": Param(4.0, "positive"),
         "clip_bound": Param(0.2, "fraction"),
         "clip_rise": Param(0.1, "fraction"),
@@ -875,7 +921,7 @@ class LengthBlowup(SeriesRule):
         self.rose_before: set[tuple[str, str]] = set()
         self.clip = KeyMatcher(self.params["clip_keys"])
         self.reward = KeyMatcher(self.params["reward_keys"])
-        self.levels: dict[str, tuple[SlidingBest, SlidingBest]] = {}  # lowest, highest
+        self.levels: dict[str, SlidingBest] = {}  # the lowest rolling level
         self.rewards: dict[str, Series] = {}
         self._clip_now: frozenset[str] = frozenset()
 
@@ -925,7 +971,7 @@ class LengthBlowup(SeriesRule):
         recent_n, _, _ = windows(s, self.params)
         recent = median(s.tail(recent_n))
         clip = key in self._clip_now
-        low = self.levels[key][0].best()[0]
+        low = self.levels[key].best()[0]
         rose = recent - low >= self.params["clip_rise"] if clip else \
             low > 0 and recent >= self.params["grow"] * low
         cap = None if clip else self.cap()
@@ -966,19 +1012,14 @@ class LengthBlowup(SeriesRule):
         steps = list(s.steps)
         levels = self.levels.get(key)
         if levels is None:
-            lookback = self.params["lookback"]
-            levels = self.levels[key] = (SlidingBest(lookback, lowest=True),
-                                         SlidingBest(lookback))
-        level_now = (median(before), steps[-recent_n - window_n], steps[-recent_n - 1])
-        levels[0].add(level_now)
-        levels[1].add(level_now)
+            levels = self.levels[key] = SlidingBest(self.params["lookback"], lowest=True)
+        levels.add((median(before), steps[-recent_n - window_n], steps[-recent_n - 1]))
         cutoff = step - self.params["within"]  # a level from further back is forgotten
-        levels[0].forget(lambda item: item[1] < cutoff)
-        levels[1].forget(lambda item: item[1] < cutoff)
+        levels.forget(lambda item: item[1] < cutoff)
         recent = median(s.tail(recent_n))
         noise = self.params["sigmas"] * robust_sigma(before)
         if key in self._clip_now:
-            level, first, last = levels[0].best()
+            level, first, last = levels.best()
             bad = (recent >= self.params["clip_bound"]
                    and recent - level >= self.params["clip_rise"])
             latch = self.latch(key, "clip")
@@ -998,50 +1039,23 @@ class LengthBlowup(SeriesRule):
                                      f"{self._reward_flat(first)}", evidence=[proof])
                 return found.grows(1, level, self.params["pinned_clip"])
             return None
-        low, low_first, low_last = levels[0].best()
-        high, high_first, high_last = levels[1].best()
-        grow = low > 0 and recent >= self.params["grow"] * low and recent - low >= noise
-        shrink = high > 0 and recent <= self.params["shrink"] * high and \
-            high - recent >= noise
-        level, first, last = (low, low_first, low_last) if grow else (high, high_first,
-                                                                     high_last)
-        latch = self.latch(key, "grow" if grow else "shrink")
-        other = self.latch(key, "shrink" if grow else "grow")
-        other.check(False, step)
-        line = self.params["grow"] * low if grow else self.params["shrink"] * high
-        onset_step = first_past(s, recent_n, (lambda v: v >= line) if grow
-                                else (lambda v: v <= line))
-        strong = (grow and recent - low >= STRONG * noise) or \
-            (shrink and high - recent >= STRONG * noise)
-        far = self.params["sigmas"]
-        if not strong and low > 0 and self.sudden(
-                key, s, low, max(self.params["grow"] * low, low + noise), 1, far):
-            # the last points far above: told now (stats.sudden)
-            grow = strong = True
-            shrink = False
-        elif not strong and high > 0 and self.sudden(
-                key, s, high, min(self.params["shrink"] * high, high - noise), -1, far):
-            shrink = strong = True
-        if grow or shrink:  # (the latch of the way it moves)
-            level, first, last = (low, low_first, low_last) if grow else (high, high_first,
-                                                                         high_last)
-            latch = self.latch(key, "grow" if grow else "shrink")
-            line = self.params["grow"] * low if grow else self.params["shrink"] * high
-            onset_step = first_past(s, recent_n, (lambda v: v >= line) if grow
-                                    else (lambda v: v <= line))
-        if latch.check(grow or shrink, onset_step, strong):
-            what = "ran away to" if grow else "collapsed to"
+        level, first, last = levels.best()
+        line = self.params["grow"] * level
+        grow = level > 0 and recent >= line and recent - level >= noise
+        strong = grow and recent - level >= STRONG * noise
+        if not strong and level > 0 and self.sudden(
+                key, s, level, max(line, level + noise), 1, self.params["sigmas"]):
+            grow = strong = True  # the last points far above: told now (stats.sudden)
+        if self.latch(key, "grow").check(grow, first_past(s, recent_n, lambda v: v >= line),
+                                         strong):
             half = ONSET * line + (1 - ONSET) * level
-            onset = since(s, (lambda v: v >= half) if grow else (lambda v: v <= half),
-                          latch.onset)
+            onset = since(s, lambda v: v >= half, self.latch(key, "grow").onset)
             where, proof = at(s, key, onset)
-            found = self.finding(onset, [key], f"{key} {what} a recent median of "
+            found = self.finding(onset, [key], f"{key} ran away to a recent median of "
                                  f"{fmt(recent)}, {ratio(recent, level):.1f}x its level of "
                                  f"{fmt(level)} ({span([first, last])}), moving since "
                                  f"{where}", evidence=[proof])
             cap = self.cap()
-            if not grow:
-                return found.grows(-1, level)
             # the reward over the climb; from the length's level too where that level is
             # right before the climb (an anchored level hundreds of steps back would credit
             # a run's ordinary learning since then to the length)

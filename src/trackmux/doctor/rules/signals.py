@@ -238,9 +238,16 @@ class FrozenStart(Detector):
     """The gradient norm is exactly 0 for the run's first ``points`` points (nothing
     learns: frozen parameters, a detached loss, every advantage zero), or, where no
     gradient norm is logged, the KL and the loss both are: a broken setup, from step 1.
-    A run that ended sooner is judged on the points it has: ``end_points`` of them, or a
-    single one where every GRPO group was also flat (its zero-std share 1: every
-    advantage zero), which is conclusive on its own."""
+
+    A zero gradient at a point where every GRPO group was flat (its zero-std share 1, or
+    the mean reward exactly 0: every rollout failed) is explained, not broken: the
+    advantages are all zero, as they are at the start of a sparse task the policy cannot
+    yet solve ("it may take a few steps before we sample rollouts with non-zero rewards",
+    Stanford CS336's GRPO assignment). Such points are not counted toward ``points``; a
+    start that stays flat and frozen is raised once it has lasted ``patience`` points, or
+    when the run ends (a run that never learned is one, however short: ``end_points``
+    points, or a single one where every group was flat, which is conclusive on its own).
+    A start that is flat and frozen and then learns raises nothing."""
 
     rule = "frozen_start"
     kinds = frozenset({"metrics"})
@@ -250,7 +257,12 @@ class FrozenStart(Detector):
         "loss_keys": Param(["@loss"], "patterns"),
         "flat_keys": Param(["@zero_std_frac"], "patterns", "share of GRPO groups with "
                                                            "zero reward spread"),
-        "points": Param(5, "count", "first points that must all be exactly 0"),
+        "reward_keys": Param(["@reward"], "patterns", "the mean reward: exactly 0 means "
+                                                      "every rollout failed"),
+        "points": Param(5, "count", "first points that must all be exactly 0 (points where "
+                                    "every group was flat not counted)"),
+        "patience": Param(50, "count", "points a flat, frozen start may last before it is "
+                                       "raised while the run goes on"),
         "end_points": Param(2, "count", "a run that ended sooner: the points it needs"),
         "severity": Param("critical", "severity"),
     }
@@ -258,69 +270,128 @@ class FrozenStart(Detector):
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.matchers = {name: KeyMatcher(self.params[f"{name}_keys"])
-                         for name in ("grad", "kl", "loss", "flat")}
+                         for name in ("grad", "kl", "loss", "flat", "reward")}
+        #: per "kind\0key": its first points (step, value), while they are all 0
         self.first: dict[str, list[tuple[int, float]]] = {}
+        #: kind\0key of the keys that moved off 0 (or were not 0 at their first point)
+        self.moved: set[str] = set()
+        #: the steps at which every group was flat (a zero gradient there is explained)
+        self.flat_steps: set[int] = set()
+        self.steps_seen = 0
+        self.every_point_flat = True
         self.done = False
-        self.events = 0
         self.time = 0.0
 
     def update(self, event: Event) -> Sequence[Finding]:
         if self.done or not isinstance(event, MetricsEvent):
             return ()
-        n = self.params["points"]
-        self.events += 1
-        if self.events > 10 * n:
+        data = event.data
+        flat = self._flat(data)
+        if flat:
+            self.flat_steps.add(event.step)
+        self.steps_seen += 1
+        if self.steps_seen > 10 * self.params["patience"]:
             self.done = True  # the run's first points are long past: nothing to judge
             return ()
-        for name, matcher in self.matchers.items():
-            for key in self.keys_for(matcher, event.data):
-                value = finite(event.data[key])
-                points = self.first.setdefault(f"{name}\0{key}", [])
-                if value is not None and len(points) < n:
+        for name in ("grad", "kl", "loss"):
+            for key in self.keys_for(self.matchers[name], data):
+                value = finite(data[key])
+                tag = f"{name}\0{key}"
+                if value is None or tag in self.moved:
+                    continue
+                if value != 0:
+                    self.moved.add(tag)
+                    self.first.pop(tag, None)
+                    continue
+                points = self.first.setdefault(tag, [])
+                if len(points) < self.params["patience"]:
                     points.append((event.step, value))
+                    self.every_point_flat = self.every_point_flat and flat
                     self.time = event.time
-        return self._judge(n)
+        return self._judge()
+
+    def _flat(self, data: Mapping[str, Any]) -> bool:
+        """Every GRPO group flat at this point: its zero-std share 1 or more, or its mean
+        reward exactly 0 (every rollout failed)."""
+        for key in self.keys_for(self.matchers["flat"], data):
+            value = finite(data[key])
+            if value is not None and value >= 1.0:
+                return True
+        return any(finite(data[key]) == 0.0
+                   for key in self.keys_for(self.matchers["reward"], data))
 
     def tick(self, now: float, alive: bool) -> Sequence[Finding]:
-        """A run that ended before its ``points`` points is judged on the ones it has
-        (``end_points`` or more): a short run that never learned is still one."""
+        """A run that ended before its keys were judged is judged on the points it has
+        (``end_points`` or more; one where every group was flat): a short run that never
+        learned is still one."""
         if self.done or alive:
             return ()
-        flat = [p for k, p in self.first.items() if k.startswith("flat\0")]
-        every_group_flat = bool(flat) and all(v >= 1.0 for p in flat for _, v in p)
-        return self._judge(1 if every_group_flat else self.params["end_points"], final=True,
-                           flat=every_group_flat)
+        least = 1 if self.every_point_flat and self.flat_steps else self.params["end_points"]
+        return self._judge(final=least)
 
-    def _judge(self, n: int, final: bool = False, flat: bool = False) -> Sequence[Finding]:
-        zero = {k: p for k, p in self.first.items()
-                if len(p) >= n and all(v == 0 for _, v in p) and not k.startswith("flat\0")}
-        full = [k for k, p in self.first.items() if len(p) >= n]
-        grads = [k for k in self.first if k.startswith("grad\0")]
-        if grads and all(k in full for k in grads):
-            self.done = True
-            hit = [k for k in grads if k in zero]
-        elif not grads and full and any(k.startswith("kl\0") for k in zero) and \
-                any(k.startswith("loss\0") for k in zero):
-            self.done = True
-            hit = [k for k in zero if k.startswith(("kl\0", "loss\0"))]
+    def _state(self, tag: str) -> str:
+        """``moved``, ``frozen`` (its first ``points`` unexplained zeros, or ``patience``
+        zeros in all) or ``open`` (not yet known)."""
+        if tag in self.moved:
+            return "moved"
+        points = self.first.get(tag, [])
+        unexplained = sum(1 for step, _ in points if step not in self.flat_steps)
+        if unexplained >= self.params["points"] or len(points) >= self.params["patience"]:
+            return "frozen"
+        return "open"
+
+    def _judge(self, final: int = 0) -> Sequence[Finding]:
+        tags = [*self.first, *(t for t in self.moved if t not in self.first)]
+        grads = [t for t in tags if t.startswith("grad\0")]
+        if final:  # the run ended: what is still open and has enough points is frozen
+            def frozen(t: str) -> bool:
+                return self._state(t) == "frozen" or (
+                    self._state(t) == "open" and len(self.first.get(t, [])) >= final)
         else:
-            if final:
+            def frozen(t: str) -> bool:
+                return self._state(t) == "frozen"
+        if grads:
+            if not final and any(self._state(t) == "open" for t in grads):
+                return ()
+            hit = [t for t in grads if frozen(t)]
+        else:
+            kls = [t for t in tags if t.startswith("kl\0")]
+            losses = [t for t in tags if t.startswith("loss\0")]
+            if not kls or not losses:
+                if final:
+                    self.done = True
+                return ()
+            if any(self._state(t) == "moved" for t in kls + losses):
                 self.done = True
-            return ()
+                return ()
+            if not (any(frozen(t) for t in kls) and any(frozen(t) for t in losses)):
+                if final:
+                    self.done = True
+                return ()
+            hit = [t for t in kls + losses if frozen(t)]
+        self.done = True
         if not hit:
             return ()
-        keys = [k.split("\0", 1)[1] for k in hit]
-        points = zero[hit[0]]
+        keys = [t.split("\0", 1)[1] for t in hit]
+        points = self.first[hit[0]]
         first_step, last_step = points[0][0], points[-1][0]
-        which = f"the run's first {len(points)} points" if not final else \
-            f"every one of the {len(points)} point{'s' if len(points) > 1 else ''} the " \
-            f"run logged"
-        also = ", with every GRPO group flat (zero reward spread)" if flat else ""
+        flat = sum(1 for step, _ in points if step in self.flat_steps)
+        if final:
+            which = (f"every one of the {len(points)} point{'s' if len(points) > 1 else ''} "
+                     f"the run logged")
+        else:
+            which = f"the run's first {len(points)} points"
+        also = ""
+        if flat == len(points):
+            also = ", with every GRPO group flat (zero reward spread) at each of them"
+        elif flat:
+            also = f" ({flat} of them with every GRPO group flat)"
         return [self.finding(first_step, keys, (
             f"{', '.join(keys)} exactly 0 at {which} (steps {first_step}-{last_step}){also}: "
             f"nothing is learning. Check for frozen parameters, a loss detached from the "
-            f"graph, a zero learning rate, or every advantage zero"), time=self.time,
-            evidence=[(k.split("\0", 1)[1], st, v) for k in hit for st, v in zero[k]
+            f"graph, a zero learning rate, or every advantage zero (a task the policy "
+            f"cannot yet solve)"), time=self.time,
+            evidence=[(t.split("\0", 1)[1], st, v) for t in hit for st, v in self.first[t]
                       if st in (first_step, last_step)])]
 
 
