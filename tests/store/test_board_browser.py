@@ -125,9 +125,10 @@ def test_the_board_shows_goals_best_runs_curves_and_live_findings(
             assert met["cells"][2].startswith("0.9500 at step 19, ")  # value, step, time
             assert met["cells"][2].endswith("(1 of 2 runs meet it now)")  # live: NaN now
             assert met["cells"][3] == f"{IMG} ({_user()}@node-a)"
-            # the sparkline's y-axis: its range, and the target's value on the target line
+            # the sparkline's y-axis: round values covering 0 .. 0.95 (top first), and the
+            # target's value on the target line
             assert met["target"] == "0.9" and met["at"][0] == met["at"][1]
-            assert met["axis"] == ["0", "0.9"]  # 0.95 is too near the target to label
+            assert met["axis"] == ["0.6", "0.4", "0.2", "0", "0.9"]  # 1, 0.8: too near 0.9
             assert met["points"] == steps  # the best run's whole curve
             assert unmet["goal"] == "__proto__ <= 0.01" and unmet["met"] is False
             assert unmet["cells"][1] == "not met"

@@ -1,6 +1,7 @@
 // The goals board: per project, each goal judged on where runs are now (their latest
-// value), the run nearest the target and its curve (a y-axis with the curve's range and
-// the target's value, the target as a dashed line), and the findings of the project's
+// value), the run nearest the target and its curve (a y-axis labelled with round values
+// that cover the curve and the target, the target's value on its dashed line), and the
+// findings of the project's
 // live runs. Refreshes every 2 s. Text goes in through textContent only; the page runs
 // under the UI's CSP.
 (function () {
@@ -22,6 +23,24 @@
     return node;
   }
   function label(v) { return Number(v.toPrecision(3)).toString(); }
+  // Round values for a y-axis that covers [lo, hi]: a step of 1, 2 or 5 times a power of
+  // ten, the smallest that needs at most MAX_TICKS - 1 steps (raw ends such as 0.0113 and
+  // 0.587 read as noise; 0, 0.2, 0.4, 0.6 read at a glance).
+  var MAX_TICKS = 6;
+  function niceTicks(lo, hi) {
+    if (hi === lo) { var d = Math.abs(lo) || 1; lo -= d / 2; hi += d / 2; }
+    var power = Math.floor(Math.log10((hi - lo) / (MAX_TICKS - 1)));
+    for (;; power++) {
+      for (var m = 0; m < 3; m++) {
+        var step = [1, 2, 5][m] * Math.pow(10, power);
+        var first = Math.floor(lo / step + 1e-9), last = Math.ceil(hi / step - 1e-9);
+        if (last - first > MAX_TICKS - 1) continue;
+        var digits = Math.max(0, -power), ticks = [];
+        for (var k = first; k <= last; k++) ticks.push(Number((k * step).toFixed(digits)) || 0);
+        return ticks;
+      }
+    }
+  }
   function text(x, y, content, cls) {
     var node = svg("text", {x: x, y: y, "text-anchor": "end", "dominant-baseline": "middle",
                             "font-size": 9, fill: cls === "target" ? "#555" : "#888", "class": "axis " + cls});
@@ -34,17 +53,19 @@
     var c = goal.curve;
     if (!c || !c.steps.length) return box;
     var ys = c.values.filter(function (v) { return v !== null; }).concat([goal.target]);
-    var lo = Math.min.apply(null, ys), hi = Math.max.apply(null, ys);
-    if (hi === lo) { hi += 1; lo -= 1; }
+    var ticks = niceTicks(Math.min.apply(null, ys), Math.max.apply(null, ys));
+    var lo = ticks[0], hi = ticks[ticks.length - 1];
     var x0 = c.steps[0], x1 = c.steps[c.steps.length - 1] || 1;
     function X(s) { return left + (x1 === x0 ? 0 : (s - x0) / (x1 - x0)) * (w - left - pad); }
     function Y(v) { return h - pad - (v - lo) / (hi - lo) * (h - 2 * pad); }
-    // the y-axis: the range drawn, and the target's value where its line meets the axis
+    // the y-axis: its round values (top first), and the target's value where its line
+    // meets the axis (a tick label too near it is left out)
     box.appendChild(svg("line", {x1: left - 2, x2: left - 2, y1: pad, y2: h - pad,
                                  stroke: "#bbb", "class": "y-axis"}));
     var yt = Y(goal.target);
-    [[hi, "hi"], [lo, "lo"]].forEach(function (tick) {
-      if (Math.abs(Y(tick[0]) - yt) >= 10) box.appendChild(text(left - 5, Y(tick[0]), label(tick[0]), tick[1]));
+    ticks.slice().reverse().forEach(function (v) {
+      box.appendChild(svg("line", {x1: left - 4, x2: left - 2, y1: Y(v), y2: Y(v), stroke: "#bbb", "class": "tick"}));
+      if (Math.abs(Y(v) - yt) >= 10) box.appendChild(text(left - 5, Y(v), String(v), "tick"));
     });
     box.appendChild(text(left - 5, yt, label(goal.target), "target"));
     // a gap (NaN) starts a new segment; a point alone (an eval logged once, or between
