@@ -83,8 +83,13 @@ class RewardFollower(SeriesRule):
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.reward = KeyMatcher(self.params["reward_keys"])
-        self.rewards = Series(REWARD_POINTS)
+        self.rewards = Series(self.reward_points())
         self._step = 0
+
+    def reward_points(self) -> int:
+        """How many of the reward's last points are kept (a rule whose look-back is
+        longer keeps more)."""
+        return REWARD_POINTS
 
     def selected(self, data: Mapping[str, Any]) -> list[str]:
         keyset = self.signals.resolve(data)

@@ -486,7 +486,7 @@ def _rarely_still(noise: Noise, skip: int, within: float, moves: int) -> bool:
     return bool(math.factorial(moves) * share ** moves <= QUICK_CHANCE)
 
 
-class KlBlowup(SeriesRule):
+class KlBlowup(RewardFollower):
     """A KL rises ``ratio`` times above its level (the median of the ``window`` steps that
     end ``gap`` steps before the recent ones; at least ``floor``) and ``sigmas`` times its
     noise, and the median of its recent and gap steps is at least ``min_kl``; or past
@@ -546,29 +546,12 @@ class KlBlowup(SeriesRule):
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.ppo = KeyMatcher(self.params["ppo_keys"])
-        self.reward = KeyMatcher(self.params["reward_keys"])
-        self.rewards = Series(self.size())
-        self._step = 0
 
     def size(self) -> int:
         return super().size() + int(self.params["history"])
 
-    def selected(self, data: Mapping[str, Any]) -> list[str]:
-        keyset = self.signals.resolve(data)
-        memo = keyset.memo.get(id(self))
-        if memo is None:  # (the KL keys, the first reward key) of a key set
-            rewards = self.keys_for(self.reward, data)
-            memo = keyset.memo[id(self)] = (self.keys_for(self.match, data), rewards[:1])
-        for key in memo[1]:
-            value = finite(data[key])
-            if value is not None:
-                self.rewards.add(self._step, value)
-        chosen: list[str] = memo[0]
-        return chosen
-
-    def update(self, event: Event) -> Sequence[Finding]:
-        self._step = event.step
-        return super().update(event)
+    def reward_points(self) -> int:
+        return self.size()  # the reward over the KL's whole look-back, no more
 
     def _floor(self, key: str) -> float:
         return float(self.params["min_ppo_kl" if self.ppo(key) else "min_kl"])
