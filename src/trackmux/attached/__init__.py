@@ -77,7 +77,7 @@ def attach(run_id: str | None = None, role: str | None = None, *,
     key = (run_id, role, os.getpid())
     with _cache_lock:
         handle = _cache.get(key)
-        if handle is not None and handle.usable:
+        if handle is not None and handle.usable and _still_current(handle, run_id):
             return handle
         handle = _new_handle(run_id, role, float(flush_interval), max_buffered, strict)
         _cache[key] = handle
@@ -129,13 +129,25 @@ def _try_ray() -> object | None:
 
 
 def _local_run(run_id: str | None) -> Run | None:
+    """The unfinished run of this process with that id; without an id, the newest one
+    (a notebook or a sweep may start a run before it finished the last)."""
     from trackmux.core.lifecycle.run import _live_runs
 
     pid = os.getpid()
-    for run in list(_live_runs):
-        if run._pid == pid and not run._finished and run_id in (None, run.id):
-            return run
-    return None
+    runs = [run for run in list(_live_runs)
+            if run._pid == pid and not run._finished and run_id in (None, run.id)]
+    return max(runs, key=lambda run: run._born, default=None)
+
+
+def _still_current(handle: AttachedRun, run_id: str | None) -> bool:
+    """A cached in-process handle without a run id serves the newest run: once another
+    run started in this process, ``attach()`` gives a handle of that one."""
+    from trackmux.attached.host import LocalTransport
+
+    transport = handle._transport
+    if run_id is not None or not isinstance(transport, LocalTransport):
+        return True
+    return transport._run is _local_run(None)
 
 
 def serve(run: Run) -> RaySinkHost:

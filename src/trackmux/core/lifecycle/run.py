@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import itertools
 import logging
 import os
 import queue
@@ -172,6 +173,8 @@ def _resolve_watchers(values: Mapping[str, Any],
 
 
 _live_runs: weakref.WeakSet[Run] = weakref.WeakSet()
+#: the order runs started in (a WeakSet has none): attach() picks the newest live run
+_births = itertools.count()
 # Run names, projects and tags: long enough for any real name, short enough for backends
 # (each backend maps longer file names safely; see plugins/file.py).
 MAX_NAME_LENGTH = 1000
@@ -338,6 +341,7 @@ class Run:
         self.provenance = provenance
         self.save_code = save_code
         _warn_if_concurrent(self)
+        self._born = next(_births)
         _live_runs.add(self)
         signals.install(lambda: list(_live_runs))
         exit_status.install()
