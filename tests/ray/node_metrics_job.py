@@ -11,6 +11,7 @@ other takes over); the worker on ``b`` closes (nobody samples ``b`` any more).
 from __future__ import annotations
 
 import json
+import socket
 import statistics
 import sys
 import time
@@ -20,6 +21,7 @@ from ray.cluster_utils import Cluster
 
 import ray
 import trackmux
+from trackmux.attached.nodes import short_host
 from trackmux.core.events import MetricsEvent
 from trackmux.core.spool.reader import SpoolReader
 
@@ -68,12 +70,21 @@ def main(out_dir: str) -> dict[str, Any]:
         cluster.shutdown()
 
 
-def _until(check: Any, what: str, timeout: float = 120.0) -> None:
+def _until(check: Any, what: str, timeout: float = 600.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what} after {timeout} s")
         time.sleep(0.1)
+
+
+def _count(run_dir: Any, key: str) -> int:
+    reader = SpoolReader(run_dir)
+    try:
+        return sum(1 for e in reader.iter_events()
+                   if isinstance(e, MetricsEvent) and key in e.data)
+    finally:
+        reader.close()
 
 
 def job(out_dir: str) -> dict[str, Any]:
@@ -97,6 +108,10 @@ def job(out_dir: str) -> dict[str, Any]:
     # hand-over: kill the sampler of node a; the other worker there takes over
     victim = next(n for n in ("a1", "a2") if flags1[n])
     heir = "a2" if victim == "a1" else "a1"
+    # once its samples reached the run: taking the sampler is not yet having sent one (a
+    # loaded machine killed it before its first flush, and node a had no "before")
+    name_a = f"system/{short_host(socket.gethostname())}-{node_of[victim][:8]}/cpu/percent"
+    _until(lambda: _count(run.dir, name_a) > 0, "node a's samples in the run")
     killed_at = time.time()
     ray.kill(workers[victim], no_restart=True)
     ray.get(workers[heir].work.remote(3.0))

@@ -74,7 +74,7 @@ def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         [str(HERE / "fake_nvml"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     proc = subprocess.run([sys.executable, str(HERE / "node_metrics_job.py"), str(out)],
-                          capture_output=True, text=True, timeout=600, env=env)
+                          capture_output=True, text=True, timeout=1800, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-4000:]
     result: dict[str, Any] = json.loads(lines[-1][len("RESULT "):])
