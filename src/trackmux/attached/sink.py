@@ -12,7 +12,6 @@ is acknowledged the same way (``drain(acked)`` keeps batches until acknowledged)
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections import deque
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trackmux.attached.nodes import assign_name
+from trackmux.core.procs import process_alive
 
 #: Events the sink holds before it answers ``full`` (workers keep them and retry).
 DEFAULT_MAX_QUEUED = 200_000
@@ -157,7 +157,7 @@ class SinkCore:
                 continue
             pid = self._local_pid(name)
             if pid is not None:
-                live = _process_alive(pid)
+                live = process_alive(pid)
             else:
                 live = now - w.seen <= max(base, SILENCE_FACTOR * max(w.gaps, default=0.0))
             if live:
@@ -178,20 +178,3 @@ class SinkCore:
                 "queued": self._queued_events, "rejected_full": self.rejected_full,
                 "dropped": sum(w.dropped for w in self._workers.values())}
 
-
-def _process_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs on this host (a zombie, killed and not yet reaped,
-    does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True

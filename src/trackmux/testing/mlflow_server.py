@@ -41,6 +41,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from trackmux.core.procs import process_alive as _alive
+
 __all__ = ["MlflowServer", "MlflowServerError", "free_port"]
 
 START_TIMEOUT = 60.0
@@ -95,20 +97,6 @@ def _descendants(pid: int) -> set[int]:
                 found.add(child)
                 todo.append(child)
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is dead for our purposes
-        state = Path(f"/proc/{pid}/stat").read_text()
-        return state[state.rfind(")") + 2:].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _group_members(pgid: int) -> set[int]:

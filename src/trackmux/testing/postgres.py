@@ -40,6 +40,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
+from trackmux.core.procs import process_alive as _alive
+
 __all__ = ["PostgresError", "PrivatePostgres", "find_bindir", "postgres_available",
            "private_postgres"]
 
@@ -305,20 +307,6 @@ class PrivatePostgres:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.destroy()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of ours counts as gone
-    with contextlib.suppress(OSError):
-        if (Path("/proc") / str(pid) / "stat").read_text().split(") ")[-1].startswith("Z"):
-            return False
-    return True
 
 
 def _alive_pid(pid: int | None) -> bool:
