@@ -102,12 +102,23 @@ def test_the_live_doctor_says_not_judged_once(tmp_path: Path, delivery: str) -> 
     assert line["findings"] == [] and line["coverage"]["judged"] is False  # said once
 
 
-def test_a_judged_live_run_and_a_run_of_other_keys_add_no_event(tmp_path: Path) -> None:
+def test_a_judged_live_run_adds_a_note_and_a_run_of_other_keys_no_event(
+        tmp_path: Path) -> None:
+    """A judged run's coverage is said as a note (a text event,
+    tests/doctor/test_coverage_live.py), not as a finding: nothing that counts findings
+    counts it. A run of other keys (not taken for RL) is not told live."""
+    from trackmux.core.spool.reader import SpoolReader
     from trackmux.core.spool.runs import summarize
 
-    for name, rows in (("a", _judged(20)), ("b", [{"x": 1.0, "loss": 0.5}] * 20)):
+    for name, rows, notes in (("a", _judged(20), 1), ("b", [{"x": 1.0, "loss": 0.5}] * 20, 0)):
         run_dir = _spool(tmp_path / name, rows, doctor=True, delivery="thread")
-        assert summarize(run_dir).events == 20
+        assert summarize(run_dir).events == 20 + notes
+        reader = SpoolReader(run_dir)
+        try:
+            assert reader.events_of_kind("finding") == []
+            assert [e.key for e in reader.events_of_kind("text")] == ["doctor/coverage"] * notes
+        finally:
+            reader.close()
 
 
 def test_the_ui_findings_panel_and_both_reports_say_the_coverage(tmp_path: Path) -> None:

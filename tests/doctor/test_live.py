@@ -84,7 +84,11 @@ def test_findings_reach_console_file_webhook_and_the_trainer(
     assert [c["revision"] for c in called if c["rule"] == "kl_blowup"][:2] == [0, 1]
     assert threads and all(name != threading.main_thread().name for name in threads)
     out = capsys.readouterr().out
-    lines = [line for line in out.splitlines() if line.startswith("[trackmux doctor]")]
+    lines = [line for line in out.splitlines() if line.startswith("[trackmux doctor]")
+             and not line.startswith("[trackmux doctor] coverage @")]
+    # what it read is said too, as a note, not a finding (tests/doctor/test_coverage_live.py)
+    assert sum(line.startswith("[trackmux doctor] coverage @ step 4: judged: read reward "
+                               "and kl") for line in out.splitlines()) == 1
     first_kl, rose = called[1], called[2]  # the console prints an update when it rose
     assert (first_kl["severity"], rose["severity"]) == ("warning", "critical")
     assert lines == [

@@ -10,7 +10,10 @@ A coverage is a dict (``trackmux doctor --json`` prints it under ``"coverage"``)
      "declared_unseen": {signal: [declared key, ...]}}   # declared, never logged
 
 :func:`line` is its one-line text (the live doctor's summary, ``trackmux doctor``, the UI
-and the report).
+and the report). The live doctor says it on every run it takes for RL (:func:`said_live`),
+as a note where there is nothing to act on (:func:`live_note`): a text event of key
+:data:`NOTE_KEY`, not a finding, so no findings count, alert or store of
+findings counts it; the console prints it as ``[trackmux doctor] coverage @ step N: ...``.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trackmux.core.events import FindingEvent
+from trackmux.core.events import FindingEvent, TextEvent
 
 #: the live doctor's coverage finding (one info finding per run; docs/doctor.md)
 RULE = "coverage"
+#: the key of the live doctor's coverage note (a text event; the coverage finding's too)
+NOTE_KEY = f"doctor/{RULE}"
 #: a run is judged when the doctor read one of these
 JUDGING = ("reward", "kl")
 #: what a rule that reads no metric signal needs, by the event kinds it reads
@@ -105,7 +110,7 @@ def line(coverage: Mapping[str, Any]) -> str:
 
 
 #: signals any training loop logs: a run that logs only these is not taken for RL, and
-#: the live doctor does not call it "not judged"
+#: the live doctor does not call it "not judged" nor tell it its coverage
 GENERAL = frozenset({"loss", "grad_norm"})
 
 
@@ -113,12 +118,30 @@ def live_finding(coverage: Mapping[str, Any], step: int, time: float
                  ) -> FindingEvent | None:
     """The live doctor's ``info`` finding of the run's coverage, for a run it cannot judge
     although it logs RL signals it knows, and for a run that declared keys (what was read
-    of them, and any never logged); None otherwise (an extra event in every run's spool
-    would be noise, and readers count events)."""
-    signals = coverage.get("signals") or {}
-    declared = bool(coverage.get("declared_unseen")) or any(
-        k.get("from") == "user" for keys in signals.values() for k in keys)
-    unjudged = not coverage.get("judged") and bool(set(signals) - GENERAL)
-    if not (declared or unjudged):
+    of them, and any never logged): something to act on. None otherwise: the run is told
+    by :func:`live_note`, which no findings count sees."""
+    if not said_live(coverage) or (coverage.get("judged") and not _declared(coverage)):
         return None
     return FindingEvent(RULE, "info", (), line(coverage), step, time)
+
+
+def said_live(coverage: Mapping[str, Any]) -> bool:
+    """Whether the live doctor tells a run its coverage: a run that logs an RL signal it
+    knows (beyond :data:`GENERAL`) or declared keys. Others (a supervised loop's loss, keys
+    it reads nothing of) are not told: a line on every script that logs anything would be
+    noise, and ``trackmux doctor`` says their coverage ("not judged", exit 3)."""
+    signals = coverage.get("signals") or {}
+    return _declared(coverage) or bool(set(signals) - GENERAL)
+
+
+def _declared(coverage: Mapping[str, Any]) -> bool:
+    """Whether the run declared keys (read, or never logged)."""
+    return bool(coverage.get("declared_unseen")) or any(
+        k.get("from") == "user" for keys in (coverage.get("signals") or {}).values()
+        for k in keys)
+
+
+def live_note(coverage: Mapping[str, Any], step: int, time: float) -> TextEvent:
+    """The live doctor's coverage of a run as a note: a text event, not a finding (a
+    finding would be counted, alerted on and stored as one)."""
+    return TextEvent(NOTE_KEY, line(coverage), step, time)

@@ -1,13 +1,18 @@
 """The doctor as a watcher of a live run (core/delivery/watch.py builds it by name in the
 delivery process, or on a thread of the trainer with ``delivery="thread"``).
 
-Once the run has logged metrics at :data:`SETTLE` steps, a run the doctor cannot judge
-(no reward and no KL read) although it logs training signals it knows (an entropy, a
-length ...) is told so, once, as an ``info`` finding of rule ``coverage`` ("not judged:
-..."), so its silence is never read as health; so is a run that declared keys
-(``init(signals=...)``, ``[signals]``): what was read, and declared keys never logged.
-Other runs get no such line: a finding would be an extra event in every run's spool;
-``trackmux doctor``, the UI and the report say every run's coverage.
+Every run that logs an RL signal the doctor knows, or declared keys, is told what the
+doctor reads of it (doctor/coverage.py): once the run has logged metrics at :data:`SETTLE`
+steps, and again when the trainer is gone if it changed (or first then, for a run of fewer
+steps). A supervised loop's loss, or keys it reads nothing of, are not told (a line on
+every script would be noise; ``trackmux doctor`` says their coverage). A run the doctor
+cannot judge (no reward and no KL read) although it logs training signals it knows (an
+entropy, a length ...), and a run that declared keys (``init(signals=...)``,
+``[signals]``), are told at :data:`SETTLE` as an ``info`` finding of rule ``coverage``
+("not judged: ...", what was read of the declared keys): something to act on. Every other
+telling is a note, a text event of key ``doctor/coverage``: the console prints it as its
+own line, backends that show text show it, and nothing that counts findings (the UI's
+column, alerts, stores of findings, ``run.findings()``) sees it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trackmux.core.backends.contract import RunInfo
-from trackmux.core.events import Event, FindingEvent
+from trackmux.core.delivery.watch import WatchEvent
+from trackmux.core.events import Event
 from trackmux.doctor.engine import Doctor
 
 TARGET = "trackmux.doctor.live:watcher"
@@ -31,22 +37,45 @@ class DoctorWatcher:
         self.kinds = doctor.kinds
         self._steps: set[int] = set()
         self._settled = False
+        #: the last metrics event's step (None: none yet), and the coverage line said last
+        self._last_step: int | None = None
+        self._said = ""
 
-    def feed(self, event: Event) -> Sequence[FindingEvent]:
-        found = self.doctor.feed(event)
-        if self._settled or event.kind != "metrics":
+    def feed(self, event: Event) -> Sequence[WatchEvent]:
+        found: Sequence[WatchEvent] = self.doctor.feed(event)
+        if event.kind != "metrics":
+            return found
+        self._last_step = event.step
+        if self._settled:
             return found
         self._steps.add(event.step)
         if len(self._steps) < SETTLE:
             return found
         self._settled = True
+        self._steps.clear()
+        return [*found, *self._coverage(event.step, event.time, settled=True)]
+
+    def tick(self, now: float, alive: bool) -> Sequence[WatchEvent]:
+        found: Sequence[WatchEvent] = self.doctor.tick(now, alive)
+        if alive or self._last_step is None:
+            return found
+        return [*found, *self._coverage(self._last_step, now, settled=False)]
+
+    def _coverage(self, step: int, time: float, settled: bool) -> list[WatchEvent]:
+        """The coverage, if it is not what was said last: a finding where there is
+        something to act on, once, when the keys settled; else a note."""
         from trackmux.doctor import coverage
 
-        told = coverage.live_finding(self.doctor.coverage(), event.step, event.time)
-        return [*found, told] if told is not None else found
-
-    def tick(self, now: float, alive: bool) -> Sequence[FindingEvent]:
-        return self.doctor.tick(now, alive)
+        now = self.doctor.coverage()
+        text = coverage.line(now)
+        if text == self._said or not coverage.said_live(now):
+            return []
+        self._said = text
+        if settled:
+            told = coverage.live_finding(now, step, time)
+            if told is not None:
+                return [told]
+        return [coverage.live_note(now, step, time)]
 
 
 def watcher(options: Mapping[str, Any], info: RunInfo) -> DoctorWatcher:

@@ -8,7 +8,10 @@ fast loop does not flood the terminal. A table prints its first ``rows`` rows (d
 them all (``trackmux show``, the report, every other backend). A histogram is one summary line
 ``[reward/dist @ step 3] n=512 mean=0.41 std=0.2 min=-0.9 p50=0.4 max=1.0`` (with
 ``nan=``/``inf=`` counts when any values were not finite). A finding of the doctor is one
-line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``, never rate-limited. A finding
+line ``[trackmux doctor] WARNING kl_blowup @ step 41: ...``, never rate-limited; so is the
+doctor's coverage note (a text event of key ``doctor/coverage``, not a finding: what it
+reads of the run, doctor/coverage.py), ``[trackmux doctor] coverage @ step 5: judged: read
+reward and kl; read reward <- train/score, ...; not run: ...``. A finding
 that grows comes again as an update of the same id (core/events.py ``FindingEvent``); the
 console prints an update only when its severity rose above what it printed of that finding
 (``... CRITICAL kl_blowup @ step 41 (update 2): ...``), so a terminal is not filled with a
@@ -61,6 +64,9 @@ from trackmux.core.events import (
 from trackmux.core.terminal import for_terminal
 from trackmux.core.values.histogram import quantile
 from trackmux.hookspecs import RegisterBackend, hookimpl
+
+#: the key of the doctor's coverage note: doctor/coverage.py ``NOTE_KEY`` (a test holds them equal)
+COVERAGE_NOTE = "doctor/coverage"
 
 
 def format_value(value: float | int) -> str:
@@ -237,6 +243,9 @@ class ConsoleBackend(Backend):
                     continue
                 self._emit_pending(force=False)
                 self._pending = (event.step, dict(event.data))
+            elif isinstance(event, TextEvent) and event.key == COVERAGE_NOTE:
+                self._emit_pending(force=True)  # the doctor's own line, never rate-limited
+                self._print(f"[trackmux doctor] coverage @ step {event.step}: {event.text}")
             elif isinstance(event, TextEvent):
                 if self._due("text", event.key, event.step):
                     self._emit_pending(force=True)

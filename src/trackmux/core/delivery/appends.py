@@ -10,8 +10,9 @@ over its status pipe (``{"append": {"id": N, "events": [...]}}``); the trainer's
 thread appends them at the trainer's priority and answers on the control pipe
 (``{"appended": {"id": N, "seq": S}}`` or ``{"id": N, "error": "..."}``). Once the trainer
 has finished or is gone (or does not answer within ``ANSWER_WAIT``), the delivery process
-appends them itself: nothing then contends for the lock. Findings travel as spool rows
-(core/spool/codec.py), so what is stored is what the watcher found, NaN included.
+appends them itself: nothing then contends for the lock. Findings (and the watchers' notes,
+text events: core/delivery/watch.py) travel as spool rows (core/spool/codec.py), so what is
+stored is what the watcher found, NaN included.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trackmux.core.delivery.watch import identity
-from trackmux.core.events import Event, FindingEvent
+from trackmux.core.delivery.watch import WatchEvent, identity, said_before
+from trackmux.core.events import Event, FindingEvent, TextEvent
 from trackmux.core.spool import codec
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.spool.writer import append_events
@@ -33,7 +34,7 @@ from trackmux.core.spool.writer import append_events
 ANSWER_WAIT = 10.0
 
 
-def encode(findings: list[FindingEvent]) -> list[dict[str, Any]]:
+def encode(findings: list[WatchEvent]) -> list[dict[str, Any]]:
     out = []
     for finding in findings:
         (kind, step, ts, body), _blob = codec.encode(finding)
@@ -42,13 +43,13 @@ def encode(findings: list[FindingEvent]) -> list[dict[str, Any]]:
     return out
 
 
-def decode(rows: list[dict[str, Any]]) -> list[FindingEvent]:
-    out = []
+def decode(rows: list[dict[str, Any]]) -> list[WatchEvent]:
+    out: list[WatchEvent] = []
     for row in rows:
         event = codec.decode(0, str(row["kind"]), int(row["step"]), float(row["time"]),
                              base64.b64decode(row["body"]))
-        if not isinstance(event, FindingEvent):
-            raise ValueError(f"not a finding: {row['kind']!r}")
+        if not isinstance(event, (FindingEvent, TextEvent)):
+            raise ValueError(f"not a finding or a note: {row['kind']!r}")
         out.append(event)
     return out
 
@@ -86,7 +87,7 @@ class TrainerAppender:
         with self._cond:
             self._cond.notify_all()
 
-    def __call__(self, findings: list[FindingEvent]) -> int:
+    def __call__(self, findings: list[WatchEvent]) -> int:
         if self._listening():
             with self._cond:
                 self._next += 1
@@ -107,12 +108,11 @@ class TrainerAppender:
                     return last
         return append_events(self.run_dir, list(findings))
 
-    def _missing(self, findings: list[FindingEvent]) -> tuple[list[FindingEvent], int]:
+    def _missing(self, findings: list[WatchEvent]) -> tuple[list[WatchEvent], int]:
         """Those of ``findings`` not in the spool, and the spool's last seq."""
         reader = SpoolReader(self.run_dir)
         try:
-            stored = {identity(e) for e in reader.events_of_kind("finding")
-                      if isinstance(e, FindingEvent)}
+            stored = said_before(reader)
             return [f for f in findings if identity(f) not in stored], reader.last_seq()
         finally:
             reader.close()

@@ -15,8 +15,15 @@ more right after the last events were fed, with the trainer gone), and appends w
 they return with :func:`~trackmux.core.spool.writer.append_events`, so every backend, a
 resync and every reader get the findings like any other event.
 
-A finding already in the spool (same rule, step, keys and revision) is not appended again: a
-restarted delivery process re-reads the run and finds the same things. A watcher that
+A watcher may also return notes: a :class:`~trackmux.core.events.TextEvent` it says of the
+run that is not a finding (the doctor's coverage, key ``doctor/coverage``). A note is
+appended like a finding, so a backend that shows text shows it (the console as its own
+line), but it is a text event: nothing that counts, alerts on or stores findings sees it,
+and ``on_found`` (the trainer's ``run.findings()``, stop policies) gets only the findings.
+
+A finding already in the spool (same rule, step, keys and revision) is not appended again,
+nor a note (same key, step and text): a restarted delivery process re-reads the run and
+finds the same things. A watcher that
 raises is reported once and switched off for the run; delivery never stops for it.
 """
 
@@ -31,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from trackmux.core.backends.contract import RunInfo
-from trackmux.core.events import EVENT_KINDS, Event, FindingEvent
+from trackmux.core.events import EVENT_KINDS, Event, FindingEvent, TextEvent
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.core.spool.writer import append_events
 
@@ -42,14 +49,17 @@ READ_PAGE = 2000
 #: the shortest time between two reads of a live run (findings may be due within 2 s)
 READ_EVERY = 0.25
 
+#: what a watcher returns: findings, and notes (text that is not a finding)
+WatchEvent = FindingEvent | TextEvent
+
 
 class Watcher(Protocol):
     """What a watcher factory returns. Called on the runner's thread only."""
 
-    def feed(self, event: Event) -> Sequence[FindingEvent]:
+    def feed(self, event: Event) -> Sequence[WatchEvent]:
         """One event, in spool order; returns findings it completes (usually none)."""
 
-    def tick(self, now: float, alive: bool) -> Sequence[FindingEvent]:
+    def tick(self, now: float, alive: bool) -> Sequence[WatchEvent]:
         """Every second: wall time and whether the trainer is alive and not finished."""
 
     # optional: ``kinds``, a frozenset of the event kinds ``feed`` reads (absent or None:
@@ -81,10 +91,21 @@ class WatcherSpec:
         return factory(dict(self.options), info)
 
 
-def identity(finding: FindingEvent) -> tuple[str, int, tuple[str, ...], int]:
-    """What makes a finding's event the same as one in the spool: its rule, onset step,
-    keys and revision (an update of a finding that grows is a new event of the same one)."""
-    return (finding.rule, finding.step, tuple(finding.keys), finding.revision)
+def identity(event: WatchEvent) -> tuple[str, str, int, tuple[str, ...], int]:
+    """What makes a watcher's event the same as one in the spool: a finding's rule, onset
+    step, keys and revision (an update of a finding that grows is a new event of the same
+    one); a note's key, step and text."""
+    if isinstance(event, TextEvent):
+        return ("text", event.key, event.step, (event.text,), 0)
+    return ("finding", event.rule, event.step, tuple(event.keys), event.revision)
+
+
+def said_before(reader: SpoolReader) -> set[tuple[str, str, int, tuple[str, ...], int]]:
+    """The identities of the findings and notes already in the spool (at a runner's start,
+    and where an append's outcome is unknown: the run's text events are decoded then)."""
+    return {identity(event) for kind in ("finding", "text")
+            for event in reader.events_of_kind(kind)
+            if isinstance(event, (FindingEvent, TextEvent))}
 
 
 class WatchRunner:
@@ -94,8 +115,10 @@ class WatchRunner:
                  alive: Callable[[], bool],
                  on_found: Callable[[list[FindingEvent]], None],
                  on_problem: Callable[[str, str], None],
-                 append: Callable[[list[FindingEvent]], int] | None = None) -> None:
-        """``append`` stores findings in the spool and returns the last seq; by default
+                 append: Callable[[list[WatchEvent]], int] | None = None) -> None:
+        """``on_found`` gets the findings of each append (an empty list when it held only
+        notes: backends are woken all the same). ``append`` stores findings and notes in
+        the spool and returns the last seq; by default
         :func:`append_events` here (the delivery process passes one that asks the trainer
         to, so the idle-class process never holds the spool's write lock)."""
         self.info = info
@@ -114,7 +137,7 @@ class WatchRunner:
         #: the finishing tick (trainer gone, every event fed) ran and its findings are
         #: appended: catch_up waits for it, so they are inside delivery's last target
         self._final_tick_done = False
-        self._known: set[tuple[str, int, tuple[str, ...], int]] = set()
+        self._known: set[tuple[str, str, int, tuple[str, ...], int]] = set()
         self._skip = self._unread_kinds()
         self._wake = threading.Event()
         self._hurry = threading.Event()  # finishing: no more pauses between reads
@@ -177,9 +200,7 @@ class WatchRunner:
             self._on_problem("watch", f"cannot read the spool: {exc}")
             return
         try:
-            for event in reader.events_of_kind("finding"):
-                if isinstance(event, FindingEvent):
-                    self._known.add(identity(event))
+            self._known |= said_before(reader)
             next_tick = time.monotonic()
             last_read, more = 0.0, False
             while not self._stop.is_set():
@@ -190,7 +211,7 @@ class WatchRunner:
                 last_read = time.monotonic()
                 before = self.cursor
                 batch = reader.read(self.cursor, READ_PAGE, skip=self._skip)
-                found: list[FindingEvent] = []
+                found: list[WatchEvent] = []
                 for event in batch.events:
                     found += self._each("feed", event)
                 alive = self._alive()
@@ -219,8 +240,8 @@ class WatchRunner:
             with self._cond:
                 self._cond.notify_all()
 
-    def _each(self, method: str, *args: Any) -> list[FindingEvent]:
-        found: list[FindingEvent] = []
+    def _each(self, method: str, *args: Any) -> list[WatchEvent]:
+        found: list[WatchEvent] = []
         for entry in list(self._watchers):
             name, watcher = entry
             try:
@@ -231,8 +252,8 @@ class WatchRunner:
                                  "switched off for this run")
         return found
 
-    def _emit(self, found: list[FindingEvent]) -> None:
-        fresh = []
+    def _emit(self, found: list[WatchEvent]) -> None:
+        fresh: list[WatchEvent] = []
         for finding in found:
             key = identity(finding)
             if key not in self._known:
@@ -250,7 +271,7 @@ class WatchRunner:
             if not self._write_reported:
                 self._write_reported = True
                 self._on_problem("watch", f"cannot append findings to the spool: {exc}")
-        self._on_found(fresh)
+        self._on_found([f for f in fresh if isinstance(f, FindingEvent)])
 
 
 def runner_problem_reporter(report: Callable[[str, str, str], object]
