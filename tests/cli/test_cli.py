@@ -24,6 +24,16 @@ def make_run(root: Path, steps: int = 30, backends: list[str] | None = None) -> 
     return run
 
 
+def _coverage_notes(run_dir: Path) -> int:
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(run_dir)
+    try:
+        return sum(1 for e in reader.events_of_kind("text") if e.key == "doctor/coverage")
+    finally:
+        reader.close()
+
+
 def test_runs_shows_finished_running_and_crashed(tmp_path: Path) -> None:
     finished = make_run(tmp_path)
     finished.finish()
@@ -41,7 +51,8 @@ os._exit(9)
     assert result.exit_code == 0, result.output
     lines = {line.split()[0].split("/")[1]: line for line in result.output.splitlines()
              if line.startswith("cli/")}
-    assert "finished  32 events" in lines[finished.id]
+    # 32 logged (config, 30 steps, a table) and the doctor's coverage notes of the run
+    assert f"finished  {32 + _coverage_notes(finished.dir)} events" in lines[finished.id]
     assert "running" in lines[running.id]
     crashed = [line for line in lines.values() if "name=killed" in line]
     assert crashed and " crashed " in crashed[0]
