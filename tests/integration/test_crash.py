@@ -64,6 +64,11 @@ def test_sigkill_mid_run_keeps_durable_events_and_sync_delivers_exactly_them(
     run_dir, returned = _read_record(record)
     assert len(returned) > 100, "the child logged too little to test anything"
 
+    # the delivery process (delivery="process") outlives the trainer and may still append
+    # what the doctor says of the run (this run logs reward/mean: its coverage note, a text
+    # event) after the kill: read the spool once it has exited, so the listing and the
+    # sync below see the same events
+    wait_delivery_process_gone(run_dir)
     events = spooled(run_dir)
     metric_steps = [e.step for e in events if e.kind == "metrics"]
     durable = [step for step, t in returned if t <= killed_at - DURABILITY_WINDOW]
@@ -91,7 +96,6 @@ def test_sigkill_mid_run_keeps_durable_events_and_sync_delivers_exactly_them(
     assert "crashed" in listing.stdout, listing.stdout
     assert f"{len(events)} events" in listing.stdout
 
-    wait_delivery_process_gone(run_dir)
     synced = cli("sync", str(run_dir))
     assert synced.returncode == 0, synced.stdout + synced.stderr
     assert cursor(run_dir, "file").acked_seq == events[-1].seq
