@@ -28,7 +28,9 @@ def test_three_machines_same_run_name_and_id_stay_three_runs(
     for host in ("node-a", "node-b", "node-c"):
         run = train(tmp_path / host, host, dsn, run_id="shared", steps=30,
                     monkeypatch=monkeypatch)
-        assert run.finish(timeout=60).delivered == {"postgres": 30}
+        # 30 steps and the doctor's coverage note, said at the 5th logged step (a text
+        # event: the run logs a reward)
+        assert run.finish(timeout=60).delivered == {"postgres": 31}
     found = rows(dsn, "SELECT run_id, host, user_name, name FROM trackmux.runs ORDER BY host")
     assert [(r[0], r[1], r[3]) for r in found] == [
         ("shared", "node-a", "grpo"), ("shared", "node-b", "grpo"), ("shared", "node-c", "grpo")]
@@ -239,7 +241,8 @@ def test_a_writer_role_that_only_adds_rows_delivers(pg: Any, dsn: str, tmp_path:
     again.log({"loss": 0.0}, step=4)
     summary = again.finish(timeout=60)
     assert summary.pending == {} and not summary.failed, summary
-    assert rows(dsn, "SELECT count(*) FROM trackmux.superseded")[0][0] == 6
+    # steps 4-9's metrics, and the doctor's coverage note said at step 4 (rewound with them)
+    assert rows(dsn, "SELECT count(*) FROM trackmux.superseded")[0][0] == 7
     with psycopg.connect(writer_dsn) as conn:
         for statement in ("UPDATE trackmux.metrics SET step = 0",
                           "DELETE FROM trackmux.events", "TRUNCATE trackmux.runs CASCADE"):

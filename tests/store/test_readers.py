@@ -46,9 +46,12 @@ def test_runs_lists_every_machine_with_host_and_user(dsn: str, team: dict[str, A
         line = next(x for x in result.output.splitlines() if f"name={name}" in x)
         assert f"@{host}" in line and "finished" in line
     listed = json.loads(invoke("runs", "--store", dsn, "--json").output)
+    # each run's steps, the diverged run's nonfinite finding, the sampled run's samples,
+    # and the doctor's coverage notes (text events): one at the 5th logged step, and the
+    # sampled run's second at its end (its samples let more rules run)
     assert sorted((r["name"], r["host"], r["events"], r["last_step"]) for r in listed) == [
-        ("diverged", "node-b", 41, 39), ("healthy", "node-a", 30, 29),
-        ("sampled", "node-c", 31, 29)]
+        ("diverged", "node-b", 42, 39), ("healthy", "node-a", 31, 29),
+        ("sampled", "node-c", 33, 29)]
     assert all(r["user"] for r in listed)
     assert dsn.split("@")[0].split(":")[-1] not in result.output  # no password printed
 
