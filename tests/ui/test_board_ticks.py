@@ -6,11 +6,10 @@ before the curve means anything, and an axis whose top sat below the target's li
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 from typing import Any
 
-from ui_support import make_run
+from ui_support import make_run, open_board
 
 
 def _goal(goal: str, target: float, values: list[float]) -> dict[str, Any]:
@@ -44,14 +43,9 @@ AXIS = """trs => trs.map(tr => ({
 def test_the_sparkline_axis_labels_round_values_covering_the_data_and_the_target(
         browser: Any, server_for: Any, tmp_path: Path) -> None:
     make_run(tmp_path, "one", 5, doctor=False)
-    server = server_for(tmp_path)
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page, problems = open_board(browser, server_for(tmp_path), GOALS,
+                                ready="tr[data-goal] svg.goal-curve text.axis.target")
     try:
-        page.route("**/api/goals*", lambda r: r.fulfill(
-            status=200, content_type="application/json", body=json.dumps(GOALS)))
-        page.goto(server.url.replace("/?", "/board?") if "/?" in server.url
-                  else server.url + "board")
-        page.wait_for_selector("tr[data-goal] svg.goal-curve text.axis.target")
         acc, kl, loss = page.eval_on_selector_all("tr[data-goal]", AXIS)
         # 0.0113 .. 0.587 with the target 0.6: 0, 0.2, 0.4, 0.6 (0.6 is the target's label)
         assert acc["marks"] == 4 and acc["ticks"] == ["0.4", "0.2", "0"], acc
@@ -71,5 +65,6 @@ def test_the_sparkline_axis_labels_round_values_covering_the_data_and_the_target
             assert row["top"] - 0.5 <= row["path"]["y"], row
             assert row["path"]["y"] + row["path"]["height"] <= row["bottom"] + 0.5, row
             assert row["top"] - 0.5 <= row["ty"] <= row["bottom"] + 0.5, row
+        assert problems == []
     finally:
         page.close()
