@@ -5,8 +5,10 @@ the samples per prompt from the run's config); otherwise not judged."""
 
 from __future__ import annotations
 
+import json
 import random
 import struct
+from pathlib import Path
 from typing import Any
 
 from synthetic import run_doctor, serious
@@ -110,3 +112,39 @@ def test_open_r1_issue_255_is_short_of_the_line_with_a_usual_group_size() -> Non
     before, after = 0.15982143627479672, 0.06428571762517095
     assert -3.0 < share_change_z(before, after, 140) < -2.4
     assert share_change_z(before, after, 1120) < -7.0
+
+
+def test_a_reward_of_partial_credit_is_judged_over_the_batch_s_count() -> None:
+    # steps of a third: its lattice shows 3 x 1024, but the batch is 1024 samples (the
+    # format key's lattice), 128 prompts; over them 0.40 -> 0.27 is 2.2 standard errors
+    # (3.8 over 384)
+    thirds = {"rewards/format_reward": HACKED["rewards/format_reward"],
+              "rewards/steps_reward": [share(1229, 3 * SAMPLES), share(1000, 3 * SAMPLES),
+                                       share(829, 3 * SAMPLES)]}
+    assert lattice_count(thirds["rewards/steps_reward"], 8192) == 3 * SAMPLES
+    assert share_change_z(thirds["rewards/steps_reward"][0],
+                          thirds["rewards/steps_reward"][-1], 3 * SAMPLES // 8) < -3.5
+    assert hacking(run_doctor(run(thirds, {"num_generations": 8}))) == []
+
+
+def test_the_open_r1_excerpt_with_a_group_size() -> None:
+    case = json.loads((Path(__file__).parent / "real" / "cases" /
+                       "openr1-255-format-up-accuracy-down.json").read_text())
+    by_step: dict[int, dict[str, float]] = {}
+    for key, points in case["series"].items():
+        for step, value in points:
+            by_step.setdefault(step, {})[key] = value
+
+    def found(group: int) -> list[Any]:
+        events: list[Event] = [ConfigEvent({"num_generations": group}, 0, 999.0)]
+        events += [MetricsEvent(data, step, 1000.0 + step) for step, data in
+                   sorted(by_step.items())]
+        return hacking(run_doctor(events))
+
+    # 8 per prompt (TRL's default): 140 prompts; accuracy's fall 2.5 standard errors,
+    # the reasoning-steps reward's (thirds: its lattice is 3360) 3.0 over the batch's count
+    assert found(8) == []
+    # 4 per prompt: 280 prompts, accuracy's fall is 3.6 standard errors, the reasoning
+    # steps' 4.2 (the clearest fall is named)
+    assert [f.keys for f in found(4)] == [("rewards/format_reward",
+                                           "rewards/reasoning_steps_reward")]

@@ -425,11 +425,12 @@ LATTICE_TOLERANCE = 2.5e-7
 
 def lattice_count(values: Sequence[float], most: int) -> int | None:
     """The least ``n`` (up to ``most``) for which every value is a multiple of ``1/n``
-    within LATTICE_TOLERANCE: how many 0/1 rewards each value is a mean of, or a divisor
-    of that count (never more than the true count, so an error it makes is on the safe
-    side). None when a value is outside [0, 1] or no ``n`` fits: the values are no such
-    means. A false fit of continuous values needs each of them within the tolerance of a
-    fraction: with three values about 1e-4 of the time for ``most`` 8192."""
+    within LATTICE_TOLERANCE: for means of 0/1 rewards, how many each is a mean of, or a
+    divisor of that count (an error on the safe side); a reward of partial credit (thirds)
+    shows its count times its own steps (3x), so a caller takes the least count the
+    batch's keys show. None when a value is outside [0, 1] or no ``n`` fits: the values
+    are no such means. A false fit of continuous values needs each of them within the
+    tolerance of a fraction: with three values about 1e-4 of the time for ``most`` 8192."""
     if not values or any(not 0.0 <= v <= 1.0 for v in values):
         return None
     for n in range(1, most + 1):

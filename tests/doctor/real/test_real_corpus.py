@@ -64,8 +64,9 @@ KNOWN_GAPS: dict[str, str] = {
         "are of 1120 samples (179, 132, 72 of 1120 correct: their lattice); as independent "
         "samples the fall would be 7.2 standard errors, but a GRPO group's samples succeed "
         "or fail together: over 140 prompts of 8 (TRL's default num_generations) it is "
-        "2.5, of 7 it is 2.7, below the rule's 3.5; only groups of 4 or fewer would carry "
-        "it, and the issue does not say (tests/doctor/test_short_run_hacking.py)"),
+        "2.5 (the reasoning-steps reward's 3.0), of 7 2.7 (3.2), below the rule's 3.5; "
+        "groups of 5 or fewer would carry it, and the issue does not say "
+        "(tests/doctor/test_short_run_hacking.py)"),
     "rfs-ch07-grpo-no-kl-500-step-instability": (
         "loss_blowup reads the loss but it does not grow by orders of magnitude near the "
         "onset: its non-zero sizes are 0.006-28 (median 3.0) on steps 1-400 and 0.05-53 "

@@ -547,9 +547,10 @@ class RewardHacking(SeriesRule):
     reward's weights chose).
 
     A run that ended before its lines had ``min_points`` points is judged once, on its
-    first and last points, where the data can carry it: each key a mean of 0/1 rewards
-    (its count read from its values' lattice, stats.lattice_count: ``short_points`` values
-    at least), the run's config naming the samples per prompt (``group_keys``: GRPO's
+    first and last points, where the data can carry it: each key a mean of rewards in
+    [0, 1] (its count read from its values' lattice, stats.lattice_count: ``short_points``
+    values at least; the least count the keys show is the batch's), the run's config
+    naming the samples per prompt (``group_keys``: GRPO's
     samples of one prompt succeed or fail together, so the prompts, not the samples, are
     the independent draws), and each change ``sigmas`` standard errors of such a mean
     over that many prompts (stats.share_change_z). Without the group size the short run
@@ -685,24 +686,31 @@ class RewardHacking(SeriesRule):
                     not isinstance(value, bool) and value >= 1:
                 self.group = value
 
-    def _short_move(self, key: str) -> tuple[float, int] | None:
-        """A short line's change in standard errors over its prompts, and its last step
-        (None: not judged, see the class's docstring)."""
-        s = self.series[key]
-        if not self.params["short_points"] <= s.count < self.params["min_points"] or \
-                self.group is None:
-            return None
-        count = lattice_count(list(s.values), int(self.params["max_count"]))
-        if count is None or count % self.group:
-            return None  # no mean of 0/1 rewards, or not whole groups: not judged
-        return share_change_z(s.values[0], s.values[-1], count // self.group), s.steps[-1]
+    def _short_moves(self) -> dict[str, tuple[float, int]]:
+        """Each short line's change in standard errors over the batch's prompts, and its
+        last step; the lines not judged are left out (see the class's docstring). Every
+        key is judged over the least count any of them shows: the components score the
+        same samples, and a reward of partial credit shows more than their number."""
+        if self.group is None:
+            return {}
+        counts: dict[str, int] = {}
+        for key, s in self.series.items():
+            if self.params["short_points"] <= s.count < self.params["min_points"]:
+                count = lattice_count(list(s.values), int(self.params["max_count"]))
+                if count is not None:  # else no mean of rewards in [0, 1]: not judged
+                    counts[key] = count
+        if not counts or min(counts.values()) % self.group:
+            return {}  # not whole groups: the count or the group size is not what it seems
+        prompts = min(counts.values()) // self.group
+        return {k: (share_change_z(s.values[0], s.values[-1], prompts), s.steps[-1])
+                for k in counts for s in (self.series[k],)}
 
     def tick(self, now: float, alive: bool) -> Sequence[Finding]:
         if alive or self.short_done:
             return ()
         self.short_done = True
         sig = self.params["sigmas"]
-        moves = {k: m for k in self.series if (m := self._short_move(k)) is not None}
+        moves = self._short_moves()
         for key, (z, step) in moves.items():
             if key not in self.rising_seen or z < sig:
                 continue
