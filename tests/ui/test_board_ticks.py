@@ -6,11 +6,10 @@ before the curve means anything, and an axis whose top sat below the target's li
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 from typing import Any
 
-from ui_support import make_run
+from ui_support import make_run, open_board
 
 
 def _goal(goal: str, target: float, values: list[float]) -> dict[str, Any]:
@@ -44,14 +43,9 @@ AXIS = """trs => trs.map(tr => ({
 def test_the_sparkline_axis_labels_round_values_covering_the_data_and_the_target(
         browser: Any, server_for: Any, tmp_path: Path) -> None:
     make_run(tmp_path, "one", 5, doctor=False)
-    server = server_for(tmp_path)
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page, problems = open_board(browser, server_for(tmp_path), GOALS,
+                                ready="tr[data-goal] svg.goal-curve text.axis.target")
     try:
-        page.route("**/api/goals*", lambda r: r.fulfill(
-            status=200, content_type="application/json", body=json.dumps(GOALS)))
-        page.goto(server.url.replace("/?", "/board?") if "/?" in server.url
-                  else server.url + "board")
-        page.wait_for_selector("tr[data-goal] svg.goal-curve text.axis.target")
         acc, kl, loss = page.eval_on_selector_all("tr[data-goal]", AXIS)
         # 0.0113 .. 0.587 with the target 0.6: 0, 0.2, 0.4, 0.6 (0.6 is the target's label)
         assert acc["marks"] == 4 and acc["ticks"] == ["0.4", "0.2", "0"], acc
@@ -71,5 +65,39 @@ def test_the_sparkline_axis_labels_round_values_covering_the_data_and_the_target
             assert row["top"] - 0.5 <= row["path"]["y"], row
             assert row["path"]["y"] + row["path"]["height"] <= row["bottom"] + 0.5, row
             assert row["top"] - 0.5 <= row["ty"] <= row["bottom"] + 0.5, row
+        assert problems == []
+    finally:
+        page.close()
+
+
+WIDE = {"boards": [{"projects": [{"project": "grpo", "runs": 1, "live": [], "goals": [
+    _goal("tokens >= 5e7", 5e7, [1.2e7 + 6e5 * s for s in range(50)]),
+    _goal("loss <= -3e6", -3e6, [-2.5e6 - 1e4 * s for s in range(50)]),
+    _goal("lr <= 1e-5", 1e-5, [4e-5 - 5e-7 * s for s in range(50)]),
+]}]}]}
+
+#: per goal row: every axis label (ticks top to bottom, then the target) and its left edge
+LABELS = """trs => trs.map(tr => [...tr.querySelectorAll('svg.goal-curve text.axis')].map(
+  t => [t.textContent, t.getBBox().x]))"""
+
+
+def test_axis_labels_of_large_and_tiny_values_keep_one_unit_and_fit_left_of_the_axis(
+        browser: Any, server_for: Any, tmp_path: Path) -> None:
+    """Seen in a screenshot of the board: a curve in the tens of millions lost its first
+    digit left of the axis (50000000 read 0000000), one at -2.5 million its minus sign
+    (an axis of positive numbers, upside down). Each axis writes its values in the unit of
+    its largest one, and every label fits inside the curve's box."""
+    make_run(tmp_path, "one", 5, doctor=False)
+    page, problems = open_board(browser, server_for(tmp_path), WIDE,
+                                ready="tr[data-goal] svg.goal-curve text.axis.target")
+    try:
+        tokens, loss, lr = page.eval_on_selector_all("tr[data-goal]", LABELS)
+        assert [said for said, _ in tokens] == ["40M", "30M", "20M", "10M", "50M"], tokens
+        assert [said for said, _ in loss] == ["-2.5M", "-2.6M", "-2.7M", "-2.8M", "-2.9M",
+                                              "-3M"], loss
+        assert [said for said, _ in lr] == ["4e-5", "3e-5", "2e-5", "1e-5"], lr
+        for row in (tokens, loss, lr):
+            assert all(left >= 0 for _, left in row), row
+        assert problems == []
     finally:
         page.close()

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ui_support import CHART, make_run, open_ui
+from ui_support import CHART, make_run, open_board, open_ui
 
 #: page function: the chart of key ``a`` has drawn its y axis
 CHART_DRAWN = (f"(key) => {{ const c = ({CHART})(key); "
@@ -114,17 +114,9 @@ def test_the_goals_board_has_headed_columns_and_whole_row_lines(
     the table, the line under each goal broke around it, and no column said what
     '0.6934 at step 79' or the run's name were. Served from a folder, with the store's
     answer given in the page (the board's own tests run it against PostgreSQL)."""
-    import json
-
     make_run(tmp_path, "one", 5, doctor=False)
-    server = server_for(tmp_path)
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page, problems = open_board(browser, server_for(tmp_path), GOALS)
     try:
-        page.route("**/api/goals*", lambda r: r.fulfill(
-            status=200, content_type="application/json", body=json.dumps(GOALS)))
-        page.goto(server.url.replace("/?", "/board?") if "/?" in server.url
-                  else server.url + "board")
-        page.wait_for_selector("tr[data-goal]")
         assert page.eval_on_selector_all("table.goals th", "ths => ths.map(t => t.textContent)"
                                          ) == ["goal", "state", "the run nearest the target, now",
                                                "run", "its curve"]
@@ -136,6 +128,7 @@ def test_the_goals_board_has_headed_columns_and_whole_row_lines(
             assert len({bottom for _, bottom in cells}) == 1, cells  # one line under the row
         assert page.locator("tr[data-goal] td .badge.ok", has_text="met").count() == 1
         assert page.locator("tr[data-goal] td .badge.warn", has_text="not met").count() == 1
+        assert problems == []
     finally:
         page.close()
 

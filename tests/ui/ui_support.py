@@ -4,7 +4,8 @@ Chromium is the ``browser`` fixture of tests/conftest.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,11 +70,13 @@ def log_batch(run: trackmux.Run, step: int) -> None:
 
 def open_ui(browser: Any, server: Any, fragment: str = "",
             asked: list[str] | None = None, *, page_path: str = "",
-            ready: str = "#runs tbody tr") -> tuple[Any, list[str]]:
+            ready: str = "#runs tbody tr",
+            answers: Mapping[str, Any] | None = None) -> tuple[Any, list[str]]:
     """A new page at the UI (``fragment``: its hash state; ``page_path``: another page,
     such as ``board``; ``ready``: what to wait for), recording console problems, dialogs
     and any request outside the server; ``asked`` collects the page's API requests from
-    its first one (a page of its own, so no earlier page's late request is counted)."""
+    its first one (a page of its own, so no earlier page's late request is counted);
+    ``answers`` gives the page canned JSON for the requests a URL pattern matches."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     if asked is not None:
         page.on("request", lambda r: asked.append(r.url.split("/api/")[-1])
@@ -98,12 +101,28 @@ def open_ui(browser: Any, server: Any, fragment: str = "",
             r.abort()
 
     page.route("**/*", route)
+    for pattern, body in (answers or {}).items():  # (a later route is asked first)
+        page.route(pattern, _answer(json.dumps(body)))
     url = server.url
     if page_path:
         url = url.replace("/?", f"/{page_path}?") if "/?" in url else url + page_path
     page.goto(url + fragment)
     page.wait_for_selector(ready)
     return page, problems
+
+
+def _answer(text: str) -> Any:
+    """A route handler that answers with the JSON ``text``."""
+    return lambda r: r.fulfill(status=200, content_type="application/json", body=text)
+
+
+def open_board(browser: Any, server: Any, goals: Mapping[str, Any],
+               ready: str = "tr[data-goal]") -> tuple[Any, list[str]]:
+    """The goals board of ``server`` showing ``goals`` as the store's answer, given in the
+    page: a folder server has no team store (the board's own tests, tests/store, run it
+    against PostgreSQL)."""
+    return open_ui(browser, server, page_path="board", ready=ready,
+                   answers={"**/api/goals*": goals})
 
 
 def series_count(page: Any, key: str) -> int:

@@ -416,3 +416,36 @@ def sudden(last: Sequence[float], history: Sequence[float], noise: Noise | None,
         return False
     worst = max(0.0, max(direction * (v - level) for v in before))
     return all(direction * (v - level) >= SUDDEN_TAIL * worst for v in last)
+
+
+#: how far a logged mean of 0/1 rewards may sit from its fraction k/n: a few float32 steps
+#: at 1.0 (trainers average in float32, then average those means)
+LATTICE_TOLERANCE = 2.5e-7
+
+
+def lattice_count(values: Sequence[float], most: int) -> int | None:
+    """The least ``n`` (up to ``most``) for which every value is a multiple of ``1/n``
+    within LATTICE_TOLERANCE: for means of 0/1 rewards, how many each is a mean of, or a
+    divisor of that count (an error on the safe side); a reward of partial credit (thirds)
+    shows its count times its own steps (3x), so a caller takes the least count the
+    batch's keys show. None when a value is outside [0, 1] or no ``n`` fits: the values
+    are no such means. A false fit of continuous values needs each of them within the
+    tolerance of a fraction: with three values about 1e-4 of the time for ``most`` 8192."""
+    if not values or any(not 0.0 <= v <= 1.0 for v in values):
+        return None
+    for n in range(1, most + 1):
+        if all(abs(v * n - round(v * n)) <= LATTICE_TOLERANCE * n for v in values):
+            return n
+    return None
+
+
+def share_change_z(before: float, after: float, count: int) -> float:
+    """The change of a mean of ``count`` independent values in [0, 1] from ``before`` to
+    ``after``, in standard errors of such a change (positive: a rise). The variance of one
+    such value with mean p is at most p(1 - p) (the Bhatia-Davis bound, reached by 0/1
+    values), so the error is never understated; the pooled p is the one of no change."""
+    pooled = 0.5 * before + 0.5 * after
+    variance = pooled * (1.0 - pooled) * 2.0 / count
+    if variance <= 0.0:
+        return 0.0
+    return (after - before) / math.sqrt(variance)

@@ -58,7 +58,15 @@ KNOWN_GAPS: dict[str, str] = {
         "cs336-grpo-no-clip-off-policy-stable runs at 0.06-0.08 on steps 59-71)"),
     "openr1-255-format-up-accuracy-down": (
         "reward_hacking fits a trend per reward component and needs min_points (8) per "
-        "line; the excerpt has 3 points (format 0.48 -> 0.86 while accuracy 0.16 -> 0.06)"),
+        "line; the excerpt has 3 points (format 0.48 -> 0.86 while accuracy 0.16 -> 0.06). "
+        "Its short-run test (a mean of 0/1 rewards, judged over the batch's prompts) does "
+        "not judge it: the excerpt has no config naming the samples per prompt. The means "
+        "are of 1120 samples (179, 132, 72 of 1120 correct: their lattice); as independent "
+        "samples the fall would be 7.2 standard errors, but a GRPO group's samples succeed "
+        "or fail together: over 140 prompts of 8 (TRL's default num_generations) it is "
+        "2.5 (the reasoning-steps reward's 3.0), of 7 2.7 (3.2), below the rule's 3.5; "
+        "groups of 5 or fewer would carry it, and the issue does not say "
+        "(tests/doctor/test_short_run_hacking.py)"),
     "rfs-ch07-grpo-no-kl-500-step-instability": (
         "loss_blowup reads the loss but it does not grow by orders of magnitude near the "
         "onset: its non-zero sizes are 0.006-28 (median 3.0) on steps 1-400 and 0.05-53 "

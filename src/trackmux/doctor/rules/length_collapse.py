@@ -24,24 +24,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from trackmux.doctor.detector import Param
-from trackmux.doctor.findings import Finding
-from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
+from trackmux.doctor.rules.fall import Fall, LevelFall
 from trackmux.doctor.stats import (
     ANCHORED,
     STRONG,
     Series,
     SlidingBest,
     median,
-    ratio,
     robust_sigma,
 )
 
-#: a point this share of the way from the level to the rule's line is part of the fall
-#: (the finding is dated from the first such point of the trailing run)
-ONSET = 0.25
 
-
-class LengthCollapse(SeriesRule):
+class LengthCollapse(LevelFall):
     """The response length's recent median (the last ``recent`` steps, at least
     ``min_recent`` points) falls below ``shrink`` of its level, the highest of the run's
     early level (the median of its first ``early`` points) and its rolling medians of
@@ -73,17 +67,19 @@ class LengthCollapse(SeriesRule):
         "persist": Param(3, "count", "checks in a row"),
         "severity": Param("warning", "severity"),
     }
+    meaning = (": the policy answers in a few tokens; check that the short answers are "
+               "right, not only well-formed (a format reward earned by empty answers, a "
+               "learning rate too high)")
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
-        self.keep_first = int(self.params["early"])
         #: per key: the highest (level, its sigma, first step, last step) of the checks
         self.levels: dict[str, SlidingBest] = {}
 
-    def check(self, key: str, s: Series, step: int) -> Finding | None:
+    def judge(self, key: str, s: Series, step: int) -> Fall | None:
         recent_n = s.points(int(self.params["recent"]), int(self.params["min_recent"]))
         early = s.first
-        if len(early) < self.params["early"] or s.count < len(early) + recent_n:
+        if s.count < len(early) + recent_n:
             return None
         steps = s.steps
         levels = self.levels.get(key)
@@ -112,19 +108,7 @@ class LengthCollapse(SeriesRule):
         line = self.params["shrink"] * level
         bad = level > 0 and recent <= line and fall >= spread
         strong = bad and noise is not None and fall >= STRONG * spread
-        latch = self.latch(key)
-        if not latch.check(bad, first_past(s, recent_n, lambda v: v <= line), strong):
-            return None
-        half = ONSET * line + (1 - ONSET) * level
-        onset = since(s, lambda v: v <= half, latch.onset)
-        where, proof = at(s, key, onset)
-        return self.finding(onset, [key], (
-            f"{key} collapsed to a recent median of {fmt(recent)}, "
-            f"{ratio(recent, level):.0%} of its level of {fmt(level)} "
-            f"({span([first, last])}), falling since {where}: the policy answers in a few "
-            f"tokens; check that the short answers are right, not only well-formed (a "
-            f"format reward earned by empty answers, a learning rate too high)"),
-            evidence=[proof]).grows(-1, level)
+        return Fall(level, recent, recent_n, line, bad, strong, steps=(first, last))
 
 
 BUILTIN = (LengthCollapse,)

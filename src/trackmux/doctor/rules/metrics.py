@@ -23,12 +23,14 @@ from typing import Any
 from trackmux.core.events import ConfigEvent, Event, HistogramEvent, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
+from trackmux.doctor.rules.fall import Fall, LevelFall
 from trackmux.doctor.rules.learning import (
     REWARD_POINTS,
     RewardFollower,
     reward_held,
     reward_improving,
 )
+from trackmux.doctor.rules.series import ONSET as ONSET  # (entropy.py, signals.py read it here)
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
 from trackmux.doctor.stats import (
     ANCHORED,
@@ -192,10 +194,6 @@ class Nonfinite(Detector):
             return ()
         return self._tell_not_computed(list(self.nan_only))
 
-
-#: a finding is dated from where its curve was this share of the way from its level to
-#: the threshold (the trailing run of such points): where the change began
-ONSET = 0.25
 
 #: the ``sigmas`` of a rule without its own: its sudden changes (stats.sudden) must be
 #: this many sigmas of the curve's noise past their level
@@ -719,7 +717,7 @@ def _det3(m: list[list[float]]) -> float:
             + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))
 
 
-class EntropyCollapse(SeriesRule):
+class EntropyCollapse(LevelFall):
     """Policy entropy falls to ``fraction`` of its early level (the median of the run's
     first ``early`` points) and stays there; the finding grows (doctor/episodes.py) and is
     critical below ``critical`` of the early level. Its other direction, a rise far above
@@ -738,15 +736,11 @@ class EntropyCollapse(SeriesRule):
         "severity": Param("warning", "severity"),
     }
 
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        super().__init__(params)
-        self.keep_first = self.params["early"]
-
     def size(self) -> int:
         return int(self.params["recent"]) + 30
 
-    def check(self, key: str, s: Series, step: int) -> Finding | None:
-        if len(s.first) < self.params["early"] or s.count < self.params["early"] + 1:
+    def judge(self, key: str, s: Series, step: int) -> Fall | None:
+        if s.count < self.params["early"] + 1:
             return None
         early = median(s.first)
         recent_n = s.points(int(self.params["recent"]), int(self.params["min_recent"]))
@@ -759,16 +753,7 @@ class EntropyCollapse(SeriesRule):
                 key, s, median(s.before_tail(SUDDEN_POINTS, 10)), line, -1,
                 SUDDEN_SIGMAS):  # (the level read only once the last point is past)
             bad = strong = True  # the last points far below: told now (stats.sudden)
-        if not self.latch(key).check(bad, first_past(s, recent_n, lambda v: v <= line),
-                                     strong):
-            return None
-        half = ONSET * line + (1 - ONSET) * early
-        onset = since(s, lambda v: v <= half, self.latch(key).onset)
-        where, proof = at(s, key, onset)
-        found = self.finding(onset, [key], f"{key} collapsed to a recent median of "
-                             f"{fmt(recent)}, {ratio(recent, early):.0%} of its early level "
-                             f"{fmt(early)}, falling since {where}", evidence=[proof])
-        return found.grows(-1, early, self.params["critical"] * early)
+        return Fall(early, recent, recent_n, line, bad, strong, self.params["critical"] * early)
 
 
 class GradExplosion(RewardFollower):

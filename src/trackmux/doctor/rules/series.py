@@ -15,6 +15,10 @@ from trackmux.doctor.stats import SUDDEN_POINTS, Latch, Noise, Series, finite, s
 #: keys must not grow the doctor without bound; the first ones are kept)
 MAX_SERIES = 2048
 
+#: a finding is dated from where its curve was this share of the way from its level to
+#: the threshold (the trailing run of such points, ``since``): where the change began
+ONSET = 0.25
+
 
 def fmt(value: float) -> str:
     return f"{value:.3g}"

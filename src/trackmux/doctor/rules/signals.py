@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trackmux.core.events import Event, MetricsEvent
+from trackmux.core.events import ConfigEvent, Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span, trend_window
@@ -19,8 +19,10 @@ from trackmux.doctor.stats import (
     SlidingBest,
     ar1_t,
     finite,
+    lattice_count,
     median,
     ratio,
+    share_change_z,
     sudden,
     trend,
 )
@@ -542,10 +544,21 @@ class RewardHacking(SeriesRule):
     ``persist`` points in a row. One finding names both. A falling penalty
     (``*penalty*``, ``*length*``) is the expected price of a gain and does not count, nor
     does the total reward (a component that rises while the total falls is a trade the
-    reward's weights chose)."""
+    reward's weights chose).
+
+    A run that ended before its lines had ``min_points`` points is judged once, on its
+    first and last points, where the data can carry it: each key a mean of rewards in
+    [0, 1] (its count read from its values' lattice, stats.lattice_count: ``short_points``
+    values at least; the least count the keys show is the batch's), the run's config
+    naming the samples per prompt (``group_keys``: GRPO's
+    samples of one prompt succeed or fail together, so the prompts, not the samples, are
+    the independent draws), and each change ``sigmas`` standard errors of such a mean
+    over that many prompts (stats.share_change_z). Without the group size the short run
+    is not judged."""
 
     rule = "reward_hacking"
     noise_points = 160
+    kinds = frozenset({"metrics", "config"})
     params_spec = {
         "keys": Param(["@reward_component", "@val_reward"], "patterns"),
         "rising_keys": Param(["@reward_component"], "patterns", "what may rise"),
@@ -560,10 +573,22 @@ class RewardHacking(SeriesRule):
         "sigmas": Param(3.5, "positive", "each slope in standard errors from flat"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
+        "group_keys": Param(["*num_generations*", "*rollout.n", "*n_samples_per_prompt*",
+                             "*group_size*"], "patterns", "config keys of the samples per "
+                            "prompt (TRL, verl, OpenRLHF, NeMo-RL, a custom loop)"),
+        "short_points": Param(3, "count", "a short run's least points per key (two "
+                              "values fit a fraction by chance a few percent of the time)"),
+        "max_count": Param(8192, "count", "the most rewards a logged mean is read as"),
     }
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
+        self.group_key = KeyMatcher(self.params["group_keys"])
+        #: the run config's samples per prompt, once it logged them
+        self.group: int | None = None
+        self.rising_seen: set[str] = set()
+        self.short_done = False
+        self.last_time = 0.0
         self.rising = KeyMatcher(self.params["rising_keys"])
         self.ignore = KeyMatcher(self.params["ignore_falling"])
         self.moves: dict[str, tuple[int, int, float, int, float]] = {}
@@ -582,6 +607,7 @@ class RewardHacking(SeriesRule):
 
     def selected(self, data: Mapping[str, Any]) -> list[str]:
         self._rising = frozenset(self.keys_for(self.rising, data))
+        self.rising_seen |= self._rising
         return self.keys_for(self.match, data)
 
     def check(self, key: str, s: Series, step: int) -> Finding | None:
@@ -617,7 +643,11 @@ class RewardHacking(SeriesRule):
         return None
 
     def update(self, event: Event) -> Sequence[Finding]:
+        if isinstance(event, ConfigEvent):
+            self._read_group(event.config, "")
+            return ()
         super().update(event)  # every key's line at this step first: then the pairs
+        self.last_time = event.time
         out: list[Finding] = []
         step = event.step
         now = {k: m for k, m in self.moves.items() if m[0] == step}
@@ -646,6 +676,63 @@ class RewardHacking(SeriesRule):
                 f"gains on one term of the reward at the cost of what it should learn"),
                 time=event.time, evidence=[proof, o_proof]))
         return out
+
+    def _read_group(self, config: Mapping[str, Any], prefix: str) -> None:
+        for name, value in config.items():
+            key = f"{prefix}{name}"
+            if isinstance(value, Mapping):
+                self._read_group(value, f"{key}.")
+            elif self.group_key(key) and isinstance(value, int) and \
+                    not isinstance(value, bool) and value >= 1:
+                self.group = value
+
+    def _short_moves(self) -> dict[str, tuple[float, int]]:
+        """Each short line's change in standard errors over the batch's prompts, and its
+        last step; the lines not judged are left out (see the class's docstring). Every
+        key is judged over the least count any of them shows: the components score the
+        same samples, and a reward of partial credit shows more than their number."""
+        if self.group is None:
+            return {}
+        counts: dict[str, int] = {}
+        for key, s in self.series.items():
+            if self.params["short_points"] <= s.count < self.params["min_points"]:
+                count = lattice_count(list(s.values), int(self.params["max_count"]))
+                if count is not None:  # else no mean of rewards in [0, 1]: not judged
+                    counts[key] = count
+        if not counts or min(counts.values()) % self.group:
+            return {}  # not whole groups: the count or the group size is not what it seems
+        prompts = min(counts.values()) // self.group
+        return {k: (share_change_z(s.values[0], s.values[-1], prompts), s.steps[-1])
+                for k in counts for s in (self.series[k],)}
+
+    def tick(self, now: float, alive: bool) -> Sequence[Finding]:
+        if alive or self.short_done:
+            return ()
+        self.short_done = True
+        sig = self.params["sigmas"]
+        moves = self._short_moves()
+        for key, (z, step) in moves.items():
+            if key not in self.rising_seen or z < sig:
+                continue
+            falls = [(oz, other) for other, (oz, _) in moves.items() if other != key
+                     and oz <= -sig and not self.ignore(other) and
+                     self.series[other].values[0] - self.series[other].values[-1] >=
+                     self.params["min_change"] * abs(self.series[other].values[0])]
+            if not falls:
+                continue
+            oz, other = min(falls)
+            s, o = self.series[key], self.series[other]
+            last = max(step, moves[other][1])
+            return [self.finding(last, [key, other], (
+                f"reward hacking in a short run: the reward component {key} rose from "
+                f"{fmt(s.values[0])} (step {s.steps[0]}) to {fmt(s.values[-1])} (step "
+                f"{s.steps[-1]}) while {other} fell from {fmt(o.values[0])} to "
+                f"{fmt(o.values[-1])}, {fmt(z)} and {fmt(-oz)} standard errors of a mean "
+                f"over the batch's prompts ({self.group} samples each): the policy gains "
+                f"on one term of the reward at the cost of what it should learn"),
+                time=self.last_time, evidence=[(key, s.steps[-1], s.values[-1]),
+                                    (other, o.steps[-1], o.values[-1])])]
+        return ()
 
 
 BUILTIN = (*BUILTIN, RewardHacking)

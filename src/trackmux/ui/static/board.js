@@ -41,6 +41,22 @@
       }
     }
   }
+  // An axis's labels in one unit, that of its largest value: k, M or G from 10,000 up and
+  // an exponent below 0.001, so that no label is wider than the room left of the axis
+  // (-2500000 lost its sign there, 50000000 its first digit).
+  function axisFormat(ticks) {
+    var top = Math.max.apply(null, ticks.map(Math.abs));
+    var unit = top >= 1e9 ? [1e9, "G"] : top >= 1e6 ? [1e6, "M"] : top >= 1e4 ? [1e3, "k"] : null;
+    if (unit) {
+      return function (v, digits) {
+        return v === 0 ? "0" : Number((v / unit[0]).toPrecision(digits)) + unit[1];
+      };
+    }
+    if (top < 1e-3) {
+      return function (v, digits) { return v === 0 ? "0" : Number(v.toPrecision(digits)).toExponential(); };
+    }
+    return function (v, digits) { return digits === 3 ? label(v) : String(v); };
+  }
   function text(x, y, content, cls) {
     var node = svg("text", {x: x, y: y, "text-anchor": "end", "dominant-baseline": "middle",
                             "font-size": 9, fill: cls === "target" ? "#555" : "#888", "class": "axis " + cls});
@@ -62,12 +78,12 @@
     // meets the axis (a tick label too near it is left out)
     box.appendChild(svg("line", {x1: left - 2, x2: left - 2, y1: pad, y2: h - pad,
                                  stroke: "#bbb", "class": "y-axis"}));
-    var yt = Y(goal.target);
+    var yt = Y(goal.target), said = axisFormat(ticks);
     ticks.slice().reverse().forEach(function (v) {
       box.appendChild(svg("line", {x1: left - 4, x2: left - 2, y1: Y(v), y2: Y(v), stroke: "#bbb", "class": "tick"}));
-      if (Math.abs(Y(v) - yt) >= 10) box.appendChild(text(left - 5, Y(v), String(v), "tick"));
+      if (Math.abs(Y(v) - yt) >= 10) box.appendChild(text(left - 5, Y(v), said(v, 6), "tick"));
     });
-    box.appendChild(text(left - 5, yt, label(goal.target), "target"));
+    box.appendChild(text(left - 5, yt, said(goal.target, 3), "target"));
     // a gap (NaN) starts a new segment; a point alone (an eval logged once, or between
     // gaps) is a dot, since a path of one point paints nothing
     var d = "", dots = [], run = [];

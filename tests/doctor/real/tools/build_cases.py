@@ -258,6 +258,66 @@ def lr_steps(text: str, start: int = 1) -> list[int | None]:
             for r in rates]
 
 
+#: the CS336 assignment 5 runs of xiaofei9289/CS336_Project: one hand-written GRPO loop,
+#: four seeds a learning rate, each run's committed metrics.jsonl
+_XIAOFEI_SOURCE = ("https://github.com/xiaofei9289/CS336_Project/blob/{commit}/assignment5/"
+                   "results/{run}/metrics.jsonl")
+#: the author's writeup on the learning rate 3e-5 seeds that collapsed
+_XIAOFEI_LR_SAID = (
+    "the author's writeup (assignment5/writeup.md, problem grpo_learning_rate): the final "
+    "validation answer rewards at learning rate 3e-5 are '53.2%, 4.1%, 4.7%, 49.6%'; 'two "
+    "runs fall to about 4%, the final responses are only about 11 tokens, and the format "
+    "reward is 100%. After the learning rate is increased, the model more readily collapses "
+    "to very short outputs that are format-correct and answer-wrong'; 'the failed seeds'")
+#: how a collapsed run's metrics.jsonl was read (the start of its notes)
+_XIAOFEI_ROWS = (
+    "the committed metrics.jsonl read whole, its 201 lines of steps 0-200 each written as one "
+    "CSV row of the line's numbers unedited (step, loss, grad_norm, token_entropy, "
+    "train_reward, train_format_reward; every 10 steps val_answer_reward, val_format_reward, "
+    "val_response_length); the step -1 line, a boolean and the duplicates train_answer_reward "
+    "and val_reward left out; a hand-written loop with its own key names; ")
+
+
+def _xiaofei(commit: str, run: str, setting: str, said: str, notes: str,
+             onset_step: int | None = None) -> dict[str, Any]:
+    """A run of the xiaofei9289 CS336 loop (``setting``: its learning rate and seed): with
+    an ``onset_step``, one that collapsed to short answers, whose ``notes`` are told after
+    how its rows were read and before what dates the onset; else a healthy one."""
+    if onset_step is not None:
+        notes = (f"{_XIAOFEI_ROWS}{notes}; onset {onset_step}: the first validation at which "
+                 f"the mean response is under 25 tokens (the short-answer collapse the author "
+                 f"describes)")
+    return dict(framework="custom", format="csv",
+                source=_XIAOFEI_SOURCE.format(commit=commit, run=run),
+                source_title="CS336 assignment 5 (xiaofei9289/CS336_Project): the committed "
+                             f"metrics of the hand-written GRPO loop, {setting}",
+                thread_label=said,
+                label="healthy" if onset_step is None else "failure",
+                fault=None if onset_step is None else "reward_hacking",
+                onset_step=onset_step, notes=notes)
+
+
+#: what unsloth's GRPO notebooks say above their training cell (their runs are the healthy
+#: references: the vendor publishes each as its example)
+_UNSLOTH_SAID = ("the vendor's tutorial run, published as its example: 'The goal is to see "
+                 "the `reward` column increase! You might have to wait 150 to 200 steps for "
+                 "any action.")
+_UNSLOTH_PATIENT = (" You'll probably get 0 reward for the first 100 steps. Please be "
+                    "patient!")
+
+
+def _unsloth_notebook(commit: str, notebook: str, title: str, notes: str, *,
+                      patient: bool = True, said_after: str = "") -> dict[str, Any]:
+    """A healthy reference: the saved training table of one of unslothai/notebooks' GRPO
+    notebooks (``patient``: its text also asks to wait out 100 steps at reward 0;
+    ``said_after``: what the corpus adds after the quote)."""
+    said = _UNSLOTH_SAID + (_UNSLOTH_PATIENT if patient else "") + "'" + said_after
+    return dict(framework="trl", format="notebook_table",
+                source=f"https://github.com/unslothai/notebooks/blob/{commit}/nb/{notebook}",
+                source_title=f"unslothai/notebooks: {title}", thread_label=said,
+                label="healthy", fault=None, onset_step=None, notes=notes)
+
+
 MANIFEST: dict[str, dict[str, Any]] = {
     # ---- failures -----------------------------------------------------------------------
     "dschat-586-reward-stuck": dict(
@@ -488,100 +548,48 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "0.18 (64) -> 0.37 (72); kl_loss 0.16 (62) -> 1.05 (72); actor/ppo_kl at most "
               "0.0048 until 62, 0.031 (66), 0.138 (67), 0.55 (72); validation 0.7725 (40) -> "
               "0.695 (70); 71 steps, not long by the corpus's measure"),
-    "cs336-xiaofei-grpo-lr3e-5-seed1-short-answer-collapse": dict(
-        framework="custom", format="csv",
-        source="https://github.com/xiaofei9289/CS336_Project/blob/"
-               "48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0/assignment5/results/lr_3e-5_seed_1/"
-               "metrics.jsonl",
-        source_title="CS336 assignment 5 (xiaofei9289/CS336_Project): the committed metrics of "
-                     "the hand-written GRPO loop, learning rate 3e-5, seed 1",
-        thread_label="the author's writeup (assignment5/writeup.md, problem grpo_learning_rate): "
-                     "the final validation answer rewards at learning rate 3e-5 are '53.2%, 4.1%,"
-                     " 4.7%, 49.6%'; 'two runs fall to about 4%, the final responses are only "
-                     "about 11 tokens, and the format reward is 100%. After the learning rate is "
-                     "increased, the model more readily collapses to very short outputs that are "
-                     "format-correct and answer-wrong'; 'the failed seeds'",
-        label="failure", fault="reward_hacking", onset_step=30,
-        notes="the committed metrics.jsonl read whole, its 201 lines of steps 0-200 each written "
-              "as one CSV row of the line's numbers unedited (step, loss, grad_norm, "
-              "token_entropy, train_reward, train_format_reward; every 10 steps "
-              "val_answer_reward, val_format_reward, val_response_length); the step -1 line, a "
-              "boolean and the duplicates train_answer_reward and val_reward left out; a "
-              "hand-written loop with its own key names; 47,746 characters as stored; reward 0 "
-              "with grad_norm 0 on steps 0-20 (flat groups), then train_format_reward 0.43 -> "
-              "0.97 (27) and 1.0 on most steps from 34 while train_reward stays 0-0.12; "
-              "validation: response length 126.6 (20) -> 10.9 (30) and 11-33 to the end, format "
-              "0.39 -> 0.89 (30) -> 1.0, answer 0.02-0.07, 0.041 at 200; token_entropy 1.0 -> "
-              "0.10-0.4; onset 30: the first validation at which the mean response is under 25 "
-              "tokens (the short-answer collapse the author describes)"),
-    "cs336-xiaofei-grpo-lr3e-5-seed2-short-answer-collapse": dict(
-        framework="custom", format="csv",
-        source="https://github.com/xiaofei9289/CS336_Project/blob/"
-               "67a18581e7660a1bc53ab2ef3d143cecec294b16/assignment5/results/lr_3e-5_seed_2/"
-               "metrics.jsonl",
-        source_title="CS336 assignment 5 (xiaofei9289/CS336_Project): the committed metrics of "
-                     "the hand-written GRPO loop, learning rate 3e-5, seed 2",
-        thread_label="the author's writeup (assignment5/writeup.md, problem grpo_learning_rate): "
-                     "the final validation answer rewards at learning rate 3e-5 are '53.2%, 4.1%,"
-                     " 4.7%, 49.6%'; 'two runs fall to about 4%, the final responses are only "
-                     "about 11 tokens, and the format reward is 100%. After the learning rate is "
-                     "increased, the model more readily collapses to very short outputs that are "
-                     "format-correct and answer-wrong'; 'the failed seeds'",
-        label="failure", fault="reward_hacking", onset_step=20,
-        notes="the committed metrics.jsonl read whole, its 201 lines of steps 0-200 each written "
-              "as one CSV row of the line's numbers unedited (step, loss, grad_norm, "
-              "token_entropy, train_reward, train_format_reward; every 10 steps "
-              "val_answer_reward, val_format_reward, val_response_length); the step -1 line, a "
-              "boolean and the duplicates train_answer_reward and val_reward left out; a "
-              "hand-written loop with its own key names; 48,365 characters as stored; reward 0 "
-              "with grad_norm 0 on steps 0-10, then train_format_reward 0.41 -> 0.98 (18) and "
-              "0.95-1.0 on most steps from 32 while train_reward stays 0-0.15; validation: "
-              "response length 98.8 (10) -> 11.4 (20), 19.6 (30), 11.1-11.98 from 40, format 0.46"
-              " -> 0.99 (20) -> 1.0, answer 0.03-0.076, 0.047 at 200; token_entropy 1.0-1.5 -> "
-              "0.29 (19), 0.3-1.3 after; onset 20: the first validation at which the mean "
-              "response is under 25 tokens (the short-answer collapse the author describes)"),
-    "cs336-xiaofei-grpo-standard-seed2-short-answer-collapse": dict(
-        framework="custom", format="csv",
-        source="https://github.com/xiaofei9289/CS336_Project/blob/"
-               "67a18581e7660a1bc53ab2ef3d143cecec294b16/assignment5/results/standard_seed_2/"
-               "metrics.jsonl",
-        source_title="CS336 assignment 5 (xiaofei9289/CS336_Project): the committed metrics of "
-                     "the hand-written GRPO loop, the handout's learning rate 1e-5, seed 2",
-        thread_label="the author's writeup (assignment5/writeup.md, problems grpo_experiments "
-                     "and grpo_learning_rate): 'The final validation answer rewards are 47.9%, "
-                     "45.6%, 12.3%, and 46.7% ... Seed 2 pulls the mean down'; 'seed 2 stays "
-                     "near 12%'; 'its format reward is 97.1% and its answer reward is only "
-                     "12.3%'; 'Seed 2 falls from about 100 tokens to around 15 and ends at 30.3. "
-                     "It learns the short <answer> format, but often compresses the reasoning "
-                     "into one line and gets the arithmetic wrong'; 'the failed run shrinks to "
-                     "30 tokens'",
-        label="failure", fault="reward_hacking", onset_step=40,
-        notes="the committed metrics.jsonl read whole, its 201 lines of steps 0-200 each written "
-              "as one CSV row of the line's numbers unedited (step, loss, grad_norm, "
-              "token_entropy, train_reward, train_format_reward; every 10 steps "
-              "val_answer_reward, val_format_reward, val_response_length); the step -1 line, a "
-              "boolean and the duplicates train_answer_reward and val_reward left out; a "
-              "hand-written loop with its own key names; 48,482 characters as stored; the "
-              "author's grad_norm figures (143 of 200 steps above 1, median 1.48, maximum 2.81) "
-              "hold on the rows; reward 0 on most steps to 30, then train_format_reward 0.45 -> "
-              "0.92 (48) and 0.93-1.0 from 51 while train_reward stays 0.02-0.2; validation: "
-              "response length 97.1 (10) -> 63.5 (20) -> 30.9 (30) -> 20.3 (40) -> 12.6-14.98 "
-              "(50-150) -> 30.3 (200), format 0.46 -> 0.92 (40) -> 0.86-0.99, answer 0.02-0.10, "
-              "0.123 at 200; the successful seeds of the same loop reach 0.46-0.48; onset 40: the"
-              " first validation at which the mean response is under 25 tokens (the short-answer "
-              "collapse the author describes)"),
+    "cs336-xiaofei-grpo-lr3e-5-seed1-short-answer-collapse": _xiaofei(
+        "48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0", "lr_3e-5_seed_1",
+        "learning rate 3e-5, seed 1", _XIAOFEI_LR_SAID, onset_step=30,
+        notes="47,746 characters as stored; reward 0 with grad_norm 0 on steps 0-20 (flat "
+              "groups), then train_format_reward 0.43 -> 0.97 (27) and 1.0 on most steps from "
+              "34 while train_reward stays 0-0.12; validation: response length 126.6 (20) -> "
+              "10.9 (30) and 11-33 to the end, format 0.39 -> 0.89 (30) -> 1.0, answer "
+              "0.02-0.07, 0.041 at 200; token_entropy 1.0 -> 0.10-0.4"),
+    "cs336-xiaofei-grpo-lr3e-5-seed2-short-answer-collapse": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "lr_3e-5_seed_2",
+        "learning rate 3e-5, seed 2", _XIAOFEI_LR_SAID, onset_step=20,
+        notes="48,365 characters as stored; reward 0 with grad_norm 0 on steps 0-10, then "
+              "train_format_reward 0.41 -> 0.98 (18) and 0.95-1.0 on most steps from 32 while "
+              "train_reward stays 0-0.15; validation: response length 98.8 (10) -> 11.4 (20), "
+              "19.6 (30), 11.1-11.98 from 40, format 0.46 -> 0.99 (20) -> 1.0, answer "
+              "0.03-0.076, 0.047 at 200; token_entropy 1.0-1.5 -> 0.29 (19), 0.3-1.3 after"),
+    "cs336-xiaofei-grpo-standard-seed2-short-answer-collapse": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "standard_seed_2",
+        "the handout's learning rate 1e-5, seed 2",
+        "the author's writeup (assignment5/writeup.md, problems grpo_experiments and "
+        "grpo_learning_rate): 'The final validation answer rewards are 47.9%, 45.6%, 12.3%, "
+        "and 46.7% ... Seed 2 pulls the mean down'; 'seed 2 stays near 12%'; 'its format "
+        "reward is 97.1% and its answer reward is only 12.3%'; 'Seed 2 falls from about 100 "
+        "tokens to around 15 and ends at 30.3. It learns the short <answer> format, but often "
+        "compresses the reasoning into one line and gets the arithmetic wrong'; 'the failed "
+        "run shrinks to 30 tokens'", onset_step=40,
+        notes="48,482 characters as stored; the author's grad_norm figures (143 of 200 steps "
+              "above 1, median 1.48, maximum 2.81) hold on the rows; reward 0 on most steps to "
+              "30, then train_format_reward 0.45 -> 0.92 (48) and 0.93-1.0 from 51 while "
+              "train_reward stays 0.02-0.2; validation: response length 97.1 (10) -> 63.5 (20) "
+              "-> 30.9 (30) -> 20.3 (40) -> 12.6-14.98 (50-150) -> 30.3 (200), format 0.46 -> "
+              "0.92 (40) -> 0.86-0.99, answer 0.02-0.10, 0.123 at 200; the successful seeds of "
+              "the same loop reach 0.46-0.48"),
     # ---- healthy ------------------------------------------------------------------------
-    "cs336-xiaofei-grpo-standard-seed0-healthy": dict(
-        framework="custom", format="csv",
-        source="https://github.com/xiaofei9289/CS336_Project/blob/67a18581e7660a1bc53ab2ef3d143cecec294b16/assignment5/results/standard_seed_0/metrics.jsonl",
-        source_title="CS336 assignment 5 (xiaofei9289/CS336_Project): the committed metrics of "
-                     "the hand-written GRPO loop, the handout's learning rate 1e-5, seed 0",
-        thread_label="the author's writeup (assignment5/writeup.md, problem grpo_experiments): "
-                     "'The final validation answer rewards are 47.9%, 45.6%, 12.3%, and 46.7%'; "
-                     "'Seed 2 pulls the mean down; the other three are above 45%, and all stay "
-                     "near 45% after step 100'; 'seeds 0 and 3 rise first'; 'Successful seeds "
-                     "have a training reward of about 0.45-0.55 in the second half'",
-        label="healthy", fault=None, onset_step=None,
+    "cs336-xiaofei-grpo-standard-seed0-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "standard_seed_0",
+        "the handout's learning rate 1e-5, seed 0",
+        "the author's writeup (assignment5/writeup.md, problem grpo_experiments): 'The final "
+        "validation answer rewards are 47.9%, 45.6%, 12.3%, and 46.7%'; 'Seed 2 pulls the "
+        "mean down; the other three are above 45%, and all stay near 45% after step 100'; "
+        "'seeds 0 and 3 rise first'; 'Successful seeds have a training reward of about "
+        "0.45-0.55 in the second half'",
         notes="the committed metrics.jsonl read whole (48,762 characters as stored), its 201 "
               "lines of steps 0-200 each written as one CSV row of the line's numbers unedited, "
               "the same columns as cs336-xiaofei-grpo-standard-seed2-short-answer-collapse (the "
@@ -626,124 +634,67 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "adv_avg left out); reward_avg swings 0-1 per step around a steady level, "
               "entropy_avg 0.02-0.73 until step 484 and single steps up to 3.46 in the last "
               "16, policy_ratio single steps from 0.02 to 36.3"),
-    "unsloth-qwen25-grpo-notebook-reference": dict(
-        framework="trl", format="notebook_table",
-        source="https://github.com/unslothai/notebooks/blob/"
-               "0114b779decfaadf0888c002eae1a19334258dc6/nb/Qwen2.5_(3B)-GRPO.ipynb",
-        source_title="unslothai/notebooks: Qwen2.5 (3B) GRPO",
-        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
-                     "see the `reward` column increase! You might have to wait 150 to 200 "
-                     "steps for any action. You'll probably get 0 reward for the first 100 "
-                     "steps. Please be patient!'",
-        label="healthy", fault=None, onset_step=None,
+    "unsloth-qwen25-grpo-notebook-reference": _unsloth_notebook(
+        "0114b779decfaadf0888c002eae1a19334258dc6", "Qwen2.5_(3B)-GRPO.ipynb",
+        "Qwen2.5 (3B) GRPO",
         notes="the training cell's saved HTML table, all 250 rows (Step, Training Loss, "
               "reward, reward_std, completion_length, kl; logging every step), one <tr> per "
               "line; the reward stays near 0.1 for ~75 steps, then rises in bursts towards "
               "2.75 (the maximum) with many groups still at reward_std 0; kl grows from 0 to "
               "0.03-0.17; completion_length falls from the 200-token cap to ~100-190"),
-    "unsloth-llama32-3b-advanced-grpo-notebook-reference": dict(
-        framework="trl", format="notebook_table",
-        source="https://github.com/unslothai/notebooks/blob/"
-               "016b8dce8bee9ec8d94efc84863d5c327aa8956c/nb/"
-               "Advanced_Llama3_2_(3B)_GRPO_LoRA.ipynb",
-        source_title="unslothai/notebooks: Advanced Llama 3.2 (3B) GRPO LoRA",
-        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
-                     "see the `reward` column increase! You might have to wait 150 to 200 "
-                     "steps for any action. You'll probably get 0 reward for the first 100 "
-                     "steps. Please be patient!'",
-        label="healthy", fault=None, onset_step=None,
+    "unsloth-llama32-3b-advanced-grpo-notebook-reference": _unsloth_notebook(
+        "016b8dce8bee9ec8d94efc84863d5c327aa8956c", "Advanced_Llama3_2_(3B)_GRPO_LoRA.ipynb",
+        "Advanced Llama 3.2 (3B) GRPO LoRA",
         notes="the training cell's saved HTML table (500 steps), rows 1-180 and its first "
               "six columns (Step, Training Loss, reward, reward_std, completion_length, kl; "
               "the four reward-component columns left out); the reward rises from -1.25..-0.19 "
               "(steps 1-33) to 0.8-1.9 from step 73; kl 0 -> 0.01-0.06 with single-step "
               "spikes to 0.30, 0.58, 1.71 and 2.64 (steps 113, 134, 130, 111), each back at "
               "~0.02 the next step"),
-    "unsloth-qwen3-4b-grpo-notebook-reference": dict(
-        framework="trl", format="notebook_table",
-        source="https://github.com/unslothai/notebooks/blob/"
-               "0114b779decfaadf0888c002eae1a19334258dc6/nb/Qwen3_(4B)-GRPO.ipynb",
-        source_title="unslothai/notebooks: Qwen3 (4B) GRPO",
-        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
-                     "see the `reward` column increase! You might have to wait 150 to 200 "
-                     "steps for any action. You'll probably get 0 reward for the first 100 "
-                     "steps. Please be patient!' (the run stops at step 100)",
-        label="healthy", fault=None, onset_step=None,
+    "unsloth-qwen3-4b-grpo-notebook-reference": _unsloth_notebook(
+        "0114b779decfaadf0888c002eae1a19334258dc6", "Qwen3_(4B)-GRPO.ipynb",
+        "Qwen3 (4B) GRPO", said_after=" (the run stops at step 100)",
         notes="the training cell's saved HTML table, all 100 rows and its first six columns "
               "(Step, Training Loss, reward, reward_std, completion_length, kl; the four "
               "reward-component columns left out); the reward is at its floor -7.5 with every "
               "completion at the 1846-token cap on 40 of the 100 steps and 2.75-13.0 on "
               "others, no trend; kl 0.08-0.27 with single steps at 3.25 (14) and 0.57 (42)"),
-    "unsloth-llama31-3b-advanced-grpo-notebook-reference": dict(
-        framework="trl", format="notebook_table",
-        source="https://github.com/unslothai/notebooks/blob/"
-               "03104b338a1f0e3ca341467fc0449d122f2e2c44/nb/"
-               "Advanced_Llama3_1_(3B)_GRPO_LoRA.ipynb",
-        source_title="unslothai/notebooks: Advanced Llama 3.1 (3B) GRPO LoRA",
-        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
-                     "see the `reward` column increase! You might have to wait 150 to 200 "
-                     "steps for any action. You'll probably get 0 reward for the first 100 "
-                     "steps. Please be patient!'",
-        label="healthy", fault=None, onset_step=None,
+    "unsloth-llama31-3b-advanced-grpo-notebook-reference": _unsloth_notebook(
+        "03104b338a1f0e3ca341467fc0449d122f2e2c44", "Advanced_Llama3_1_(3B)_GRPO_LoRA.ipynb",
+        "Advanced Llama 3.1 (3B) GRPO LoRA",
         notes="the training cell's saved HTML table (saved at step 294 of 1000), rows 1-136 "
               "and its first six columns (Step, Training Loss, reward, reward_std, "
               "completion_length, kl; the four reward-component columns left out); the "
               "reward rises from -1.2..-0.3 (steps 1-58) to mostly 0.9-4.0 (86-136); kl 0 -> "
               "0.01-0.08 with one step at 0.196 (120)"),
-    "unsloth-deepseek-r1-0528-qwen3-8b-grpo-notebook-reference": dict(
-        framework="trl", format="notebook_table",
-        source="https://github.com/unslothai/notebooks/blob/"
-               "10dc9577461fc14cc879cb742a474ceb0e684951/nb/"
-               "DeepSeek_R1_0528_Qwen3_(8B)_GRPO.ipynb",
-        source_title="unslothai/notebooks: DeepSeek R1 0528 Qwen3 (8B) GRPO",
-        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
-                     "see the `reward` column increase! You might have to wait 150 to 200 "
-                     "steps for any action. You'll probably get 0 reward for the first 100 "
-                     "steps. Please be patient!' (the run stops at step 100)",
-        label="healthy", fault=None, onset_step=None,
+    "unsloth-deepseek-r1-0528-qwen3-8b-grpo-notebook-reference": _unsloth_notebook(
+        "10dc9577461fc14cc879cb742a474ceb0e684951", "DeepSeek_R1_0528_Qwen3_(8B)_GRPO.ipynb",
+        "DeepSeek R1 0528 Qwen3 (8B) GRPO", said_after=" (the run stops at step 100)",
         notes="the training cell's saved HTML table, all 100 rows and its first six columns "
               "(Step, Training Loss, reward, reward_std, completion_length, kl; the five "
               "reward-component columns left out); 4 generations a prompt, so reward_std is 0 "
               "on many steps; the reward is -7.0..2.5, mean -3.0 on steps 1-34 and 0.24 on "
               "35-100; completion_length 81-207; kl 0 -> 0.0005-0.03 with one step at 0.17 "
               "(92)"),
-    "unsloth-phi4-grpo-notebook-reference": dict(
-        framework="trl", format="notebook_table",
-        source="https://github.com/unslothai/notebooks/blob/"
-               "016b8dce8bee9ec8d94efc84863d5c327aa8956c/nb/Phi_4_(14B)-GRPO.ipynb",
-        source_title="unslothai/notebooks: Phi-4 (14B) GRPO",
-        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
-                     "see the `reward` column increase! You might have to wait 150 to 200 "
-                     "steps for any action. You'll probably get 0 reward for the first 100 "
-                     "steps. Please be patient!'",
-        label="healthy", fault=None, onset_step=None,
+    "unsloth-phi4-grpo-notebook-reference": _unsloth_notebook(
+        "016b8dce8bee9ec8d94efc84863d5c327aa8956c", "Phi_4_(14B)-GRPO.ipynb",
+        "Phi-4 (14B) GRPO",
         notes="the training cell's saved HTML table, all 100 rows (Step, Training Loss, "
               "reward, reward_std, completion_length, kl; logging every step), one <tr> per "
               "line; the reward sits at 0.125 (format only, reward_std 0) in most steps with "
               "bursts to 1.2-2.0; completion_length at the 200-token cap in most steps; kl "
               "0-0.028"),
-    "unsloth-llama31-8b-grpo-notebook-reference": dict(
-        framework="trl", format="notebook_table",
-        source="https://github.com/unslothai/notebooks/blob/"
-               "0114b779decfaadf0888c002eae1a19334258dc6/nb/Llama3.1_(8B)-GRPO.ipynb",
-        source_title="unslothai/notebooks: Llama 3.1 (8B) GRPO",
-        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
-                     "see the `reward` column increase! You might have to wait 150 to 200 "
-                     "steps for any action.'",
-        label="healthy", fault=None, onset_step=None,
+    "unsloth-llama31-8b-grpo-notebook-reference": _unsloth_notebook(
+        "0114b779decfaadf0888c002eae1a19334258dc6", "Llama3.1_(8B)-GRPO.ipynb",
+        "Llama 3.1 (8B) GRPO", patient=False,
         notes="the training cell's saved HTML table, rows 1-119 of 250, all 11 columns (the "
               "total reward and its five components: xmlcount, soft/strict format, int, "
               "correctness); the correctness component reaches 2.0 (every answer right) on "
               "more and more steps after step 60, reward_std is 0 on those steps; kl 0 -> "
               "0.01-0.14; completion_length 200-290 -> 80-220"),
-    "unsloth-mistral7b-grpo-notebook-reference": dict(
-        framework="trl", format="notebook_table",
-        source="https://github.com/unslothai/notebooks/blob/"
-               "0114b779decfaadf0888c002eae1a19334258dc6/nb/Mistral_v0.3_(7B)-GRPO.ipynb",
-        source_title="unslothai/notebooks: Mistral v0.3 (7B) GRPO",
-        thread_label="the vendor's tutorial run, published as its example: 'The goal is to "
-                     "see the `reward` column increase! You might have to wait 150 to 200 "
-                     "steps for any action.'",
-        label="healthy", fault=None, onset_step=None,
+    "unsloth-mistral7b-grpo-notebook-reference": _unsloth_notebook(
+        "0114b779decfaadf0888c002eae1a19334258dc6", "Mistral_v0.3_(7B)-GRPO.ipynb",
+        "Mistral v0.3 (7B) GRPO", patient=False,
         notes="the training cell's saved HTML table, rows 1-129 of 250 and its first six "
               "columns (Step, Training Loss, reward, reward_std, completion_length, kl); the "
               "five reward-component columns are not transcribed; the reward (the XML-format "
