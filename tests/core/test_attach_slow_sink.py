@@ -258,3 +258,49 @@ def test_closing_a_handle_tells_the_sink_it_left() -> None:
     assert handle.close(10)
     assert sink.left == 1
     assert [steps for _, steps in sink.calls if steps] == [[0]]  # after its last batch
+
+
+def test_a_worker_that_joined_is_waited_for_before_its_first_push(monkeypatch: Any) -> None:
+    """A busy worker can log all its work before its flusher first pushes; the driver,
+    told the work is done, finishes. The join said at attach makes it known: waited for
+    while its process lives, not once it is gone (seen in a loaded pair of suites: a
+    worker's 2,008 events discarded as 'closed')."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from trackmux.attached import sink as sink_module
+
+    clock = _Clock()
+    monkeypatch.setattr(sink_module, "time", clock)
+    sink = sink_module.SinkCore("r", "p", flush_interval=0.5)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    host = socket.gethostname()
+    live, dead = f"{host}:{os.getpid()}:aaaaaa", f"{host}:{int(ended.stdout)}:bbbbbb"
+    assert sink.join(live) == "ok" and sink.join(dead) == "ok"
+    clock.now += 60.0
+    assert sink.waiting_for(clock.now - 1) == [live]
+    sink.close()
+    assert sink.join(f"{host}:{os.getpid()}:cccccc") == "closed"
+
+
+class _ConnectSink(_LateSink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.answered.set()
+        self.connected_from: list[str] = []
+
+    def connect(self) -> bool:
+        self.connected_from.append(threading.current_thread().name)
+        return True
+
+
+def test_attach_finds_the_sink_before_it_returns() -> None:
+    sink = _ConnectSink()
+    handle = AttachedRun(sink, run_id=None, role="w", flush_interval=60.0)
+    assert sink.connected_from == [threading.current_thread().name]  # not the flusher's
+    handle.log({"a": 1.0}, step=0)
+    assert handle.close(10)
+    assert sink.connected_from == [threading.current_thread().name]  # once

@@ -31,6 +31,7 @@ from tensorboard.plugins.text.summary_v2 import text_pb
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from trackmux.core.events import FindingEvent, HistogramEvent, ImageEvent, TextEvent
+from trackmux.testing.signals import default_sigint
 
 T0 = 1_700_000_000.0
 
@@ -190,7 +191,8 @@ def follow(root: Path, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "TRACKMUX_DIR": str(root)}
     return subprocess.Popen([sys.executable, "-m", "trackmux", "import", "--follow", "--json",
                              "--interval", "0.2", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=default_sigint)  # the test stops it with Ctrl-C
 
 
 def followed_points(root: Path) -> dict[str, list[tuple[int, float]]]:

@@ -13,6 +13,7 @@ from importhelp import events, meta, series
 
 from trackmux.cli.main import cli
 from trackmux.core.events import ConfigEvent
+from trackmux.testing.signals import default_sigint
 
 RAY = "\x1b[36m(TaskRunner pid=4242)\x1b[0m "
 
@@ -220,7 +221,7 @@ def test_follow_of_a_growing_console_log_waits_for_a_cut_line(tmp_path: Path) ->
     proc = subprocess.Popen([sys.executable, "-m", "trackmux", "import", "--follow", "--json",
                              "--doctor", "off", "--interval", "0.1", "--dir", str(root),
                              str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=dict(os.environ))
+                            env=dict(os.environ), preexec_fn=default_sigint)
 
     def points() -> list[tuple[int, float]]:
         found = list(root.glob("*/*/spool.db"))

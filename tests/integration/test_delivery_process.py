@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from _support import HERE, child_env, cursor, process_alive, spooled, wait_until
 
+from trackmux.testing.signals import default_sigint
+
 pytest.importorskip("mlflow")
 
 STEPS = 300
@@ -32,14 +34,7 @@ def _start(tmp_path: Path, end: str, steps: int = STEPS, **env: str) -> subproce
         [sys.executable, str(HERE / "_trainer.py"), str(tmp_path / "spool"),
          str(tmp_path / "mlflow.db"), str(steps), end],
         env=child_env(**env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, preexec_fn=_default_sigint)
-
-
-def _default_sigint() -> None:
-    """In the child before exec: Ctrl-C's default, as a terminal's trainer has it. A test
-    run started in the background (``cmd &`` without job control) ignores SIGINT, and an
-    ignored SIGINT is inherited: the trainer would never see the test's Ctrl-C."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+        start_new_session=True, preexec_fn=default_sigint)
 
 
 def _logged(proc: subprocess.Popen[str]) -> tuple[Path, int | None]:

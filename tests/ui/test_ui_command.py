@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from ui_support import make_run
 
+from trackmux.testing.signals import default_sigint
+
 
 @pytest.fixture
 def serve() -> Iterator[object]:
@@ -27,7 +29,8 @@ def serve() -> Iterator[object]:
         env = {**os.environ, "TRACKMUX_DISABLE_PLUGIN_AUTOLOAD": "1"}
         proc = subprocess.Popen([sys.executable, "-m", "trackmux", "ui", str(folder),
                                  "--port", "0"], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, env=env)
+                                stderr=subprocess.STDOUT, text=True, env=env,
+                                preexec_fn=default_sigint)  # stopped with Ctrl-C below
         started.append(proc)
         lines: queue.Queue[str] = queue.Queue()
         assert proc.stdout is not None

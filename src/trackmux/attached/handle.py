@@ -17,6 +17,7 @@ and counted, as on the driver: core/values/intake.py; ``strict`` raises it inste
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import threading
 import time
@@ -124,6 +125,11 @@ class AttachedRun:
         self._plan_asked = False
         self._wake = threading.Event()
         self._stop = threading.Event()
+        # Found now, not by the flusher's first send: a busy worker could log all its work
+        # before that thread ran, and the driver finish without waiting for it. A sink not
+        # there yet (or one that never will be) is left to the flusher, as before.
+        with contextlib.suppress(Exception):
+            self._connected = transport.connect()
         self._thread = threading.Thread(target=self._loop, name="trackmux-attach-flusher",
                                         daemon=True)
         self._thread.start()

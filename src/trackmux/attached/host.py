@@ -38,6 +38,8 @@ PUMP_IDLE = 0.05
 #: (or the actor's start: a new worker process importing Ray) can take tens of seconds,
 #: so both sides wait for the same call's answer, saying so once after ``SLOW_AFTER``,
 #: and call the sink gone only on an actor error or after ``GIVE_UP_AFTER`` without one.
+#: the longest attach() waits for the sink to know the worker (then the first push does)
+JOIN_WAIT = 10.0
 ANSWER_WAIT = 30.0  # one wait of a worker's push (then it retries the same call)
 SLOW_AFTER = 30.0
 GIVE_UP_AFTER = 600.0
@@ -255,6 +257,10 @@ class RayTransport:
                 if info.get("run_id") != self._run_id:
                     continue
             self._actor = actor
+            try:  # the sink knows this worker before attach() returns (SinkCore.join)
+                ray.get(actor.join.remote(self._worker), timeout=JOIN_WAIT)
+            except Exception as exc:  # slow: its first push still makes it known
+                log.debug("trackmux: the sink did not answer this worker's join: %s", exc)
             return True
         return False
 

@@ -135,6 +135,16 @@ class SinkCore:
             self._workers[name].inputs = None
         return out, sum(w.dropped for w in self._workers.values()), inputs
 
+    def join(self, worker: str) -> str:
+        """A worker's handle found the sink: from now on ``finish()`` waits for it, even
+        before its first push. A worker on a busy node could log its whole work before its
+        flusher first pushed, and the driver, told the work was done, finished without
+        it. ``closed`` if the run finished already, else ``ok``."""
+        state = self._workers.setdefault(worker, _Worker())
+        if not state.seen:
+            state.seen = time.time()
+        return "closed" if self._closed else "ok"
+
     def leave(self, worker: str) -> None:
         """The worker's handle was closed (after its last push): not waited for."""
         self._workers.setdefault(worker, _Worker()).left = True
