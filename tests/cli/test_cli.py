@@ -11,6 +11,7 @@ import orjson
 from click.testing import CliRunner
 
 import trackmux
+from spool_support import wait_quiet
 from trackmux.cli.main import cli
 
 
@@ -37,6 +38,7 @@ def _coverage_notes(run_dir: Path) -> int:
 def test_runs_shows_finished_running_and_crashed(tmp_path: Path) -> None:
     finished = make_run(tmp_path)
     finished.finish()
+    wait_quiet(finished)  # its delivery process has exited: its count below stays put
     running = make_run(tmp_path, steps=3)
     running._spool.flush()
     code = f"""

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import trackmux
+from spool_support import wait_quiet
 from trackmux.cli.main import cli
 from trackmux.doctor.coverage import RULE
 
@@ -23,6 +24,7 @@ def _spool(root: Path, rows: list[dict[str, float]], doctor: Any = False,
     for step, data in enumerate(rows):
         run.log(data, step=step)
     assert run.finish(timeout=60).complete
+    wait_quiet(run)  # its events are counted: nothing of the run may still append
     return run.dir
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import trackmux
+from spool_support import wait_quiet
 from trackmux.core.backends.contract import RunInfo
 from trackmux.core.delivery.watch import WatcherSpec, WatchRunner
 from trackmux.core.events import FindingEvent, TextEvent
@@ -80,6 +81,7 @@ def test_a_judged_run_of_custom_keys_is_told_what_was_read_and_no_finding_counts
         run.log({"train/score": 0.2 + 0.01 * step, "kl_to_ref": 0.01, "gen_len": 300.0},
                 step=step)
     assert run.finish(timeout=60).complete
+    wait_quiet(run)  # the delivery process (or the watch thread) is gone: nothing appends
     [line] = _said(capsys.readouterr().out)
     assert line.startswith(PREFIX + "4: judged: read reward and kl; read "), line
     assert "kl <- kl_to_ref" in line and "reward <- train/score" in line
@@ -123,6 +125,7 @@ def test_the_coverage_is_said_again_at_close_when_it_changed(tmp_path: Path,
             data["policy_entropy"] = 1.0
         run.log(data, step=step)
     assert run.finish(timeout=60).complete
+    wait_quiet(run)
     first, last = _said(capsys.readouterr().out)
     assert first.startswith(PREFIX + "4: ") and "entropy" not in first.split("; not run")[0]
     assert "entropy_collapse (no key for entropy)" in first
@@ -136,14 +139,18 @@ def test_a_short_run_is_told_at_close_and_a_rerun_adds_no_second_note(tmp_path: 
                                                                       capsys: Any) -> None:
     from trackmux.doctor.config import resolve
 
-    # provenance off: its event may land after finish() under load (a probe of its own),
-    # between the two reads of the spool's last seq below
+    # The spool's last seq is read before and after a second watcher: nothing else may
+    # append meanwhile (wait_quiet: the run's watch thread has ended). A second note came
+    # when the first watcher was ticked "trainer gone" before it read the last steps (the
+    # note's text then named frozen_start as not run): test_watch_final_tick.py forces it.
+    # Provenance is off, as in every suite here (tests/conftest.py): 3 steps and a note.
     run = trackmux.init(project="p", backends=["console"], dir=tmp_path, doctor=True,
                         delivery="thread", provenance=False)
     assert isinstance(run, trackmux.Run)
     for step in range(3):
         run.log({"score_mean": 0.5, "kl_to_ref": 0.01}, step=step)
     assert run.finish(timeout=60).complete
+    wait_quiet(run)
     [line] = _said(capsys.readouterr().out)
     assert line.startswith(PREFIX + "2: judged: read reward and kl")
     # a restarted delivery process reads the run again: the note is in the spool already
@@ -158,6 +165,7 @@ def test_a_short_run_is_told_at_close_and_a_rerun_adds_no_second_note(tmp_path: 
     runner.start()
     runner.catch_up(before, time.monotonic() + 60)
     runner.stop(wait=10)
+    assert not runner.thread.is_alive()  # it appends nothing after the read below
     assert runner.cursor >= before  # it did read the whole run: "none" is not "not yet"
     assert found == [] and reader.last_seq() == before
     reader.close()
@@ -173,6 +181,7 @@ def test_a_run_of_no_rl_signal_is_not_told(tmp_path: Path, capsys: Any) -> None:
     for step in range(10):
         run.log({"loss": 1.0 / (step + 1), "lr": 1e-5}, step=step)
     assert run.finish(timeout=60).complete  # delivered and watched to the end
+    wait_quiet(run)  # "no note" is read once nothing can still say one
     assert _said(capsys.readouterr().out) == [] and _notes(run.dir) == []
     assert run.findings() == []
 

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 import trackmux
+from spool_support import wait_quiet
 from trackmux.core.backends.contract import RunInfo
 from trackmux.core.delivery.sync import deliver_by_name
 from trackmux.core.delivery.watch import WatcherSpec, WatchRunner
@@ -77,6 +78,7 @@ def test_findings_reach_console_file_webhook_and_the_trainer(
     _train(run)
     summary = run.finish(timeout=30)
     assert summary.complete, summary
+    wait_quiet(run)  # what is counted below is all there will be
     rules = [f["rule"] for f in run.findings()]
     assert rules == ["nonfinite", "kl_blowup"]
     # on_finding has every event: the KL's finding, then its updates as it grew (issue 42)
@@ -127,6 +129,7 @@ def test_resync_delivers_findings_and_a_rerun_adds_none(tmp_path: Path) -> None:
                         backend_options={"file": {"root": str(tmp_path / "a")}})
     _train(run)
     run.finish(timeout=30)
+    wait_quiet(run)  # its delivery process has exited: the last seq below stays put
     deliver_by_name(run.dir, ["file"], {"file": {"root": str(tmp_path / "b")}})
     [again] = (tmp_path / "b" / "p").glob("*.findings.jsonl")
     resent = [orjson.loads(x) for x in again.read_bytes().splitlines()]
@@ -144,7 +147,8 @@ def test_resync_delivers_findings_and_a_rerun_adds_none(tmp_path: Path) -> None:
                          on_problem=lambda *a: None)
     runner.start()
     runner.catch_up(before, time.monotonic() + 60)
-    runner.stop()
+    runner.stop(wait=10)
+    assert not runner.thread.is_alive()  # it appends nothing after the read below
     assert runner.cursor >= before  # it did read the whole run: "none" is not "not yet"
     assert found == [] and reader.last_seq() == before
     reader.close()

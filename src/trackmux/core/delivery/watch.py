@@ -10,8 +10,9 @@ start; wake-ups within ``READ_EVERY`` of its last read wait for the rest of it, 
 that commits every few milliseconds costs it one read a quarter second, not one per commit,
 and kinds of event no watcher reads are passed over undecoded), feeds each event in spool
 order, ticks the watchers every second with the wall time
-and whether the trainer is alive (a hang shows as the absence of events; finishing, once
-more right after the last events were fed, with the trainer gone), and appends what
+while the trainer is alive (a hang shows as the absence of events), and once it is gone,
+finishing, right after the last events it committed were fed (never before: a watcher
+takes "gone" for "the run is over", and judges what it has), and appends what
 they return with :func:`~trackmux.core.spool.writer.append_events`, so every backend, a
 resync and every reader get the findings like any other event.
 
@@ -60,7 +61,9 @@ class Watcher(Protocol):
         """One event, in spool order; returns findings it completes (usually none)."""
 
     def tick(self, now: float, alive: bool) -> Sequence[WatchEvent]:
-        """Every second: wall time and whether the trainer is alive and not finished."""
+        """Every second while the trainer is alive (``alive`` true: more events may come),
+        with the wall time; then ``alive`` false once every event the trainer committed
+        was fed (the finishing tick: the run is over; again only after a later read)."""
 
     # optional: ``kinds``, a frozenset of the event kinds ``feed`` reads (absent or None:
     # every kind); the runner passes over the others without decoding them
@@ -209,17 +212,23 @@ class WatchRunner:
                     self._hurry.wait(pause)
                 self._wake.clear()
                 last_read = time.monotonic()
+                # Both read before the spool is: catch_up() hurries only once the trainer's
+                # last events are committed, so a read begun after it sees them all. Read
+                # after it, a trainer that finished meanwhile made the watchers hear "gone"
+                # with its last steps unread (the doctor judged a run of no points).
+                hurried, alive = self._hurry.is_set(), self._alive()
                 before = self.cursor
                 batch = reader.read(self.cursor, READ_PAGE, skip=self._skip)
                 found: list[WatchEvent] = []
                 for event in batch.events:
                     found += self._each("feed", event)
-                alive = self._alive()
                 caught_up = batch.upto - before < READ_PAGE
                 # finishing: a tick with the trainer gone once the last events were fed, so
-                # what they end (a finding's last state) goes out with them
-                final = self._hurry.is_set() and caught_up and not alive
-                if time.monotonic() >= next_tick or final:
+                # what they end (a finding's last state) goes out with them. A trainer gone
+                # before that (finished, its last commit on the way) is not ticked at all:
+                # "gone" is said only with every event it committed fed.
+                final = hurried and caught_up and not alive
+                if final or (alive and time.monotonic() >= next_tick):
                     next_tick = time.monotonic() + TICK
                     found += self._each("tick", time.time(), alive)
                 self._emit(found)
