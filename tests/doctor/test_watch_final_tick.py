@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,9 @@ import trackmux
 from spool_support import wait_quiet
 from trackmux.core.backends.contract import RunInfo
 from trackmux.core.delivery import watch
-from trackmux.core.events import FindingEvent, TextEvent
+from trackmux.core.events import Event, FindingEvent, MetricsEvent, TextEvent
 from trackmux.core.spool.reader import SpoolReader
+from trackmux.core.spool.writer import SpoolWriter
 from trackmux.doctor.config import resolve
 from trackmux.doctor.coverage import NOTE_KEY
 from trackmux.testing.pacer import HeldCommits, hold_commits
@@ -34,62 +35,65 @@ from trackmux.testing.pacer import HeldCommits, hold_commits
 WAIT = 60.0
 
 
-class ForcedPass:
-    """Makes the run's watch runner read the spool and tick once, from the finishing
-    thread, after ``finish()`` marked the run finished and before it commits the queue."""
+class Passes:
+    """Counts the watch runner's passes (read, feed, tick, append) and makes one happen
+    now: :meth:`force` returns once a pass whose read began after the call has ended."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self._cond = threading.Condition()
-        self._armed = False
-        self._reading_armed = False  # the runner's current pass began its read when armed
-        self.passes = 0  # passes whose read began after arming, ticked and emitted
+        self._armed = 0  # force() calls so far
+        self._reading = 0  # the force() calls before the current pass began its read
+        self._done = 0  # the force() calls answered by a whole pass begun after them
         monkeypatch.setattr(watch, "TICK", 0.0)  # every pass ticks (else once a second)
         read, emit = watch.SpoolReader.read, watch.WatchRunner._emit
 
         def reading(reader: SpoolReader, *args: Any, **kwargs: Any) -> Any:
             if threading.current_thread().name == "trackmux-watch":
                 with self._cond:
-                    self._reading_armed = self._armed
+                    self._reading = self._armed
             return read(reader, *args, **kwargs)
 
         def emitting(runner: watch.WatchRunner, found: list[Any]) -> None:
             emit(runner, found)
             with self._cond:
-                if self._reading_armed:
-                    self.passes += 1
-                    self._cond.notify_all()
+                self._done = max(self._done, self._reading)
+                self._cond.notify_all()
 
         monkeypatch.setattr(watch.SpoolReader, "read", reading)
         monkeypatch.setattr(watch.WatchRunner, "_emit", emitting)
 
+    def force(self, runner: watch.WatchRunner) -> None:
+        with self._cond:
+            self._armed += 1
+            armed = self._armed
+        runner.notify()
+        with self._cond:
+            assert self._cond.wait_for(lambda: self._done >= armed, WAIT), \
+                "the watch runner made no pass"
+
     def around_finish(self, run: trackmux.Run) -> None:
-        """Before the finishing thread's first spool write (``set_meta(state=...)``, which
-        wakes the writer), wait for one whole pass of the runner."""
+        """One pass of the run's runner from the finishing thread, after ``finish()`` marked
+        the run finished (its ``alive()`` says False from then on) and before its first
+        spool write (``set_meta(state=...)``, which wakes the writer: the queue commits)."""
         spool = run._spool
         set_meta = spool.set_meta
 
         def finishing(**values: Any) -> None:
             if "state" in values:
-                assert run._finished  # the runner's alive() says False from here on
-                assert run._watch is not None
-                with self._cond:
-                    self._armed = True
-                run._watch.notify()
-                with self._cond:
-                    assert self._cond.wait_for(lambda: self.passes >= 1, WAIT), \
-                        "the watch runner made no pass"
+                assert run._finished and run._watch is not None
+                self.force(run._watch)
             set_meta(**values)
 
         spool.set_meta = finishing  # type: ignore[method-assign]
 
 
 @pytest.fixture
-def forced(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ForcedPass, HeldCommits]]:
+def forced(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Passes, HeldCommits]]:
     with hold_commits() as held:
-        yield ForcedPass(monkeypatch), held
+        yield Passes(monkeypatch), held
 
 
-def _run(tmp_path: Path, forced: tuple[ForcedPass, HeldCommits],
+def _run(tmp_path: Path, forced: tuple[Passes, HeldCommits],
          rows: list[dict[str, float]]) -> trackmux.Run:
     force, held = forced
     run = trackmux.init(project="p", backends=[], dir=tmp_path, doctor=True,
@@ -100,7 +104,6 @@ def _run(tmp_path: Path, forced: tuple[ForcedPass, HeldCommits],
         run.log(row, step=step)
     force.around_finish(run)
     assert run.finish(timeout=60).complete
-    assert force.passes >= 1
     wait_quiet(run)  # its watch thread has ended: the spool is read once nothing appends
     return run
 
@@ -117,7 +120,7 @@ def _spool(run_dir: Path) -> tuple[int, list[FindingEvent], list[TextEvent]]:
 
 
 def test_a_short_frozen_run_is_raised_when_the_runner_reads_as_the_trainer_finishes(
-        tmp_path: Path, forced: tuple[ForcedPass, HeldCommits]) -> None:
+        tmp_path: Path, forced: tuple[Passes, HeldCommits]) -> None:
     rows = [{"actor/grad_norm": 0.0, "critic/score/mean": 0.3 + 0.1 * step,
              "actor/kl_loss": 0.0} for step in range(2)]
     run = _run(tmp_path, forced, rows)
@@ -128,7 +131,7 @@ def test_a_short_frozen_run_is_raised_when_the_runner_reads_as_the_trainer_finis
 
 
 def test_the_coverage_note_is_said_on_every_event_and_a_rerun_adds_none(
-        tmp_path: Path, forced: tuple[ForcedPass, HeldCommits]) -> None:
+        tmp_path: Path, forced: tuple[Passes, HeldCommits]) -> None:
     rows = [{"score_mean": 0.5, "kl_to_ref": 0.01} for _ in range(3)]
     run = _run(tmp_path, forced, rows)
     before, findings, [note] = _spool(run.dir)
@@ -148,3 +151,58 @@ def test_the_coverage_note_is_said_on_every_event_and_a_rerun_adds_none(
     assert not runner.thread.is_alive()
     assert runner.cursor >= before and found == []
     assert _spool(run.dir)[0] == before
+
+
+TICKS: list[tuple[int, bool]] = []  # (events fed so far, alive) at each tick
+
+
+class Ticks:
+    kinds = frozenset({"metrics"})
+
+    def __init__(self) -> None:
+        self.fed = 0
+
+    def feed(self, event: Event) -> Sequence[FindingEvent]:
+        self.fed += 1
+        return ()
+
+    def tick(self, now: float, alive: bool) -> Sequence[FindingEvent]:
+        TICKS.append((self.fed, alive))
+        return ()
+
+
+def ticks(options: Mapping[str, Any], info: RunInfo) -> Ticks:
+    return Ticks()
+
+
+def test_a_watcher_hears_gone_once_and_with_every_event_fed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner passes while the trainer lives, once it is gone with its last commit
+    still to come, after catch_up(), and again later: one tick says gone, with all fed."""
+    TICKS.clear()
+    passes = Passes(monkeypatch)
+    writer = SpoolWriter(tmp_path)
+    for step in range(5):
+        writer.append(MetricsEvent({"loss": 1.0}, step, 0.0))
+    writer.flush(WAIT)
+    gone = threading.Event()
+    runner = watch.WatchRunner([watch.WatcherSpec(f"{__name__}:ticks")],
+                               RunInfo("p", "n", "r", tmp_path, 0.0),
+                               alive=lambda: not gone.is_set(), on_found=lambda f: None,
+                               on_problem=lambda n, m: None)
+    runner.start()
+    passes.force(runner)  # alive
+    gone.set()  # the trainer finished: its last steps are not committed yet
+    passes.force(runner)
+    for step in range(5, 8):
+        writer.append(MetricsEvent({"loss": 1.0}, step, 0.0))
+    writer.flush(WAIT)
+    last = writer.last_seq
+    assert runner.catch_up(last, time.monotonic() + WAIT) >= last
+    for _ in range(3):  # the runner goes on until it is stopped: nothing more is said
+        passes.force(runner)
+    runner.stop(wait=WAIT)
+    assert not runner.thread.is_alive()
+    writer.close()
+    assert (5, True) in TICKS
+    assert [t for t in TICKS if not t[1]] == [(8, False)], TICKS

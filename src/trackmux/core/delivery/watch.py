@@ -62,8 +62,9 @@ class Watcher(Protocol):
 
     def tick(self, now: float, alive: bool) -> Sequence[WatchEvent]:
         """Every second while the trainer is alive (``alive`` true: more events may come),
-        with the wall time; then ``alive`` false once every event the trainer committed
-        was fed (the finishing tick: the run is over; again only after a later read)."""
+        with the wall time; then once with ``alive`` false, when every event the trainer
+        committed was fed (the finishing tick: the run is over; again only after events
+        fed later, such as a commit of the trainer's last moment)."""
 
     # optional: ``kinds``, a frozenset of the event kinds ``feed`` reads (absent or None:
     # every kind); the runner passes over the others without decoding them
@@ -226,8 +227,11 @@ class WatchRunner:
                 # finishing: a tick with the trainer gone once the last events were fed, so
                 # what they end (a finding's last state) goes out with them. A trainer gone
                 # before that (finished, its last commit on the way) is not ticked at all:
-                # "gone" is said only with every event it committed fed.
-                final = hurried and caught_up and not alive
+                # "gone" is said only with every event it committed fed. Said once, then
+                # again only after events fed since: what a later tick could say was said,
+                # and it would land after finish() returned, past delivery's target.
+                final = hurried and caught_up and not alive and (
+                    not self._final_tick_done or bool(batch.events))
                 if final or (alive and time.monotonic() >= next_tick):
                     next_tick = time.monotonic() + TICK
                     found += self._each("tick", time.time(), alive)
