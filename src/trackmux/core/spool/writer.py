@@ -322,7 +322,9 @@ class SpoolWriter:
         #: slow writer (it moves) from a stalled one (it does not); written by one thread
         self._progress = 0
         self._pressure = True  # backpressure on; off after a stalled wait, on at a commit
-        #: held calls that went on after BACKPRESSURE_HOLD with the queue still at the mark
+        #: calls held by backpressure, and of them those that went on after
+        #: BACKPRESSURE_HOLD with the queue still at the mark
+        self.holds = 0
         self.holds_expired = 0
         self._stall_seen = -1  # the writer's progress when held calls last saw it move
         self._stall_since = 0.0  # ... and since when it has not moved (monotonic)
@@ -381,6 +383,7 @@ class SpoolWriter:
                 self._pressure = False
                 return
             self._last_held = now
+            self.holds += 1
             deadline = now + BACKPRESSURE_HOLD
             while (len(self._queue) >= HIGH_WATER and self.status.full is None
                    and self._pressure and self._thread.is_alive()):
