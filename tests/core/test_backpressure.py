@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,15 +65,13 @@ def test_queue_stays_bounded_in_thread_mode_beside_the_doctor_and_busy_threads(
     assert summary.events == 20_000 and summary.dropped == 0
 
 
-def test_a_stalled_writer_lets_the_caller_go_after_backpressure_wait(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The other side of the bound: a writer blocked in I/O (it moves nothing) holds a
-    caller at most BACKPRESSURE_WAIT, then backpressure is off until its next commit."""
+def _writer_stuck_in_its_first_commit(tmp_path: Path) -> tuple[spool.SpoolWriter, Any]:
+    """A writer inside the commit of one event (step 0) that does not come back until the
+    returned event is set: a disk that does not answer, an INSERT off the CPU."""
     import threading
 
     from trackmux.core.events import MetricsEvent
 
-    monkeypatch.setattr(spool, "BACKPRESSURE_WAIT", 0.2)
     writer = spool.SpoolWriter(tmp_path / "run")
     entered, release = threading.Event(), threading.Event()
     real_write = writer._write
@@ -80,14 +79,26 @@ def test_a_stalled_writer_lets_the_caller_go_after_backpressure_wait(
     def stuck_write(batch: list, meta: dict) -> None:  # type: ignore[type-arg]
         if batch:
             entered.set()
-            release.wait(600)  # a disk that does not answer
+            release.wait(600)
         real_write(batch, meta)
 
     writer._write = stuck_write  # type: ignore[method-assign]
+    writer.append(MetricsEvent({"a": 0.0}, 0, 0.0))
+    writer._pacer.wake()
+    assert entered.wait(60)
+    return writer, release
+
+
+def test_a_stalled_writer_lets_the_caller_go_after_backpressure_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other side of the bound: a writer blocked in I/O (it moves nothing) holds a
+    caller at most BACKPRESSURE_WAIT, then backpressure is off until its next commit."""
+
+    from trackmux.core.events import MetricsEvent
+
+    monkeypatch.setattr(spool, "BACKPRESSURE_WAIT", 0.2)
+    writer, release = _writer_stuck_in_its_first_commit(tmp_path)
     try:
-        writer.append(MetricsEvent({"a": 0.0}, 0, 0.0))
-        writer._pacer.wake()
-        assert entered.wait(60)
         for step in range(1, spool.HIGH_WATER + 500):  # returns: the stall let it go
             writer.append(MetricsEvent({"a": 1.0}, step, 0.0))
         assert not writer._pressure and len(writer._queue) > spool.HIGH_WATER
@@ -170,22 +181,9 @@ def test_one_call_waits_at_most_backpressure_hold_for_a_writer_that_takes_nothin
     from trackmux.core.events import MetricsEvent
 
     monkeypatch.setattr(spool, "BACKPRESSURE_WAIT", 600.0)  # never 'stalled' here
-    writer = spool.SpoolWriter(tmp_path / "run")
-    entered, release = threading.Event(), threading.Event()
-    real_write = writer._write
-
-    def stuck_write(batch: list, meta: dict) -> None:  # type: ignore[type-arg]
-        if batch:
-            entered.set()
-            release.wait(600)  # an INSERT that does not come back while the caller logs
-        real_write(batch, meta)
-
-    writer._write = stuck_write  # type: ignore[method-assign]
+    writer, release = _writer_stuck_in_its_first_commit(tmp_path)
     past = 20
     try:
-        writer.append(MetricsEvent({"a": 0.0}, 0, 0.0))
-        writer._pacer.wake()
-        assert entered.wait(60)
         done = threading.Event()
 
         def fill() -> None:
