@@ -213,11 +213,10 @@ def test_finish_waits_for_a_worker_that_pushes_slowly_but_not_for_a_killed_one(
     assert sink.waiting_for(clock.now - 5) == []
 
 
-def test_a_worker_on_this_host_is_waited_for_while_its_process_lives(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """On the sink's own host the process table says who is live, however long a busy
-    worker was silent; a worker whose process ended, or whose handle said it left, is
-    not waited for."""
+def _sink_with_a_live_and_a_dead_worker_name(monkeypatch: pytest.MonkeyPatch
+                                             ) -> tuple[Any, _Clock, str, str]:
+    """A SinkCore on a test clock, and two worker names of this host: one of this process
+    (live), one of a process that has ended (dead)."""
     import os
     import socket
     import subprocess
@@ -231,9 +230,17 @@ def test_a_worker_on_this_host_is_waited_for_while_its_process_lives(
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                            capture_output=True, text=True, check=True)
     host = socket.gethostname()
-    live = f"{host}:{os.getpid()}:aaaaaa"
-    dead = f"{host}:{int(ended.stdout)}:bbbbbb"
-    closed = f"{host}:{os.getpid()}:cccccc"
+    return (sink, clock, f"{host}:{os.getpid()}:aaaaaa",
+            f"{host}:{int(ended.stdout)}:bbbbbb")
+
+
+def test_a_worker_on_this_host_is_waited_for_while_its_process_lives(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the sink's own host the process table says who is live, however long a busy
+    worker was silent; a worker whose process ended, or whose handle said it left, is
+    not waited for."""
+    sink, clock, live, dead = _sink_with_a_live_and_a_dead_worker_name(monkeypatch)
+    closed = live[:-6] + "cccccc"
     for name in (live, dead, closed):
         sink.push(name, 0, [], 0, clock.now - 10)
     sink.leave(closed)
@@ -265,25 +272,12 @@ def test_a_worker_that_joined_is_waited_for_before_its_first_push(monkeypatch: A
     told the work is done, finishes. The join said at attach makes it known: waited for
     while its process lives, not once it is gone (seen in a loaded pair of suites: a
     worker's 2,008 events discarded as 'closed')."""
-    import os
-    import socket
-    import subprocess
-    import sys
-
-    from trackmux.attached import sink as sink_module
-
-    clock = _Clock()
-    monkeypatch.setattr(sink_module, "time", clock)
-    sink = sink_module.SinkCore("r", "p", flush_interval=0.5)
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                           capture_output=True, text=True, check=True)
-    host = socket.gethostname()
-    live, dead = f"{host}:{os.getpid()}:aaaaaa", f"{host}:{int(ended.stdout)}:bbbbbb"
+    sink, clock, live, dead = _sink_with_a_live_and_a_dead_worker_name(monkeypatch)
     assert sink.join(live) == "ok" and sink.join(dead) == "ok"
     clock.now += 60.0
     assert sink.waiting_for(clock.now - 1) == [live]
     sink.close()
-    assert sink.join(f"{host}:{os.getpid()}:cccccc") == "closed"
+    assert sink.join(live[:-6] + "cccccc") == "closed"
 
 
 class _ConnectSink(_LateSink):

@@ -30,6 +30,7 @@ class FirstRoundOnCue(spool.CommitPacer):
 def test_a_held_caller_is_released_within_the_round_not_after_its_commit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spool, "BACKPRESSURE_WAIT", 600.0)  # only the writer releases it
+    monkeypatch.setattr(spool, "BACKPRESSURE_HOLD", 600.0)
     pacer = FirstRoundOnCue()
     writer = spool.SpoolWriter(tmp_path / "run", pacer=pacer)
     in_round, caller_waits, caller_recorded = (threading.Event(), threading.Event(),

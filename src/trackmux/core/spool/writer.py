@@ -76,10 +76,19 @@ COMMIT_BATCH = 5000
 #: takes 20-200 ms to encode and insert, which one log() waited out whole (issue 43 item 17).
 TAKE_CHUNK = 64
 # Backpressure: above HIGH_WATER queued events (~7 KB each for 100 floats) a caller waits
-# for a healthy writer to drain to LOW_WATER, at most BACKPRESSURE_WAIT per stall, so a
-# caller faster than the disk costs bounded memory instead of gigabytes (benchmark B3).
+# for the writer to take the queue below it, so a caller faster than the disk costs bounded
+# memory instead of gigabytes (benchmark B3). LOW_WATER wakes the writer early.
 HIGH_WATER = 4000
 LOW_WATER = 2000
+#: One call waits at most BACKPRESSURE_HOLD, then goes on one event past the mark: the
+#: writer's INSERT can sit 10-20 ms in I/O or off the CPU (a checkpoint's fsync, a loaded
+#: machine), and one log() waited that long (issue 43 item 17). Above the mark a caller then
+#: runs at most one call per hold, so the queue grows past HIGH_WATER only while the writer
+#: takes nothing, by one event a hold (counted in ``holds_expired``).
+BACKPRESSURE_HOLD = 0.003
+#: A writer that moves nothing (takes, encodes or inserts no event) for BACKPRESSURE_WAIT of
+#: held calls is stalled (blocked in I/O, another process's write lock): backpressure is off
+#: until its next commit, and events wait in memory up to the buffer's bound.
 BACKPRESSURE_WAIT = 0.5
 DISK_RETRY_INTERVAL = 1.0
 BUSY_TIMEOUT = 30.0  # how long SQLite waits for another process's write lock
@@ -313,6 +322,13 @@ class SpoolWriter:
         #: slow writer (it moves) from a stalled one (it does not); written by one thread
         self._progress = 0
         self._pressure = True  # backpressure on; off after a stalled wait, on at a commit
+        #: calls held by backpressure, and of them those that went on after
+        #: BACKPRESSURE_HOLD with the queue still at the mark
+        self.holds = 0
+        self.holds_expired = 0
+        self._stall_seen = -1  # the writer's progress when held calls last saw it move
+        self._stall_since = 0.0  # ... and since when it has not moved (monotonic)
+        self._last_held = float("-inf")
         self._round = 0  # events the current commit round takes in all (_commit_pending)
         self._meta_pending: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._run, name="trackmux-spool-writer",
@@ -349,29 +365,31 @@ class SpoolWriter:
                 self._backpressure()
 
     def _backpressure(self) -> None:
-        """Wait until the writer made room below HIGH_WATER: it takes the queue a chunk at a
-        time (``TAKE_CHUNK``), so one wait lasts about one chunk's encode and insert, where
-        waiting for LOW_WATER lasted a whole batch (issue 43 item 17). Not while the spool
-        cannot be written (events then wait in memory, then drop); a writer that commits nothing
-        within BACKPRESSURE_WAIT turns the wait off until its next commit. Within means
-        progress, not a finished commit: a writer that took, encoded or inserted any event
-        in the last BACKPRESSURE_WAIT is slow, and the caller keeps waiting; one blocked in
-        I/O (a stalled disk, another process's write lock) moves nothing and is let go."""
-        deadline = time.monotonic() + BACKPRESSURE_WAIT
-        seen = self._progress
+        """Wait until the writer took the queue below HIGH_WATER, at most
+        ``BACKPRESSURE_HOLD``. It takes the queue a chunk at a time (``TAKE_CHUNK``), so a
+        moving writer releases the caller within one chunk's encode and insert; a writer in
+        I/O or off the CPU no longer holds one call for its whole stall (issue 43 item 17).
+        Not while the spool cannot be written (events then wait in memory, then drop). A
+        writer that moved nothing through ``BACKPRESSURE_WAIT`` of held calls is stalled,
+        not slow: backpressure is off until its next commit. Slow is fine: a writer short
+        of CPU (a loaded machine, the doctor's and delivery threads in this process) still
+        moves, and callers held one hold per call keep the queue near the mark (issue 46)."""
+        now = time.monotonic()
         with self._committed_cond:
+            if (self._progress != self._stall_seen
+                    or now - self._last_held > BACKPRESSURE_WAIT):  # moved, or a new episode
+                self._stall_seen, self._stall_since = self._progress, now
+            elif now - self._stall_since >= BACKPRESSURE_WAIT:
+                self._pressure = False
+                return
+            self._last_held = now
+            self.holds += 1
+            deadline = now + BACKPRESSURE_HOLD
             while (len(self._queue) >= HIGH_WATER and self.status.full is None
                    and self._pressure and self._thread.is_alive()):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    if self._progress != seen:
-                        # Slow, not stalled: a writer short of CPU (a loaded machine, the
-                        # doctor's and delivery threads in this process) is still encoding
-                        # its batch. Waiting on keeps the queue bounded (issue 46).
-                        seen = self._progress
-                        deadline = time.monotonic() + BACKPRESSURE_WAIT
-                        continue
-                    self._pressure = False
+                    self.holds_expired += 1
                     return
                 self._committed_cond.wait(remaining)
 
