@@ -158,7 +158,11 @@ class Collector:
                 log.info("trackmux: save_code: no entry script file and no diff to store")
 
     def send(self) -> None:
-        """Append the event once (from the thread when done, or from finish())."""
+        """Append the event once (from the thread when done, or from finish()). The append
+        is made holding the lock (a queue append, no I/O): finish()'s call, which found
+        the thread's send begun, returns only once its event is queued, before the run
+        stops taking events; released first, the event was refused as 'finished' and lost
+        when the thread's append came after finish()'s wait ran out."""
         with self._lock:
             if self._sent:
                 return
@@ -167,10 +171,10 @@ class Collector:
             if self._pending:
                 data["incomplete"] = list(self._pending)
             event = ProvenanceEvent(data, self.diff, self.step, self.time)
-        try:
-            self.run._append(event)
-        except RunFinishedError:
-            log.info("trackmux: provenance was not recorded: the run finished first")
+            try:
+                self.run._append(event)
+            except RunFinishedError:
+                log.info("trackmux: provenance was not recorded: the run finished first")
 
 
 def script_copy(entry: Any) -> str | None:
