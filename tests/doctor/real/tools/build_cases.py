@@ -597,6 +597,21 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "-> 0.46-0.53 (100-200), format 0.25 (20) -> 0.95 (30), dips to 0.76-0.78 (90, 140), "
         "0.98 at 200; response length 109 -> 179 (20) -> 150 (30-60) -> 248 (90) -> 323 (140) "
         "-> 195 (200); token_entropy 1.0 -> 0.14 (30) and 0.10-0.21 after"),
+    "cs336-xiaofei-grpo-lr3e-5-seed3-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "lr_3e-5_seed_3",
+        "learning rate 3e-5, seed 3",
+        "the author's writeup (assignment5/writeup.md, problem grpo_learning_rate): the final "
+        "validation answer rewards at learning rate 3e-5 are '53.2%, 4.1%, 4.7%, 49.6%' (this "
+        "run is the 49.6%); 'two runs fall to about 4%'; 'Successful seeds at all three "
+        "learning rates land in 36%-53%'",
+        "the committed metrics.jsonl read whole (48,707 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as its collapsed siblings cs336-xiaofei-grpo-lr3e-5-seed1-/seed2-...; reward 0 "
+        "with grad_norm 0 on steps 0-23 and 25, then train_reward 0.07 (27) -> 0.42 (30) and "
+        "0.39-0.72 to the end; validation answer 0.0 (0-20) -> 0.34 (30) -> 0.45 (50) -> "
+        "0.48-0.53 (90-200), format 0.29 (20) -> 0.92 (30) -> 0.94-0.99; response length "
+        "126 -> 160 (30) -> 233-261 (40-130) -> 161 (170) -> 182 (200); token_entropy 1.0 -> "
+        "0.37 (30) -> 0.08-0.17 from 36"),
     "cs336-xiaofei-grpo-standard-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "standard_seed_0",
         "the handout's learning rate 1e-5, seed 0",
