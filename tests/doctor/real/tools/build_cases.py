@@ -581,6 +581,31 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "-> 30.9 (30) -> 20.3 (40) -> 12.6-14.98 (50-150) -> 30.3 (200), format 0.46 -> "
               "0.92 (40) -> 0.86-0.99, answer 0.02-0.10, 0.123 at 200; the successful seeds of "
               "the same loop reach 0.46-0.48"),
+    "cs336-sandyhu-grpo-lr3e-5-diverged": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "881cf6746162b809fdf8b21ecc3710e549ef763a/grpo_runs/onpolicy/lr_sweep/lr_3e-5/"
+               "2026-06-14_06-50-29/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, learning rate 3e-5",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'3e-5: diverges -- spikes to 0.34 early, then collapses to ~0; "
+                     "format_reward crashes 0.94->0.11, response length blows up to the 512 "
+                     "cap, and the run dies at step 80'",
+        label="failure", fault="reward_collapse", onset_step=49,
+        notes="the committed metrics.jsonl read whole (46,194 characters as stored): each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (step, loss, grad_norm, token_entropy, "
+              "train_reward, train_format_reward, avg_response_tokens; val_reward, "
+              "val_format_reward, val_avg_response_length every 10 steps); duplicates, "
+              "constants, memory, timing and batch statistics left out; a hand-written loop "
+              "with its own key names; the loop logs 0.0 for loss, grad_norm and "
+              "token_entropy on steps whose groups are all flat (1-21, 55, 59, 64-81); "
+              "train_reward 0.21-0.48 on 27-48, 0.18 (49), 0.055 (50), 0.0-0.03 from 52; "
+              "token_entropy 0.09-0.31 on 29-48, 0.79 (49) -> 2.4 (58); validation 0.34 (30) "
+              "-> 0.27 (40) -> 0.042 (50) -> 0.003 (70-80), format 0.90 -> 0.11, length 123 -> "
+              "459; avg_response_tokens 100-190 -> 1,226-1,290 from 64; onset 49, the first "
+              "step of the fall; 82 steps, not long by the corpus's measure"),
     # ---- healthy ------------------------------------------------------------------------
     "cs336-xiaofei-grpo-lr3e-5-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "lr_3e-5_seed_0",
