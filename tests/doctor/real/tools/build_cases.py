@@ -606,6 +606,28 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "-> 0.27 (40) -> 0.042 (50) -> 0.003 (70-80), format 0.90 -> 0.11, length 123 -> "
               "459; avg_response_tokens 100-190 -> 1,226-1,290 from 64; onset 49, the first "
               "step of the fall; 82 steps, not long by the corpus's measure"),
+    "cs336-sandyhu-grpo-question-only-never-learns": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "881cf6746162b809fdf8b21ecc3710e549ef763a/grpo_runs/onpolicy/prompt/"
+               "question_only/2026-06-14_07-07-00/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, question_only prompt",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'question_only: total failure, 0.000 -- with no format scaffolding the "
+                     "model never emits the required answer format, so format_reward stays ~0, "
+                     "reward (which is gated on format) stays 0, and length saturates at 512'",
+        label="failure", fault="flat_groups", onset_step=1,
+        notes="the committed metrics.jsonl read whole (50,133 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; train_reward 0.0 and loss, grad_norm and token_entropy logged 0.0 (no "
+              "update: every group flat) on 96 of steps 1-100, one correct rollout of 256 on "
+              "11, 25, 51 and two on 33; train_format_reward 0.0-0.02; loss and grad_norm NaN "
+              "at 51, then avg_response_tokens exactly 64.0 on every step and the validation "
+              "length 512.0 (the cap) from 60; validation reward 0.0 on all 11 evaluations; "
+              "onset 1: the author's failure is there from the first step"),
     # ---- healthy ------------------------------------------------------------------------
     "cs336-xiaofei-grpo-lr3e-5-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "lr_3e-5_seed_0",
