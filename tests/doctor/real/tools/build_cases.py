@@ -659,6 +659,26 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "0.48-0.53 (90-200), format 0.29 (20) -> 0.92 (30) -> 0.94-0.99; response length "
         "126 -> 160 (30) -> 233-261 (40-130) -> 161 (170) -> 182 (200); token_entropy 1.0 -> "
         "0.37 (30) -> 0.08-0.17 from 36"),
+    "cs336-sandyhu-grpo-standard-seed0-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "881cf6746162b809fdf8b21ecc3710e549ef763a/grpo_runs/onpolicy/standard/"
+               "2026-06-14_05-58-54/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, standard run, seed 0",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'Standard on-policy GRPO -- meets bar ... val_reward rises monotonically "
+                     "to 0.479 (avg of 2 seeds) ... Seeds 0/1 agree (0.478 / 0.481)'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (59,021 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; token_entropy NaN as committed on steps 1-21 (every group flat, nothing "
+              "computed), numbers from 22; reward 0 with loss and grad_norm 0 on 1-21, then "
+              "train_reward 0.004 (22) -> 0.14 (36) -> 0.26-0.58 from 45; validation 0.002 "
+              "(0-20) -> 0.08 (30) -> 0.36 (40) -> 0.46-0.48 (60-100); response length 68 -> "
+              "51 (30) -> 139-151 (50-100); token_entropy 1.0-1.5 (22-37) -> 0.13-0.21 (80-100)"),
     "cs336-xiaofei-grpo-standard-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "standard_seed_0",
         "the handout's learning rate 1e-5, seed 0",
