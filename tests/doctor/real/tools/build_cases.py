@@ -679,6 +679,28 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "train_reward 0.004 (22) -> 0.14 (36) -> 0.26-0.58 from 45; validation 0.002 "
               "(0-20) -> 0.08 (30) -> 0.36 (40) -> 0.46-0.48 (60-100); response length 68 -> "
               "51 (30) -> 139-151 (50-100); token_entropy 1.0-1.5 (22-37) -> 0.13-0.21 (80-100)"),
+    "cs336-sandyhu-grpo-offpolicy-naive-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "e7dd55ad7352bba72030929b9451b25c4d0d6c36/grpo_runs/offpolicy/naive/"
+               "2026-06-14_23-06-02/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, off-policy naive arm",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'naive 0.487 ... All ~ on-policy GRPO (~0.48) -> going 32x off-policy "
+                     "kept accuracy'; 'naive survives because at 32x the policy gap is still "
+                     "small'; the summary README: 'naive ... still trains fine'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (61,991 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; 32 updates of 8 rollouts per step; loss, grad_norm and token_entropy "
+              "logged 0.0 on the flat steps 1-21; train_reward 0.004 (22) -> 0.27 (30) -> "
+              "0.32-0.65 from 31; grad_norm 0.16 (22) -> 3.7 (28) -> 2.2-5.9 from 30; "
+              "token_entropy 0.04-0.34 (a mean that counts skipped updates as 0); validation "
+              "0.002 (0-20) -> 0.40 (30) -> 0.46-0.50 (50-100); response length 68 -> 130 (30) "
+              "-> 143-183"),
     "cs336-xiaofei-grpo-standard-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "standard_seed_0",
         "the handout's learning rate 1e-5, seed 0",
