@@ -181,9 +181,10 @@ class Nonfinite(Detector):
         shown = ", ".join(f"{k} (steps {s[0]}-{s[1]}, {s[2]} point{'s' if s[2] > 1 else ''})"
                           for k, s in list(spans.items())[:8])
         more = f" and {len(due) - 8} more" if len(due) > 8 else ""
-        message = (f"not computed: {shown}{more} NaN at every point from the first, never a "
-                   f"number (a term the trainer does not compute; if it should, it is broken "
-                   f"from the start)")
+        message = (f"not computed: {shown}{more} NaN at every point from the first, no "
+                   f"number yet (a term the trainer does not compute, or not before its "
+                   f"first update; if it should, it is broken from the start; NaN after a "
+                   f"number is told as a fault)")
         return [self.finding(first, due, message, time=self.time, severity="info",
                              evidence=[(k, s[0], "nan") for k, s in
                                        list(spans.items())[:8]])]

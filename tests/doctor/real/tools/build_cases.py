@@ -701,6 +701,46 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "token_entropy 0.04-0.34 (a mean that counts skipped updates as 0); validation "
               "0.002 (0-20) -> 0.40 (30) -> 0.46-0.50 (50-100); response length 68 -> 130 (30) "
               "-> 143-183"),
+    "cs336-sandyhu-grpo-offpolicy-gspo-high-clip-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "e7dd55ad7352bba72030929b9451b25c4d0d6c36/grpo_runs/offpolicy/gspo/"
+               "2026-06-15_00-12-35/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, off-policy GSPO arm",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'gspo ... clips ~24% (max 48%). GSPO's tiny eps => high clip fraction, "
+                     "exactly as the formulation implies, yet it remains the most stable/best'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (63,302 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged and clip_fraction); a hand-written loop with "
+              "its own key names; 32 updates of 8 rollouts per step, sequence-level ratio "
+              "clipped at 3e-4; every logged value 0.0 but the rewards and lengths on the flat "
+              "steps 1-21; clip_fraction 0.001 (22) -> 0.22 (30) -> 0.18-0.48 from 31 (by "
+              "design); grad_norm 0.07-0.9 (22-29) -> 1.5-3.3 from 30; train_reward 0.004 (22) "
+              "-> 0.27 (36) -> 0.25-0.6; validation 0.002 (0-20) -> 0.30 (30) -> 0.43-0.51 "
+              "(40-100)"),
+    "cs336-sandyhu-grpo-three-shot-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "881cf6746162b809fdf8b21ecc3710e549ef763a/grpo_runs/onpolicy/prompt/"
+               "r1_zero_three_shot/2026-06-14_07-26-04/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, three-shot prompt",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'r1_zero_three_shot: best, 0.514 (also shorter responses ~120 tok, format "
+                     "0.974) -- few-shot format demonstrations help'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (64,149 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; no flat start (the three-shot prompt answers 41% at step 0); "
+              "train_reward 0.19-0.41 (1-10) -> 0.33-0.64; validation 0.41 (0) -> 0.46 (10) -> "
+              "0.50-0.52 (20-100); token_entropy 0.77 (1) -> 0.10-0.20 from 36; grad_norm "
+              "0.5-1.3; response length 96-148"),
     "cs336-xiaofei-grpo-standard-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "standard_seed_0",
         "the handout's learning rate 1e-5, seed 0",
