@@ -109,28 +109,29 @@ class RewardFollower(SeriesRule):
         return super().update(event)
 
 
-def reward_bought(rewards: Series, start: int, end: int, window: int, sigmas: float,
+
+def reward_bought(rewards: Series, start: int, window: int, sigmas: float,
                   share: float) -> tuple[float, float, float] | None:
     """(the reward's level before, its level now, its noise) when it rose over a fall of
-    another curve that began after ``start`` and was past its line from ``end``; None
-    when it did not, or too few of its points are there.
+    another curve that began after ``start``; None when it did not, or too few of its
+    points are there.
 
-    The level before is the median of the reward's points of the ``window`` steps before
-    ``start`` (at least its last 5 there); now, the median of its last 5 points from
-    ``end`` on (at least 3). It rose when the gain is ``share`` of the level before and
+    The level before is the median of the reward's points of the ``window`` steps up to
+    ``start`` (at least its last 5 there); now, the median of its last 5 points after
+    ``start`` (at least 3). It rose when the gain is ``share`` of the level before and
     ``sigmas`` times its noise: the larger robust sigma of the points before and of those
-    since ``end``, so a reward that was exactly 0 before (a flat start) is judged by how
-    much it wanders at its new level. Entropy is what a policy spends to buy reward (Cui
-    et al. 2025): a fall that bought this much is the policy sharpening as it learns."""
+    5, so a reward that was exactly 0 before (a flat start) is judged by how much it
+    wanders now. Entropy is what a policy spends to buy reward (Cui et al. 2025): a fall
+    that bought this much is the policy sharpening as it learns."""
     pairs = list(zip(rewards.steps, rewards.values, strict=True))
-    earlier = [(st, v) for st, v in pairs if st < start]
-    before = [v for st, v in earlier if st >= start - window]
+    earlier = [(st, v) for st, v in pairs if st <= start]
+    before = [v for st, v in earlier if st > start - window]
     if len(before) < 5:
         before = [v for _, v in earlier[-5:]]
-    since = [v for st, v in pairs if st >= end]
+    since = [v for st, v in pairs if st > start][-5:]
     if len(before) < 3 or len(since) < 3:
         return None
-    then, now = median(before), median(since[-5:])
+    then, now = median(before), median(since)
     noise = max(robust_sigma(before), robust_sigma(since))
     gain = now - then
     if gain > 0 and gain >= sigmas * noise and gain >= share * abs(then):

@@ -760,34 +760,26 @@ class EntropyCollapse(LevelFall, RewardFollower):
         #: key -> (the reward before the fall, the best it reached since, its noise) of a
         #: fall told as learning, while it lasts
         self.sharpened: dict[str, tuple[float, float, float]] = {}
-        #: key -> (the last step at or above the middle of the fall, the first step past
-        #: the line after it), see _follow
-        self.fall_steps: dict[str, tuple[int | None, int | None]] = {}
+        #: key -> the last step the entropy was above the middle of its fall (_follow)
+        self.fall_start: dict[str, int] = {}
 
     def size(self) -> int:
         return int(self.params["recent"]) + 30
 
     def _follow(self, key: str, step: int, value: float, level: float, line: float) -> None:
-        """Where the fall began and ended: the last step the entropy was at or above the
-        geometric middle of its level and its line, and the first step past the line after
-        it (kept per key as the points come, in O(1): a fall found late, after the entropy
-        hovered at the line, is still read from where it began)."""
+        """Where the fall began: the last step the entropy was at or above the geometric
+        middle of its level and its line (kept per key as the points come, in O(1): a fall
+        found late, after the entropy hovered at the line, is still read from where it
+        began)."""
         if value >= math.sqrt(level * line):
-            self.fall_steps[key] = (step, None)
-        elif value <= line:
-            start, end = self.fall_steps.get(key, (None, None))
-            if end is None:
-                self.fall_steps[key] = (start, step)
+            self.fall_start[key] = step
 
     def told(self, key: str, s: Series, fall: Fall, found: Finding) -> Finding:
         self.sharpened.pop(key, None)
         if not self.rewards:
             return found
-        onset = self.latch(key).onset
-        start, end = self.fall_steps.get(key, (None, None))
-        end = onset if end is None else min(end, onset)
-        start = s.steps[0] if start is None else start
-        bought = reward_bought(self.rewards, min(start, end), end,
+        start = min(self.fall_start.get(key, s.steps[0]), self.latch(key).onset)
+        bought = reward_bought(self.rewards, start,
                                int(self.params["window"]), self.params["learning_sigmas"],
                                self.params["learning"])
         if bought is None:
