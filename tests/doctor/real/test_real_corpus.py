@@ -47,17 +47,6 @@ TARGET_LONG_FAILURES = 8
 # Cases the doctor of today does not get right, each with the rule gap that explains it.
 # A case listed here that the doctor gets right is reported as XPASS: take it off the list.
 KNOWN_GAPS: dict[str, str] = {
-    "cs336-xiaofei-grpo-lr3e-5-seed3-healthy": (
-        "entropy_collapse reads the policy sharpening as it learns as a collapse: "
-        "token_entropy falls from its early level of 1.01 (steps 0-9, a flat start: reward "
-        "0 and grad_norm 0, the base model's entropy) to 0.08-0.10 from step 90 (8-10% of "
-        "it, past the rule's 10% line) while the reward rises from 0 to 0.4-0.7 and the "
-        "validation to 0.50 (the author's successful seed, 49.6%); its sibling seed 0 and "
-        "standard seed 0 level at 0.10-0.21 and stay clean. Not fixed as a class: excusing a "
-        "fall that comes with a reward rising from the early level would also excuse the "
-        "calibration's entropy-collapse faults, whose reward follows the healthy climb; and "
-        "the generator's healthy entropy ends at 35-95% of its start, never at the 5-20% "
-        "real GRPO runs reach, so the trade-off cannot be measured until it does"),
     "grpodual-handwritten-entropy-collapse": (
         "entropy_collapse looks for a fall from the run's own entropy level and the "
         "first-point checks have no entropy floor: a hand-written loop whose fairness entropy "
