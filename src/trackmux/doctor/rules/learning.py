@@ -80,6 +80,11 @@ class RewardFollower(SeriesRule):
     """A curve rule that also keeps the run's reward (the first key its ``reward_keys``
     match, in ``self.rewards``), to ask whether it kept improving or held."""
 
+    #: the reward key counts as a key the rule read (coverage: a rule that read nothing
+    #: "could not run"); False for a rule that judges only its own curve and asks the
+    #: reward about it
+    reward_runs_it = True
+
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.reward = KeyMatcher(self.params["reward_keys"])
@@ -95,8 +100,12 @@ class RewardFollower(SeriesRule):
         keyset = self.signals.resolve(data)
         memo = keyset.memo.get(id(self))
         if memo is None:  # (the rule's keys, the first reward key) of a key set
-            memo = keyset.memo[id(self)] = (self.keys_for(self.match, data),
-                                            self.keys_for(self.reward, data)[:1])
+            own = self.keys_for(self.match, data)
+            read = dict(self.read)
+            rewards = self.keys_for(self.reward, data)[:1]
+            if not self.reward_runs_it:
+                self.read = read  # the reward alone does not make the rule run (coverage)
+            memo = keyset.memo[id(self)] = (own, rewards)
         for key in memo[1]:
             value = finite(data[key])
             if value is not None:

@@ -736,6 +736,7 @@ class EntropyCollapse(LevelFall, RewardFollower):
 
     rule = "entropy_collapse"
     noise_points = 160
+    reward_runs_it = False
     params_spec = {
         "keys": Param(["@entropy"], "patterns", "policy entropy (dialects.py), or patterns"),
         "early": Param(10, "count", "points of the early level"),
