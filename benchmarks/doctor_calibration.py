@@ -2,6 +2,7 @@
 
     python -m benchmarks.doctor_calibration [--quick] [--runs 1000] [--per-fault 30]
                                             [--workers 2] [--show 5] [--json out.json]
+                                            [--entropy-fault stalls|climbs]
 
 Every run (benchmarks/doctor_runs.py) is fed to the doctor in memory, as ``trackmux
 doctor`` judges a finished spool: the default rules (config.resolve(True)), every event
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import statistics
 import sys
 import time
@@ -32,7 +34,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from benchmarks.doctor_runs import FAULTS, Run, draw, events
+from benchmarks.doctor_runs import ENTROPY_FAULT, FAULTS, Run, draw, events
 
 SERIOUS = ("warning", "critical")
 #: the seeds of faulty runs start here (healthy runs use 0, 1, 2 ...)
@@ -235,7 +237,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rules", default=None,
                         help="the doctor's settings as JSON (overrides of the defaults, "
                              'e.g. \'{"reward_hacking": {"sigmas": 4}}\'), or a rules file')
+    parser.add_argument("--entropy-fault", choices=("stalls", "climbs"), default="stalls",
+                        help="the entropy-collapse fault's reward: its climb stops at the "
+                             "onset (stalls), or goes on as in a healthy run (climbs, the "
+                             "shape before 2026-12-07)")
     args = parser.parse_args(argv)
+    os.environ[ENTROPY_FAULT] = args.entropy_fault  # (read by spawned workers too)
     runs = args.runs if args.runs is not None else (100 if args.quick else 1000)
     per_fault = args.per_fault if args.per_fault is not None else (5 if args.quick else 30)
     if runs < 1 or per_fault < 0:

@@ -21,13 +21,15 @@ logs), drawn before the rules were measured on them, and not fitted to the rules
 the point is to learn how often a rule fires on what a healthy run can look like.
 
 A fault (:data:`FAULTS`) changes one family of curves from its onset (30-70% into the
-run): :func:`events` yields the run's events in spool order, :class:`Run` says what was
-drawn (and, for a fault, its onset and which rules are expected to find it).
+run; an entropy collapse also stops the reward's climb there): :func:`events` yields the
+run's events in spool order, :class:`Run` says what was drawn (and, for a fault, its onset
+and which rules are expected to find it).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -397,6 +399,22 @@ def _table(run: Run, curves: Curves, values: dict[str, float], step: int, time: 
     return TableEvent("train/rollouts", ["uid", "score"], rows, step, time)
 
 
+#: the environment variable that picks the entropy-collapse fault's reward: "stalls" (the
+#: default: its climb stops at the onset) or "climbs" (it keeps the healthy course)
+ENTROPY_FAULT = "DOCTOR_CALIBRATION_ENTROPY_FAULT"
+
+
+def _hold_reward(curves: Curves, v: dict[str, float], step: int, onset: int) -> None:
+    """The reward's course (and the accuracy's, on the training and the held-out set)
+    held where it was at ``onset``; each point keeps its noise."""
+    gone = curves.accuracy(step) - curves.accuracy(onset)
+    acc = (v["reward"] - curves.rm_offset) / curves.rm_scale
+    v["reward"] = curves.rm_offset + curves.rm_scale * min(1.0, max(0.0, acc - gone))
+    v["comp_a"] = min(1.0, max(0.0, v["comp_a"] - gone))
+    held = curves.accuracy(step, True) - curves.accuracy(onset, True)
+    v["val"] = min(1.0, max(0.0, v["val"] - held))
+
+
 def _fault_effect(run: Run, curves: Curves, rng: random.Random
                   ) -> Callable[[int, dict[str, float]], None] | None:
     """What the run's fault does to a logged step's values, from its onset on."""
@@ -430,9 +448,14 @@ def _fault_effect(run: Run, curves: Curves, rng: random.Random
                 v["kl"] = max(v["kl"], curves.kl1 * 0.5) * growth
     elif name in ("entropy_collapse", "entropy_explosion"):
         # the entropy moves to a share of itself: down to 1-5%, or up 3-6x (and lengths
-        # with it, as an exploding policy rambles)
+        # with it, as an exploding policy rambles). A collapse also stops the reward's
+        # climb at the onset (its noise goes on): exploration is gone, so the policy stops
+        # buying reward with entropy (Cui et al. 2025, "The Entropy Mechanism of
+        # Reinforcement Learning for Reasoning Language Models"; DAPO, Yu et al. 2025);
+        # ENTROPY_FAULT=climbs keeps the reward's healthy climb (the shape before)
         explodes = name == "entropy_explosion"
         to = rng.uniform(3.0, 6.0) if explodes else rng.uniform(0.01, 0.05)
+        stalls = not explodes and os.environ.get(ENTROPY_FAULT, "stalls") != "climbs"
 
         def effect(step: int, v: dict[str, float]) -> None:
             s = share(step)
@@ -440,6 +463,8 @@ def _fault_effect(run: Run, curves: Curves, rng: random.Random
                 v["entropy"] *= math.exp(math.log(to) * s)
                 if explodes:
                     v["length"] *= 1 + 0.5 * s
+            if stalls and step >= onset:
+                _hold_reward(curves, v, step, onset)
     elif name == "length_to_cap":
         climb = rng.uniform(20.0, 80.0)
 

@@ -242,6 +242,23 @@ def test_zero_std_groups_clip_spike_and_staleness() -> None:
     assert [(f.rule, f.step) for f in found] == [("staleness", 30)]
 
 
+
+def test_clip_spike_while_the_reward_learns_is_info() -> None:
+    """A flat start (no update: the share logged 0) whose share climbs with the first
+    rewards is the policy starting to learn (issue 42: a GSPO run clips 20-48% by design);
+    the same climb with the reward flat stays a warning."""
+    clip = [0.0] * 20 + noisy([0.3] * 40, 0.03, 3)
+    learning = [0.0] * 20 + [min(0.5, 0.02 * i) for i in range(1, 41)]
+
+    def found(reward: list[float]) -> list[tuple[str, str]]:
+        return [(f.rule, f.severity) for f in run_doctor(
+            MetricsEvent({"actor/pg_clipfrac": c, "critic/score/mean": r}, i, float(i))
+            for i, (c, r) in enumerate(zip(clip, reward, strict=True)))
+            if f.rule == "clip_fraction"]
+
+    assert found(learning) == [("clip_fraction", "info")]
+    assert found([0.3] * 60) == [("clip_fraction", "warning")]
+
 def test_reward_hacking_from_scalars_names_both() -> None:
     n = 150
     fmt_reward = noisy([0.3 + 0.004 * i for i in range(n)], 0.02, 1)

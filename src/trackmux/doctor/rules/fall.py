@@ -74,7 +74,7 @@ class LevelFall(SeriesRule):
         latch = self.latch(key)
         if not latch.check(fall.bad, first_past(s, fall.recent_n, lambda v: v <= line),
                            fall.strong):
-            return None
+            return self.after(key, s, fall, step) if latch.active else None
         half = ONSET * line + (1 - ONSET) * fall.level
         onset = since(s, lambda v: v <= half, latch.onset)
         where, proof = at(s, key, onset)
@@ -82,4 +82,14 @@ class LevelFall(SeriesRule):
             f"{key} collapsed to a recent median of {fmt(fall.recent)}, "
             f"{ratio(fall.recent, fall.level):.0%} of its {fall.said()}, falling since "
             f"{where}{self.meaning}"), evidence=[proof])
-        return found.grows(-1, fall.level, fall.critical)
+        return self.told(key, s, fall, found).grows(-1, fall.level, fall.critical)
+
+    def told(self, key: str, s: Series, fall: Fall, found: Finding) -> Finding:
+        """The finding as told (a rule that reads what moved with the fall may soften
+        it); as found by default."""
+        return found
+
+    def after(self, key: str, s: Series, fall: Fall, step: int) -> Finding | None:
+        """A later finding of the same fall while it lasts (the latch is active): none by
+        default."""
+        return None

@@ -80,6 +80,11 @@ class RewardFollower(SeriesRule):
     """A curve rule that also keeps the run's reward (the first key its ``reward_keys``
     match, in ``self.rewards``), to ask whether it kept improving or held."""
 
+    #: the reward key counts as a key the rule read (coverage: a rule that read nothing
+    #: "could not run"); False for a rule that judges only its own curve and asks the
+    #: reward about it
+    reward_runs_it = True
+
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.reward = KeyMatcher(self.params["reward_keys"])
@@ -95,8 +100,12 @@ class RewardFollower(SeriesRule):
         keyset = self.signals.resolve(data)
         memo = keyset.memo.get(id(self))
         if memo is None:  # (the rule's keys, the first reward key) of a key set
-            memo = keyset.memo[id(self)] = (self.keys_for(self.match, data),
-                                            self.keys_for(self.reward, data)[:1])
+            own = self.keys_for(self.match, data)
+            read = dict(self.read)
+            rewards = self.keys_for(self.reward, data)[:1]
+            if not self.reward_runs_it:
+                self.read = read  # the reward alone does not make the rule run (coverage)
+            memo = keyset.memo[id(self)] = (own, rewards)
         for key in memo[1]:
             value = finite(data[key])
             if value is not None:
@@ -107,3 +116,33 @@ class RewardFollower(SeriesRule):
     def update(self, event: Event) -> Sequence[Finding]:
         self._step = event.step
         return super().update(event)
+
+
+
+def reward_bought(rewards: Series, start: int, window: int, sigmas: float,
+                  share: float) -> tuple[float, float, float] | None:
+    """(the reward's level before, its level now, its noise) when it rose over a fall of
+    another curve that began after ``start``; None when it did not, or too few of its
+    points are there.
+
+    The level before is the median of the reward's points of the ``window`` steps up to
+    ``start`` (at least its last 5 there); now, the median of its last 5 points after
+    ``start`` (at least 3). It rose when the gain is ``share`` of the level before and
+    ``sigmas`` times its noise: the larger robust sigma of the points before and of those
+    5, so a reward that was exactly 0 before (a flat start) is judged by how much it
+    wanders now. Entropy is what a policy spends to buy reward (Cui et al. 2025): a fall
+    that bought this much is the policy sharpening as it learns."""
+    pairs = list(zip(rewards.steps, rewards.values, strict=True))
+    earlier = [(st, v) for st, v in pairs if st <= start]
+    before = [v for st, v in earlier if st > start - window]
+    if len(before) < 5:
+        before = [v for _, v in earlier[-5:]]
+    since = [v for st, v in pairs if st > start][-5:]
+    if len(before) < 3 or len(since) < 3:
+        return None
+    then, now = median(before), median(since)
+    noise = max(robust_sigma(before), robust_sigma(since))
+    gain = now - then
+    if gain > 0 and gain >= sigmas * noise and gain >= share * abs(then):
+        return then, now, noise
+    return None

@@ -27,6 +27,7 @@ from trackmux.doctor.rules.fall import Fall, LevelFall
 from trackmux.doctor.rules.learning import (
     REWARD_POINTS,
     RewardFollower,
+    reward_bought,
     reward_held,
     reward_improving,
 )
@@ -181,9 +182,10 @@ class Nonfinite(Detector):
         shown = ", ".join(f"{k} (steps {s[0]}-{s[1]}, {s[2]} point{'s' if s[2] > 1 else ''})"
                           for k, s in list(spans.items())[:8])
         more = f" and {len(due) - 8} more" if len(due) > 8 else ""
-        message = (f"not computed: {shown}{more} NaN at every point from the first, never a "
-                   f"number (a term the trainer does not compute; if it should, it is broken "
-                   f"from the start)")
+        message = (f"not computed: {shown}{more} NaN at every point from the first, no "
+                   f"number yet (a term the trainer does not compute, or not before its "
+                   f"first update; if it should, it is broken from the start; NaN after a "
+                   f"number is told as a fault)")
         return [self.finding(first, due, message, time=self.time, severity="info",
                              evidence=[(k, s[0], "nan") for k, s in
                                        list(spans.items())[:8]])]
@@ -717,14 +719,24 @@ def _det3(m: list[list[float]]) -> float:
             + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))
 
 
-class EntropyCollapse(LevelFall):
+class EntropyCollapse(LevelFall, RewardFollower):
     """Policy entropy falls to ``fraction`` of its early level (the median of the run's
     first ``early`` points) and stays there; the finding grows (doctor/episodes.py) and is
     critical below ``critical`` of the early level. Its other direction, a rise far above
-    the early level, is ``entropy_explosion`` (rules/entropy.py)."""
+    the early level, is ``entropy_explosion`` (rules/entropy.py).
+
+    Entropy is what a policy spends to buy reward (Cui et al. 2025, R ~ -a exp(H) + b): a
+    fall over which the reward (``reward_keys``) rose ``learning_sigmas`` of its own noise
+    and ``learning`` of its level (rules/learning.py, ``reward_bought``) is the policy
+    sharpening as it learns, told as ``info``. The fault is exploration that died with
+    nothing bought, or whose gain did not last: while the entropy stays past the line, a
+    reward that gives back ``give_back`` of its gain (from the best it reached since) is
+    then told at the rule's severity. No reward read: every fall is the rule's
+    severity."""
 
     rule = "entropy_collapse"
     noise_points = 160
+    reward_runs_it = False
     params_spec = {
         "keys": Param(["@entropy"], "patterns", "policy entropy (dialects.py), or patterns"),
         "early": Param(10, "count", "points of the early level"),
@@ -732,12 +744,80 @@ class EntropyCollapse(LevelFall):
         "min_recent": Param(3, "count", "least points in the recent median (sparse logs)"),
         "fraction": Param(0.1, "fraction", "collapse below this share of the early level"),
         "critical": Param(0.01, "fraction", "critical below this share of the early level"),
+        "reward_keys": Param(["@reward"], "patterns", "the reward the entropy was spent on"),
+        "window": Param(20, "count", "steps of the reward's level before the fall"),
+        "learning": Param(0.1, "fraction", "a fall over which the reward rose this share "
+                          "of its level (and learning_sigmas of its noise): info"),
+        "learning_sigmas": Param(5.0, "positive", "the reward's gain over the fall, in its "
+                                 "own noise, that makes it learning"),
+        "give_back": Param(0.5, "fraction", "after such a fall, a reward that lost this "
+                           "share of its gain while the entropy stays down: the fault"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
 
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+        #: key -> (the reward before the fall, the best it reached since, its noise) of a
+        #: fall told as learning, while it lasts
+        self.sharpened: dict[str, tuple[float, float, float]] = {}
+        #: key -> the last step the entropy was above the middle of its fall (_follow)
+        self.fall_start: dict[str, int] = {}
+
     def size(self) -> int:
         return int(self.params["recent"]) + 30
+
+    def _follow(self, key: str, step: int, value: float, level: float, line: float) -> None:
+        """Where the fall began: the last step the entropy was at or above the geometric
+        middle of its level and its line (kept per key as the points come, in O(1): a fall
+        found late, after the entropy hovered at the line, is still read from where it
+        began)."""
+        if value >= math.sqrt(level * line):
+            self.fall_start[key] = step
+
+    def told(self, key: str, s: Series, fall: Fall, found: Finding) -> Finding:
+        self.sharpened.pop(key, None)
+        if not self.rewards:
+            return found
+        start = min(self.fall_start.get(key, s.steps[0]), self.latch(key).onset)
+        bought = reward_bought(self.rewards, start,
+                               int(self.params["window"]), self.params["learning_sigmas"],
+                               self.params["learning"])
+        if bought is None:
+            return found
+        self.sharpened[key] = bought
+        then, now, _ = bought
+        found.severity = "info"
+        found.message += (f", while the reward rose from {fmt(then)} before the fall to "
+                          f"{fmt(now)}: the policy sharpened as it learned (info; a warning "
+                          f"if the reward gives back {self.params['give_back']:.0%} of its "
+                          f"gain while the entropy stays down)")
+        return found
+
+    def after(self, key: str, s: Series, fall: Fall, step: int) -> Finding | None:
+        bought = self.sharpened.get(key)
+        if bought is None:
+            return None
+        then, best, noise = bought
+        recent = self.rewards.tail(5)
+        if len(recent) < 3:
+            return None
+        now = median(recent)
+        best = max(best, now)
+        self.sharpened[key] = (then, best, noise)
+        line = best - self.params["give_back"] * (best - then)
+        latch = self.latch(key, "gave_back")
+        if not latch.check(fall.bad and now <= line, self.rewards.steps[-1]):
+            return None
+        del self.sharpened[key]  # told once per fall
+        where, proof = at(s, key, latch.onset)
+        found = self.finding(latch.onset, [key], (
+            f"{key} stays collapsed (a recent median of {fmt(fall.recent)}, "
+            f"{ratio(fall.recent, fall.level):.0%} of its {fall.said()}, {where}) and the "
+            f"reward it bought gave its gain back: {fmt(then)} before the fall, {fmt(best)} "
+            f"at best, {fmt(now)} now: exploration is gone and the policy stopped "
+            f"learning{self.meaning}"), evidence=[proof])
+        return found.grows(-1, fall.level, fall.critical)
 
     def judge(self, key: str, s: Series, step: int) -> Fall | None:
         if s.count < self.params["early"] + 1:
@@ -746,6 +826,8 @@ class EntropyCollapse(LevelFall):
         recent_n = s.points(int(self.params["recent"]), int(self.params["min_recent"]))
         recent = median(s.tail(recent_n))
         line = self.params["fraction"] * early
+        if early > 0:
+            self._follow(key, s.steps[-1], s.values[-1], early, line)
         bad = early > 0 and recent <= line
         # every point of the recent window past the line: it held, point after point
         strong = bad and max(s.tail(recent_n)) <= line

@@ -12,6 +12,7 @@ from typing import Any
 from trackmux.core.events import ConfigEvent, Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
+from trackmux.doctor.rules.learning import RewardFollower, reward_improving
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, span, trend_window
 from trackmux.doctor.stats import (
     SUDDEN_POINTS,
@@ -397,11 +398,17 @@ class FrozenStart(Detector):
                       if st in (first_step, last_step)])]
 
 
-class ClipFraction(SeriesRule):
+class ClipFraction(RewardFollower):
     """The share of clipped PPO ratios spikes (``ratio`` times its anchored level and
     ``rise`` above it: updates much larger than the trust region), or the low and high
     clip shares drift apart (one ``imbalance`` times the other and above ``floor``:
-    the policy pushes probabilities one way only, often before an entropy collapse)."""
+    the policy pushes probabilities one way only, often before an entropy collapse).
+
+    A share that rises while the reward keeps improving (by ``learning``:
+    rules/learning.py) is told as ``info``: the policy moving as it starts to learn. A
+    run whose first steps update nothing (every GRPO group flat) logs its share at 0
+    there, and a share that then climbs with the first rewards is that start, not a
+    runaway; so is a clip range chosen tight on purpose (GSPO's sequence ratio)."""
 
     rule = "clip_fraction"
     params_spec = {
@@ -415,6 +422,9 @@ class ClipFraction(SeriesRule):
         "rise": Param(0.1, "fraction", "least absolute rise of the share"),
         "imbalance": Param(5.0, "positive"),
         "floor": Param(0.05, "fraction", "least share for an imbalance to count"),
+        "reward_keys": Param(["@reward"], "patterns", "the reward judged still improving"),
+        "learning": Param(0.1, "fraction", "a reward that rose this share of its level (and "
+                          "3 of its noise) since the level: info"),
         "persist": Param(3, "count"),
         "severity": Param("warning", "severity"),
     }
@@ -444,11 +454,21 @@ class ClipFraction(SeriesRule):
         if not latch.check(bad, first_past(s, recent_n, lambda v: v >= line)):
             return None
         where, proof = at(s, key, latch.onset)
+        times = (f"{ratio(recent, level):.1f}x its level of {fmt(level)}" if level > 0 else
+                 f"from a level of {fmt(level)}")
+        steps = list(s.steps)
+        learning = reward_improving(self.rewards, latch.onset,
+                                    steps[max(0, len(steps) - recent_n - window_n)],
+                                    int(self.params["window"]), self.params["learning"])
+        said = ("updates far outside the trust region; lower the learning rate or check the "
+                "advantages")
+        if learning:
+            said = (f"while the reward kept improving ({learning}): a policy that moves as it "
+                    f"learns")
         return self.finding(latch.onset, [key], (
-            f"{key} (the share of clipped policy ratios) spiked to {where}, "
-            f"{ratio(recent, max(level, 1e-12)):.1f}x its level of {fmt(level)} (recent "
-            f"median {fmt(recent)}): updates far outside the trust region; lower the "
-            f"learning rate or check the advantages"), evidence=[proof])
+            f"{key} (the share of clipped policy ratios) spiked to {where}, {times} (recent "
+            f"median {fmt(recent)}): {said}"), evidence=[proof],
+            severity="info" if learning else None)
 
     def _imbalance(self, key: str, s: Series, step: int) -> Finding | None:
         fed = self.signals.fed

@@ -581,7 +581,166 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "-> 30.9 (30) -> 20.3 (40) -> 12.6-14.98 (50-150) -> 30.3 (200), format 0.46 -> "
               "0.92 (40) -> 0.86-0.99, answer 0.02-0.10, 0.123 at 200; the successful seeds of "
               "the same loop reach 0.46-0.48"),
+    "cs336-sandyhu-grpo-lr3e-5-diverged": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "881cf6746162b809fdf8b21ecc3710e549ef763a/grpo_runs/onpolicy/lr_sweep/lr_3e-5/"
+               "2026-06-14_06-50-29/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, learning rate 3e-5",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'3e-5: diverges -- spikes to 0.34 early, then collapses to ~0; "
+                     "format_reward crashes 0.94->0.11, response length blows up to the 512 "
+                     "cap, and the run dies at step 80'",
+        label="failure", fault="reward_collapse", onset_step=49,
+        notes="the committed metrics.jsonl read whole (46,194 characters as stored): each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (step, loss, grad_norm, token_entropy, "
+              "train_reward, train_format_reward, avg_response_tokens; val_reward, "
+              "val_format_reward, val_avg_response_length every 10 steps); duplicates, "
+              "constants, memory, timing and batch statistics left out; a hand-written loop "
+              "with its own key names; the loop logs 0.0 for loss, grad_norm and "
+              "token_entropy on steps whose groups are all flat (1-21, 55, 59, 64-81); "
+              "train_reward 0.21-0.48 on 27-48, 0.18 (49), 0.055 (50), 0.0-0.03 from 52; "
+              "token_entropy 0.09-0.31 on 29-48, 0.79 (49) -> 2.4 (58); validation 0.34 (30) "
+              "-> 0.27 (40) -> 0.042 (50) -> 0.003 (70-80), format 0.90 -> 0.11, length 123 -> "
+              "459; avg_response_tokens 100-190 -> 1,226-1,290 from 64; onset 49, the first "
+              "step of the fall; 82 steps, not long by the corpus's measure"),
+    "cs336-sandyhu-grpo-question-only-never-learns": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "881cf6746162b809fdf8b21ecc3710e549ef763a/grpo_runs/onpolicy/prompt/"
+               "question_only/2026-06-14_07-07-00/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, question_only prompt",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'question_only: total failure, 0.000 -- with no format scaffolding the "
+                     "model never emits the required answer format, so format_reward stays ~0, "
+                     "reward (which is gated on format) stays 0, and length saturates at 512'",
+        label="failure", fault="flat_groups", onset_step=1,
+        notes="the committed metrics.jsonl read whole (50,133 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; train_reward 0.0 and loss, grad_norm and token_entropy logged 0.0 (no "
+              "update: every group flat) on 96 of steps 1-100, one correct rollout of 256 on "
+              "11, 25, 51 and two on 33; train_format_reward 0.0-0.02; loss and grad_norm NaN "
+              "at 51, then avg_response_tokens exactly 64.0 on every step and the validation "
+              "length 512.0 (the cap) from 60; validation reward 0.0 on all 11 evaluations; "
+              "onset 1: the author's failure is there from the first step"),
     # ---- healthy ------------------------------------------------------------------------
+    "cs336-xiaofei-grpo-lr3e-5-seed0-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "lr_3e-5_seed_0",
+        "learning rate 3e-5, seed 0",
+        "the author's writeup (assignment5/writeup.md, problem grpo_learning_rate): the final "
+        "validation answer rewards at learning rate 3e-5 are '53.2%, 4.1%, 4.7%, 49.6%' (this "
+        "run is the 53.2%); 'The best seed at 3e-5 is the highest, at 53.2%, but two runs fall "
+        "to about 4%'; 'Successful seeds at all three learning rates land in 36%-53%'",
+        "the committed metrics.jsonl read whole (48,997 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as its collapsed siblings cs336-xiaofei-grpo-lr3e-5-seed1-/seed2-...; reward 0 "
+        "with grad_norm 0 on steps 0-16 and 18, then train_reward 0.03 (20) -> 0.2 (22) -> "
+        "0.45-0.53 (26-30) and 0.32-0.73 to the end; validation answer 0.039 (20) -> 0.40 (30) "
+        "-> 0.46-0.53 (100-200), format 0.25 (20) -> 0.95 (30), dips to 0.76-0.78 (90, 140), "
+        "0.98 at 200; response length 109 -> 179 (20) -> 150 (30-60) -> 248 (90) -> 323 (140) "
+        "-> 195 (200); token_entropy 1.0 -> 0.14 (30) and 0.10-0.21 after"),
+    "cs336-xiaofei-grpo-lr3e-5-seed3-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "lr_3e-5_seed_3",
+        "learning rate 3e-5, seed 3",
+        "the author's writeup (assignment5/writeup.md, problem grpo_learning_rate): the final "
+        "validation answer rewards at learning rate 3e-5 are '53.2%, 4.1%, 4.7%, 49.6%' (this "
+        "run is the 49.6%); 'two runs fall to about 4%'; 'Successful seeds at all three "
+        "learning rates land in 36%-53%'",
+        "the committed metrics.jsonl read whole (48,707 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as its collapsed siblings cs336-xiaofei-grpo-lr3e-5-seed1-/seed2-...; reward 0 "
+        "with grad_norm 0 on steps 0-23 and 25, then train_reward 0.07 (27) -> 0.42 (30) and "
+        "0.39-0.72 to the end; validation answer 0.0 (0-20) -> 0.34 (30) -> 0.45 (50) -> "
+        "0.48-0.53 (90-200), format 0.29 (20) -> 0.92 (30) -> 0.94-0.99; response length "
+        "126 -> 160 (30) -> 233-261 (40-130) -> 161 (170) -> 182 (200); token_entropy 1.0 -> "
+        "0.37 (30) -> 0.08-0.17 from 36"),
+    "cs336-sandyhu-grpo-standard-seed0-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "881cf6746162b809fdf8b21ecc3710e549ef763a/grpo_runs/onpolicy/standard/"
+               "2026-06-14_05-58-54/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, standard run, seed 0",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'Standard on-policy GRPO -- meets bar ... val_reward rises monotonically "
+                     "to 0.479 (avg of 2 seeds) ... Seeds 0/1 agree (0.478 / 0.481)'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (59,021 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; token_entropy NaN as committed on steps 1-21 (every group flat, nothing "
+              "computed), numbers from 22; reward 0 with loss and grad_norm 0 on 1-21, then "
+              "train_reward 0.004 (22) -> 0.14 (36) -> 0.26-0.58 from 45; validation 0.002 "
+              "(0-20) -> 0.08 (30) -> 0.36 (40) -> 0.46-0.48 (60-100); response length 68 -> "
+              "51 (30) -> 139-151 (50-100); token_entropy 1.0-1.5 (22-37) -> 0.13-0.21 (80-100)"),
+    "cs336-sandyhu-grpo-offpolicy-naive-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "e7dd55ad7352bba72030929b9451b25c4d0d6c36/grpo_runs/offpolicy/naive/"
+               "2026-06-14_23-06-02/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, off-policy naive arm",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'naive 0.487 ... All ~ on-policy GRPO (~0.48) -> going 32x off-policy "
+                     "kept accuracy'; 'naive survives because at 32x the policy gap is still "
+                     "small'; the summary README: 'naive ... still trains fine'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (61,991 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; 32 updates of 8 rollouts per step; loss, grad_norm and token_entropy "
+              "logged 0.0 on the flat steps 1-21; train_reward 0.004 (22) -> 0.27 (30) -> "
+              "0.32-0.65 from 31; grad_norm 0.16 (22) -> 3.7 (28) -> 2.2-5.9 from 30; "
+              "token_entropy 0.04-0.34 (a mean that counts skipped updates as 0); validation "
+              "0.002 (0-20) -> 0.40 (30) -> 0.46-0.50 (50-100); response length 68 -> 130 (30) "
+              "-> 143-183"),
+    "cs336-sandyhu-grpo-offpolicy-gspo-high-clip-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "e7dd55ad7352bba72030929b9451b25c4d0d6c36/grpo_runs/offpolicy/gspo/"
+               "2026-06-15_00-12-35/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, off-policy GSPO arm",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'gspo ... clips ~24% (max 48%). GSPO's tiny eps => high clip fraction, "
+                     "exactly as the formulation implies, yet it remains the most stable/best'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (63,302 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged and clip_fraction); a hand-written loop with "
+              "its own key names; 32 updates of 8 rollouts per step, sequence-level ratio "
+              "clipped at 3e-4; every logged value 0.0 but the rewards and lengths on the flat "
+              "steps 1-21; clip_fraction 0.001 (22) -> 0.22 (30) -> 0.18-0.48 from 31 (by "
+              "design); grad_norm 0.07-0.9 (22-29) -> 1.5-3.3 from 30; train_reward 0.004 (22) "
+              "-> 0.27 (36) -> 0.25-0.6; validation 0.002 (0-20) -> 0.30 (30) -> 0.43-0.51 "
+              "(40-100)"),
+    "cs336-sandyhu-grpo-three-shot-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "881cf6746162b809fdf8b21ecc3710e549ef763a/grpo_runs/onpolicy/prompt/"
+               "r1_zero_three_shot/2026-06-14_07-26-04/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, three-shot prompt",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'r1_zero_three_shot: best, 0.514 (also shorter responses ~120 tok, format "
+                     "0.974) -- few-shot format demonstrations help'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (64,149 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; no flat start (the three-shot prompt answers 41% at step 0); "
+              "train_reward 0.19-0.41 (1-10) -> 0.33-0.64; validation 0.41 (0) -> 0.46 (10) -> "
+              "0.50-0.52 (20-100); token_entropy 0.77 (1) -> 0.10-0.20 from 36; grad_norm "
+              "0.5-1.3; response length 96-148"),
     "cs336-xiaofei-grpo-standard-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "standard_seed_0",
         "the handout's learning rate 1e-5, seed 0",
