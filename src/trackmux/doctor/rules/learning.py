@@ -80,10 +80,12 @@ class RewardFollower(SeriesRule):
     """A curve rule that also keeps the run's reward (the first key its ``reward_keys``
     match, in ``self.rewards``), to ask whether it kept improving or held."""
 
-    #: the reward key counts as a key the rule read (coverage: a rule that read nothing
-    #: "could not run"); False for a rule that judges only its own curve and asks the
-    #: reward about it
-    reward_runs_it = True
+    #: whether the reward key counts as a key the rule read (coverage: a rule that read
+    #: nothing "could not run"). False: every rule here judges its own curve (the KL, a
+    #: gradient norm, a loss, a clip fraction, an entropy) and only asks the
+    #: reward about it, so a run with a reward and no such curve lists the rule as not
+    #: run; True only for a rule whose own signal is the reward
+    reward_runs_it = False
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
