@@ -204,7 +204,8 @@ class Doctor:
             return [event]
         found_at = at.step if at is not None else head.step
         episode = Episode(fid, head, head.severity, message, tuple(keys), evidence, found_at,
-                          self.context.before(head.step))
+                          self.context.before(head.step if head.began is None
+                                              else min(head.began, head.step)))
         out = self._follow(episode, head.time)
         value = finite(at.data.get(episode.key)) if isinstance(at, MetricsEvent) else None
         if value is not None:

@@ -7,8 +7,11 @@ key of every finding whose rule said how it goes bad (``Finding.grows``): the wo
 and its step, the latest, and the rule's critical line, whose crossing (``PERSIST`` points
 in a row past it) raises the severity to ``critical``. What moved with it is read from the
 run's main signals (reward, response length, truncation, entropy, KL, grad norm): each
-one's median over the ``BEFORE_STEPS`` steps before the onset against its last
-``RECENT_POINTS`` points.
+one's median over the ``BEFORE_STEPS`` steps before the change began against its last
+``RECENT_POINTS`` points. The change began where the curve left its level
+(``Finding.began``), which may be well before the onset its rule dated: a slow fall found
+late is dated where its rule's short series still reaches, and signals read from there
+would have moved with it already, told as flat beside a message saying they rose.
 
 An update is a new :class:`~trackmux.core.events.FindingEvent` of the same id with the next
 revision, and updates are few: when the severity rises, when the worst value's distance

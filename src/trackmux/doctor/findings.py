@@ -24,7 +24,10 @@ class Finding:
     ``level`` the level it left (None: unknown), ``critical`` the rule's critical line,
     past which the episode becomes ``critical`` (None: none), and ``peak`` the worst
     ``(step, value)`` its rule saw from the onset to where it was sure (rules/series.py
-    fills it in)."""
+    fills it in). ``began``: the step the change began, where the curve last stood at the
+    level it left (None: the onset); what moved with the episode is read from before it,
+    so a curve that left its level long before the onset its rule could date (a slow fall
+    found late) is not told beside signals that had already moved with it."""
 
     rule: str
     severity: str
@@ -38,6 +41,7 @@ class Finding:
     level: float | None = None
     critical: float | None = None
     peak: tuple[int, float] | None = None
+    began: int | None = None
 
     def event(self) -> FindingEvent:
         return FindingEvent(self.rule, self.severity, self.keys, self.message, self.step,

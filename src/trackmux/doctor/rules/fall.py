@@ -59,6 +59,10 @@ class LevelFall(SeriesRule):
     def __init__(self, params: Mapping[str, Any]) -> None:
         super().__init__(params)
         self.keep_first = int(self.params["early"])
+        #: key -> the first step of the curve's current stretch below its level (kept as
+        #: the points come, in O(1): a slow fall found after the series forgot where it
+        #: began still says so, ``Finding.began``)
+        self.below_since: dict[str, int] = {}
 
     def judge(self, key: str, s: Series, step: int) -> Fall | None:
         """The level, the line and whether the curve is past it (None: too few points)."""
@@ -70,6 +74,10 @@ class LevelFall(SeriesRule):
         fall = self.judge(key, s, step)
         if fall is None:
             return None
+        if s.values[-1] >= fall.level:
+            self.below_since.pop(key, None)
+        else:
+            self.below_since.setdefault(key, s.steps[-1])
         line = fall.line
         latch = self.latch(key)
         if not latch.check(fall.bad, first_past(s, fall.recent_n, lambda v: v <= line),
@@ -82,6 +90,7 @@ class LevelFall(SeriesRule):
             f"{key} collapsed to a recent median of {fmt(fall.recent)}, "
             f"{ratio(fall.recent, fall.level):.0%} of its {fall.said()}, falling since "
             f"{where}{self.meaning}"), evidence=[proof])
+        found.began = min(onset, self.below_since.get(key, onset))
         return self.told(key, s, fall, found).grows(-1, fall.level, fall.critical)
 
     def told(self, key: str, s: Series, fall: Fall, found: Finding) -> Finding:

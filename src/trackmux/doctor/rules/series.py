@@ -82,6 +82,8 @@ class SeriesRule(Detector):
                 found.time = event.time
                 if found.direction and found.peak is None:  # where a growing one stands
                     found.peak = peak(s, found.step, found.direction)
+                if found.direction and found.began is None and found.level is not None:
+                    found.began = left_level(s, found.step, found.direction, found.level)
                 out.append(found)
         return out
 
@@ -125,6 +127,18 @@ def peak(s: Series, onset: int, direction: int) -> tuple[int, float] | None:
     if not points:
         return None
     return max(points, key=lambda p: direction * p[1])
+
+
+def left_level(s: Series, onset: int, direction: int, level: float) -> int:
+    """Where a change found at ``onset`` began: the step after the last point before it
+    that stood at ``level`` or better (``direction`` +1: higher is worse); the series'
+    first step if none of its points did (the change began before it), at most
+    ``onset``."""
+    steps, values = s.steps, s.values
+    for i in range(len(steps) - 1, -1, -1):
+        if steps[i] < onset and direction * (values[i] - level) <= 0:
+            return min(steps[i + 1], onset) if i + 1 < len(steps) else onset
+    return min(steps[0], onset) if steps else onset
 
 
 def trend_window(s: Series, steps: int, least: int) -> tuple[list[int], list[float]] | None:
