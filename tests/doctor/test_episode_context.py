@@ -51,3 +51,30 @@ def test_a_change_begins_after_the_last_point_at_its_level() -> None:
     gone = _series([0.5, 0.4, 0.3, 0.2], start=50)  # the level is older than the series
     assert left_level(gone, 52, -1, 1.0) == 50
     assert left_level(_series([0.5, 0.6, 0.7], start=50), 52, 1, 0.1) == 50
+
+
+def test_a_noisy_reward_that_moved_far_is_not_called_flat() -> None:
+    """The change of two medians is judged by its standard error, not by the spread of
+    single points: a 0/1-like reward of robust sigma ~0.3 that went from 0.35 to 0.95
+    moved (the real corpus's format-hacking run said 'reward_avg flat (0.344 before,
+    0.975 now)'); the same noise around one level stays flat."""
+    import random
+
+    from trackmux.doctor.episodes import Context
+
+    rng = random.Random(7)
+    context = Context()
+    steps = 40
+    for step in range(steps):
+        level = 0.35 if step < 20 else 0.95
+        context.add({"reward": ["r"]}, {"r": min(1.0, max(0.0, level + rng.gauss(0, 0.3)))},
+                    step)
+    (key, then, error), now = context.before(20)["reward"], context.now("reward")
+    assert key == "r" and now is not None
+    assert abs(now - then) > 3 * math.hypot(error, context.now_error("reward"))  # "up"
+    still = Context()
+    for step in range(steps):
+        still.add({"reward": ["r"]}, {"r": 0.5 + rng.gauss(0, 0.3)}, step)
+    (_, then, error), now = still.before(20)["reward"], still.now("reward")
+    assert now is not None
+    assert abs(now - then) <= 3 * math.hypot(error, still.now_error("reward"))  # flat

@@ -40,8 +40,11 @@ BEFORE_STEPS = 20
 RECENT_POINTS = 5
 #: an update is due when the worst value's distance from the level grew this many times
 GROWTH = 4.0
-#: a signal that moved less than this share of its level (and 3 of its noise) is flat
+#: a signal that moved less than this share of its level (and 3 standard errors of the
+#: change of its median) is flat
 FLAT = 0.1
+#: a median's standard error over a mean's, for roughly normal noise (sqrt(pi / 2))
+MEDIAN_SE = 1.2533
 #: episodes followed at once (the oldest stop growing beyond this)
 MAX_FOLLOWED = 256
 
@@ -72,7 +75,10 @@ class Context:
                 held[1].add(step, value)
 
     def before(self, onset: int) -> dict[str, tuple[str, float, float]]:
-        """Per signal: (key, median, robust sigma) of its points before ``onset``."""
+        """Per signal: (key, median, standard error of that median) of its points before
+        ``onset``. A change is judged by the standard errors of the two medians
+        (:meth:`now_error`), not by the spread of single points: a reward that moved
+        0.34 -> 0.98 was called flat beside the noise of its single points."""
         out: dict[str, tuple[str, float, float]] = {}
         for signal, (key, s) in self.series.items():
             pairs = [(st, v) for st, v in zip(s.steps, s.values, strict=True) if st < onset]
@@ -80,7 +86,7 @@ class Context:
             if len(points) < 3:
                 points = [v for _, v in pairs[-RECENT_POINTS:]]
             if len(points) >= 3:
-                out[signal] = (key, median(points), robust_sigma(points))
+                out[signal] = (key, median(points), _median_error(points))
         return out
 
     def now(self, signal: str) -> float | None:
@@ -88,6 +94,17 @@ class Context:
         if held is None or not held[1].values:
             return None
         return median(held[1].tail(RECENT_POINTS))
+
+    def now_error(self, signal: str) -> float:
+        """The standard error of :meth:`now` (0 below 3 points)."""
+        held = self.series.get(signal)
+        points = list(held[1].tail(RECENT_POINTS)) if held is not None else []
+        return _median_error(points) if len(points) >= 3 else 0.0
+
+
+def _median_error(points: list[float]) -> float:
+    """A median's standard error, from the points' robust spread."""
+    return MEDIAN_SE * robust_sigma(points) / math.sqrt(len(points))
 
 
 class Episode:
@@ -203,13 +220,14 @@ class Episode:
         """(key, how, then, now) of each main signal beside this one: the reward always
         (flat says as much as up or down), the others when they moved."""
         out = []
-        for signal, (key, then, sigma) in self.then.items():
+        for signal, (key, then, error) in self.then.items():
             if key in self.keys:
                 continue
             now = context.now(signal)
             if now is None:
                 continue
-            tolerance = max(3 * sigma, FLAT * abs(then))
+            noise = math.hypot(error, context.now_error(signal))
+            tolerance = max(3 * noise, FLAT * abs(then))
             how = "flat" if abs(now - then) <= tolerance else "up" if now > then else "down"
             if how != "flat" or signal == "reward":
                 out.append((key, how, then, now))
