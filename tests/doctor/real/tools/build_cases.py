@@ -679,6 +679,27 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "train_reward 0.004 (22) -> 0.14 (36) -> 0.26-0.58 from 45; validation 0.002 "
               "(0-20) -> 0.08 (30) -> 0.36 (40) -> 0.46-0.48 (60-100); response length 68 -> "
               "51 (30) -> 139-151 (50-100); token_entropy 1.0-1.5 (22-37) -> 0.13-0.21 (80-100)"),
+    "cs336-sandyhu-grpo-standard-seed1-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "881cf6746162b809fdf8b21ecc3710e549ef763a/grpo_runs/onpolicy/standard/"
+               "2026-06-14_05-58-54/seed_1/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, standard run, seed 1",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'Standard on-policy GRPO -- meets bar ... val_reward rises monotonically "
+                     "to 0.479 (avg of 2 seeds) ... Seeds 0/1 agree (0.478 / 0.481)'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (60,585 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; token_entropy NaN as committed on steps 1-9 (every group flat, nothing "
+              "computed), numbers from 10; reward 0 with loss and grad_norm 0 on 1-9, then "
+              "train_reward 0.004 (10) -> 0.26 (19) -> 0.28-0.63 from 29; validation 0.002 "
+              "(0) -> 0.40 (20) -> 0.43-0.45 (30-90) -> 0.48 (100); response length 69 -> "
+              "103 (20) -> 122-135 (50-100); token_entropy 0.91 (10) -> 0.35 (30) -> "
+              "0.09-0.16 (47-100); grad_norm 0.2-0.9 (10-34), 0.86-1.64 after"),
     "cs336-sandyhu-grpo-offpolicy-naive-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
