@@ -628,6 +628,30 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "at 51, then avg_response_tokens exactly 64.0 on every step and the validation "
               "length 512.0 (the cap) from 60; validation reward 0.0 on all 11 evaluations; "
               "onset 1: the author's failure is there from the first step"),
+    "cs336-sandyhu-grpo-lr3e-6-underfits": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "881cf6746162b809fdf8b21ecc3710e549ef763a/grpo_runs/onpolicy/lr_sweep/lr_3e-6/"
+               "2026-06-14_06-38-25/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, learning rate 3e-6",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'3e-6: underfits -- only 0.020 in 100 steps (too slow)'; '1e-5: best -- "
+                     "0.479'",
+        label="failure", fault="flat_groups", onset_step=1,
+        notes="the committed metrics.jsonl read whole (52,917 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; every group flat (train_reward 0.0, loss and grad_norm 0.0, "
+              "token_entropy NaN: no update) on 65 of the 100 steps, 1-21 among them; one or "
+              "at most four correct rollouts of 256 on the others (train_reward 0.0039-0.0156, "
+              "grad_norm 0.12-0.73); train_format_reward 0.45-0.64 throughout; validation "
+              "0.002 (0-40) -> 0.005 (60-70) -> 0.013 (90) -> 0.020 (100), format 0.98, length "
+              "64-69; onset 1: the author's failure (the run never learns in its 100 steps) is "
+              "there from the first step, as in cs336-sandyhu-grpo-question-only-never-learns; "
+              "the fault is named after what the log shows (flat groups, almost no update), "
+              "the author's word for it is 'underfits'"),
     # ---- healthy ------------------------------------------------------------------------
     "cs336-xiaofei-grpo-lr3e-5-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "lr_3e-5_seed_0",
