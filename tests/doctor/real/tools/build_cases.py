@@ -724,6 +724,28 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "(0) -> 0.40 (20) -> 0.43-0.45 (30-90) -> 0.48 (100); response length 69 -> "
               "103 (20) -> 122-135 (50-100); token_entropy 0.91 (10) -> 0.35 (30) -> "
               "0.09-0.16 (47-100); grad_norm 0.2-0.9 (10-34), 0.86-1.64 after"),
+    "cs336-sandyhu-grpo-dr-grpo-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "e7dd55ad7352bba72030929b9451b25c4d0d6c36/grpo_runs/onpolicy/variants/Dr_GRPO/"
+               "2026-06-14_22-07-48/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, Dr. GRPO variant",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'Dr_GRPO 0.482 ~ GRPO 0.479 > MaxRL 0.467 > GRPO_constant 0.437 > RFT "
+                     "0.432. Dr_GRPO matches/edges the baseline -- consistent with the paper's "
+                     "claim'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (58,146 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; loss, grad_norm and token_entropy logged 0.0 on the flat steps 1-21; no "
+              "std or length normalization, so grad_norm is 0.005-0.14 (a tenth of the "
+              "standard run's); train_reward 0.004 (22) -> 0.04 (30) -> 0.26 (39) -> "
+              "0.24-0.59 from 43; response length 114 -> 49 (29-30) -> 97-141 from 40; "
+              "validation 0.002 (0-20) -> 0.097 (30) -> 0.39 (40) -> 0.44-0.48 (50-100); "
+              "token_entropy 1.2 (22) -> 0.47 (40) -> 0.09-0.16 (70-100)"),
     "cs336-sandyhu-grpo-offpolicy-naive-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
