@@ -746,6 +746,29 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "0.24-0.59 from 43; response length 114 -> 49 (29-30) -> 97-141 from 40; "
               "validation 0.002 (0-20) -> 0.097 (30) -> 0.39 (40) -> 0.44-0.48 (50-100); "
               "token_entropy 1.2 (22) -> 0.47 (40) -> 0.09-0.16 (70-100)"),
+    "cs336-sandyhu-grpo-rft-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "e7dd55ad7352bba72030929b9451b25c4d0d6c36/grpo_runs/onpolicy/variants/RFT/"
+               "2026-06-14_22-26-16/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, RFT variant",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'RFT 0.432 ... RFT lowest, as expected: it discards all negative-signal "
+                     "(incorrect) samples and has the lowest train_reward (0.25)'; 'Verdict: "
+                     "matches expectations within single-seed noise'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (58,207 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; loss, grad_norm and token_entropy logged 0.0 on the flat steps 1-21; "
+              "rejection-sampling fine-tuning (advantage = the 0/1 reward): loss positive "
+              "0.0001-0.03 and grad_norm 0.005-0.15 on every updating step; train_reward "
+              "0.004 (22) -> 0.04 (30) -> 0.12-0.46 from 48, 0.25 at 100; response length 110 "
+              "-> 60-66 (25-32) -> 105-138 from 50; validation 0.002 (0-20) -> 0.10 (30) -> "
+              "0.20 (40) -> 0.39-0.43 (50-100), format 0.80-0.87 (30-40) -> 0.97-0.99; "
+              "token_entropy 1.5-1.7 (22-26) -> 0.33-0.63 from 52"),
     "cs336-sandyhu-grpo-offpolicy-naive-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
