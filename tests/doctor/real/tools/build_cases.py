@@ -769,6 +769,30 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "-> 60-66 (25-32) -> 105-138 from 50; validation 0.002 (0-20) -> 0.10 (30) -> "
               "0.20 (40) -> 0.39-0.43 (50-100), format 0.80-0.87 (30-40) -> 0.97-0.99; "
               "token_entropy 1.5-1.7 (22-26) -> 0.33-0.63 from 52"),
+    "cs336-sandyhu-grpo-offpolicy-clip-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "e7dd55ad7352bba72030929b9451b25c4d0d6c36/grpo_runs/offpolicy/clip/"
+               "2026-06-14_23-51-35/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, off-policy token-level clip arm",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'gspo 0.506 ~ noclip 0.501 > naive 0.487 > clip 0.465. All ~ on-policy "
+                     "GRPO (~0.48) -> going 32x off-policy kept accuracy'; 'The one mild "
+                     "surprise is clip being the weakest (lower format 0.83); with 1 seed and "
+                     "an untuned eps this is within noise'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (63,348 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-offpolicy-gspo-high-clip-healthy); a hand-written loop with "
+              "its own key names; 32 updates of 8 rollouts per step; loss, grad_norm, "
+              "token_entropy and clip_fraction logged 0.0 on the flat steps 1-21; "
+              "train_reward 0.004 (22) -> 0.09 (30) -> 0.21-0.61 from 36; grad_norm 0.16 (22) "
+              "-> 2.4 (30) -> 2.2-5.3 from 31; clip_fraction 0.0-0.022; token_entropy 0.03-0.06 "
+              "(22-25), 0.2-0.46 (26-45), 0.05-0.16 from 51; validation 0.002 (0-20) -> 0.23 "
+              "(30) -> 0.43-0.51 (40-100), format 0.90-0.96 then 0.83 at 100; "
+              "train_format_reward 0.71-0.75 on 93, 95 and 100"),
     "cs336-sandyhu-grpo-offpolicy-naive-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
