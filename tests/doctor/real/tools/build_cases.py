@@ -637,7 +637,8 @@ MANIFEST: dict[str, dict[str, Any]] = {
                      "metrics of the hand-written GRPO loop, learning rate 3e-6",
         thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
                      "'3e-6: underfits -- only 0.020 in 100 steps (too slow)'; '1e-5: best -- "
-                     "0.479'",
+                     "0.479'; the summary README: '3e-6 is simply too slow to learn in 100 "
+                     "steps'",
         label="failure", fault="flat_groups", onset_step=1,
         notes="the committed metrics.jsonl read whole (52,917 characters as stored), each "
               "step's training line and the validation line of the same step written as one "
