@@ -794,6 +794,30 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "(22-25), 0.2-0.46 (26-45), 0.05-0.16 from 51; validation 0.002 (0-20) -> 0.23 "
               "(30) -> 0.43-0.51 (40-100), format 0.90-0.96 then 0.83 at 100; "
               "train_format_reward 0.71-0.75 on 93, 95 and 100"),
+    "cs336-sandyhu-grpo-offpolicy-noclip-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "e7dd55ad7352bba72030929b9451b25c4d0d6c36/grpo_runs/offpolicy/noclip/"
+               "2026-06-14_23-29-17/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, off-policy unclipped arm",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'gspo 0.506 ~ noclip 0.501 > naive 0.487 > clip 0.465. All ~ on-policy "
+                     "GRPO (~0.48) -> going 32x off-policy kept accuracy'; the summary README: "
+                     "'gspo and noclip edge out naive'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (61,957 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-offpolicy-gspo-high-clip-healthy); a hand-written loop with "
+              "its own key names; 32 updates of 8 rollouts per step, no clipping "
+              "(clip_fraction 0.0 throughout); loss, grad_norm and token_entropy logged 0.0 "
+              "on the flat steps 1-21; train_reward 0.004 (22) -> 0.21 (30) -> 0.26-0.57 from "
+              "31; grad_norm 0.17 (22) -> 3.2 (30) -> 2.5-8.5 from 31, one spike of 29.8 at 53 "
+              "(loss 0.024, otherwise |loss| < 0.005) with the reward unchanged; token_entropy "
+              "0.03-0.04 (22-24), 0.16-0.37 (25-31), 0.04-0.14 from 32; validation 0.002 "
+              "(0-20) -> 0.41 (30) -> 0.39-0.50 (40-100), format 0.91-0.99; "
+              "train_format_reward dips to 0.68 (60) and 0.67 (84)"),
     "cs336-sandyhu-grpo-offpolicy-naive-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
