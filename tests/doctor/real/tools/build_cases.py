@@ -818,6 +818,28 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "0.03-0.04 (22-24), 0.16-0.37 (25-31), 0.04-0.14 from 32; validation 0.002 "
               "(0-20) -> 0.41 (30) -> 0.39-0.50 (40-100), format 0.91-0.99; "
               "train_format_reward dips to 0.68 (60) and 0.67 (84)"),
+    "cs336-sandyhu-grpo-maxrl-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "e7dd55ad7352bba72030929b9451b25c4d0d6c36/grpo_runs/onpolicy/variants/MaxRL/"
+               "2026-06-14_22-43-41/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, MaxRL variant",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'MaxRL 0.467'; 'GRPO_constant / MaxRL sit just below baseline -> "
+                     "inconclusive per the handout's lower-bound logic (untuned lr)'; 'Verdict: "
+                     "matches expectations within single-seed noise'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (61,005 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; loss, grad_norm and token_entropy logged 0.0 on the flat steps 1-21; "
+              "MaxRL advantages (a lone correct sample of 8 gets 7.0); grad_norm 0.04-0.57; "
+              "train_reward 0.004 (22) -> 0.04 (30) -> 0.30 (39) -> 0.24-0.55 from 41; "
+              "response length 110 -> 60-80 (24-33) -> 98-138 from 37; validation 0.002 "
+              "(0-20) -> 0.15 (30) -> 0.40 (40) -> 0.41-0.47 (50-100); token_entropy 1.2 (22) "
+              "-> 0.5 (40) -> 0.11-0.24 from 52"),
     "cs336-sandyhu-grpo-offpolicy-naive-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
