@@ -840,6 +840,27 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "response length 110 -> 60-80 (24-33) -> 98-138 from 37; validation 0.002 "
               "(0-20) -> 0.15 (30) -> 0.40 (40) -> 0.41-0.47 (50-100); token_entropy 1.2 (22) "
               "-> 0.5 (40) -> 0.11-0.24 from 52"),
+    "cs336-sandyhu-grpo-constant-norm-healthy": dict(
+        framework="custom", format="csv",
+        source="https://github.com/sandyhu533/assignment5-alignment/blob/"
+               "e7dd55ad7352bba72030929b9451b25c4d0d6c36/grpo_runs/onpolicy/variants/"
+               "GRPO_constant/2026-06-14_21-49-05/seed_0/metrics.jsonl",
+        source_title="CS336 assignment 5 (sandyhu533/assignment5-alignment): the committed "
+                     "metrics of the hand-written GRPO loop, GRPO_constant variant",
+        thread_label="the author's results check (grpo_runs/summary/hypothesis_check.md): "
+                     "'GRPO_constant 0.437'; 'GRPO_constant / MaxRL sit just below baseline -> "
+                     "inconclusive per the handout's lower-bound logic (untuned lr)'; 'Verdict: "
+                     "matches expectations within single-seed noise'",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed metrics.jsonl read whole (61,362 characters as stored), each "
+              "step's training line and the validation line of the same step written as one "
+              "CSV row of their numbers unedited (the columns of "
+              "cs336-sandyhu-grpo-lr3e-5-diverged); a hand-written loop with its own key "
+              "names; loss, grad_norm and token_entropy logged 0.0 on the flat steps 1-21; "
+              "grad_norm 0.01-0.48; train_reward 0.004 (22) -> 0.05 (30) -> 0.27 (39) -> "
+              "0.21-0.61 from 41; response length 110 -> 42-58 (27-32) -> 94-135 from 40; "
+              "validation 0.002 (0-20) -> 0.10 (30) -> 0.40 (40) -> 0.43-0.45 (50-100); "
+              "token_entropy 0.97-1.18 (22-28) -> 0.59 (40) -> 0.10-0.25 from 51"),
     "cs336-sandyhu-grpo-offpolicy-naive-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
