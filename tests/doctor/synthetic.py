@@ -75,3 +75,31 @@ def healthy(n: int, seed: int, shape: str = "rising") -> dict[str, list[float]]:
 def table(step: int, responses: Sequence[str], key: str = "val/generations") -> TableEvent:
     rows = tuple((f"prompt {i}", r, 0.5) for i, r in enumerate(responses))
     return TableEvent(key, ("input", "output", "score"), rows, step, 1000.0 + step)
+
+
+def rerun_adds_nothing(run: Any) -> None:
+    """A restarted delivery process reads a finished run again: its live doctor must find
+    what is in the spool already and append nothing (findings, updates, notes)."""
+    import time
+
+    from trackmux.core.backends.contract import RunInfo
+    from trackmux.core.delivery.watch import WatcherSpec, WatchRunner
+    from trackmux.core.spool.reader import SpoolReader
+
+    reader = SpoolReader(run.dir)
+    try:
+        before = reader.last_seq()
+        info = RunInfo("p", run.name, run.id, run.dir, 0.0)
+        found: list[FindingEvent] = []
+        runner = WatchRunner([WatcherSpec("trackmux.doctor.live:watcher",
+                                          {"rules": resolve(True)})],
+                             info, alive=lambda: False, on_found=found.extend,
+                             on_problem=lambda *a: None)
+        runner.start()
+        runner.catch_up(before, time.monotonic() + 60)
+        runner.stop(wait=10)
+        assert not runner.thread.is_alive()  # it appends nothing after the read below
+        assert runner.cursor >= before  # it read the whole run: "none" is not "not yet"
+        assert found == [] and reader.last_seq() == before
+    finally:
+        reader.close()

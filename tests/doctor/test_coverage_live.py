@@ -6,51 +6,22 @@ file backend's findings do not see it)."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from synthetic import rerun_adds_nothing
 
 import trackmux
 from spool_support import wait_quiet
-from trackmux.core.backends.contract import RunInfo
-from trackmux.core.delivery.watch import WatcherSpec, WatchRunner
-from trackmux.core.events import FindingEvent, TextEvent
+from trackmux.core.events import TextEvent
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.doctor.coverage import NOTE_KEY
 from trackmux.doctor.read import load_findings
 from trackmux.plugins.console import COVERAGE_NOTE, ConsoleBackend
 
 PREFIX = "[trackmux doctor] coverage @ step "
-
-
-class _Hook(http.server.BaseHTTPRequestHandler):
-    bodies: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        _Hook.bodies.append(json.loads(self.rfile.read(length)))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    _Hook.bodies = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hook", _Hook.bodies
-    server.shutdown()
-    server.server_close()
 
 
 def _notes(run_dir: Path) -> list[TextEvent]:
@@ -137,7 +108,6 @@ def test_the_coverage_is_said_again_at_close_when_it_changed(tmp_path: Path,
 
 def test_a_short_run_is_told_at_close_and_a_rerun_adds_no_second_note(tmp_path: Path,
                                                                       capsys: Any) -> None:
-    from trackmux.doctor.config import resolve
 
     # The spool's last seq is read before and after a second watcher: nothing else may
     # append meanwhile (wait_quiet: the run's watch thread has ended). A second note came
@@ -154,21 +124,7 @@ def test_a_short_run_is_told_at_close_and_a_rerun_adds_no_second_note(tmp_path: 
     [line] = _said(capsys.readouterr().out)
     assert line.startswith(PREFIX + "2: judged: read reward and kl")
     # a restarted delivery process reads the run again: the note is in the spool already
-    reader = SpoolReader(run.dir)
-    before = reader.last_seq()
-    info = RunInfo("p", run.name, run.id, run.dir, 0.0)
-    found: list[FindingEvent] = []
-    runner = WatchRunner([WatcherSpec("trackmux.doctor.live:watcher",
-                                      {"rules": resolve(True)})],
-                         info, alive=lambda: False, on_found=found.extend,
-                         on_problem=lambda *a: None)
-    runner.start()
-    runner.catch_up(before, time.monotonic() + 60)
-    runner.stop(wait=10)
-    assert not runner.thread.is_alive()  # it appends nothing after the read below
-    assert runner.cursor >= before  # it did read the whole run: "none" is not "not yet"
-    assert found == [] and reader.last_seq() == before
-    reader.close()
+    rerun_adds_nothing(run)
     assert len(_notes(run.dir)) == 1
 
 

@@ -4,49 +4,21 @@ trainer (run.findings(), on_finding on a thread), the spool and a resync."""
 
 from __future__ import annotations
 
-import http.server
-import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from synthetic import rerun_adds_nothing
 
 import trackmux
 from spool_support import wait_quiet
-from trackmux.core.backends.contract import RunInfo
 from trackmux.core.delivery.sync import deliver_by_name
-from trackmux.core.delivery.watch import WatcherSpec, WatchRunner
 from trackmux.core.events import FindingEvent
 from trackmux.core.spool.reader import SpoolReader
 from trackmux.doctor.read import load_findings
-
-
-class _Hook(http.server.BaseHTTPRequestHandler):
-    bodies: list[dict[str, Any]] = []
-
-    def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        _Hook.bodies.append(json.loads(self.rfile.read(length)))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    _Hook.bodies = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hook", _Hook.bodies
-    server.shutdown()
-    server.server_close()
 
 
 def _train(run: Any) -> None:
@@ -136,22 +108,8 @@ def test_resync_delivers_findings_and_a_rerun_adds_none(tmp_path: Path) -> None:
     assert list(dict.fromkeys(f["rule"] for f in resent)) == ["nonfinite", "kl_blowup"]
     assert [f["id"] for f in resent] == [f.id for f in _stored(run.dir)]  # updates too
     # a restarted delivery process reads the run again: it finds the same, appends none
-    from trackmux.doctor.config import resolve
 
-    reader = SpoolReader(run.dir)
-    before = reader.last_seq()
-    info = RunInfo("p", run.name, run.id, run.dir, 0.0)
-    found: list[FindingEvent] = []
-    runner = WatchRunner([WatcherSpec("trackmux.doctor.live:watcher", {"rules": resolve(True)})],
-                         info, alive=lambda: False, on_found=found.extend,
-                         on_problem=lambda *a: None)
-    runner.start()
-    runner.catch_up(before, time.monotonic() + 60)
-    runner.stop(wait=10)
-    assert not runner.thread.is_alive()  # it appends nothing after the read below
-    assert runner.cursor >= before  # it did read the whole run: "none" is not "not yet"
-    assert found == [] and reader.last_seq() == before
-    reader.close()
+    rerun_adds_nothing(run)
 
 
 def _stored(run_dir: Path) -> list[FindingEvent]:
