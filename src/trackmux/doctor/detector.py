@@ -53,10 +53,13 @@ class Detector:
     def bind(self, signals: Any) -> None:
         self._signals = signals
 
-    def keys_for(self, matcher: KeyMatcher, data: Mapping[str, Any]) -> list[str]:
+    def keys_for(self, matcher: KeyMatcher, data: Mapping[str, Any], *,
+                 counts: bool = True) -> list[str]:
         """The keys of a metrics event ``matcher`` selects: those of its ``@signal``
         patterns (the run's dialect, dialects.py) and those its other patterns match,
-        less its ``!`` exclusions; worked out once per key set."""
+        less its ``!`` exclusions; worked out once per key set. ``counts``: whether they
+        are keys the rule read (coverage); not a key it only asks about, such as the
+        reward beside a KL rule's own curve."""
         signals = self._signals if self._signals is not None else self.signals
         keyset = signals.resolve(data)
         hit: list[str] | None = keyset.memo.get(id(matcher))
@@ -71,7 +74,7 @@ class Detector:
                     if isinstance(key, str) and key not in chosen and matcher(key):
                         chosen[key] = None
             hit = keyset.memo[id(matcher)] = list(chosen)
-            for key in hit:
+            for key in hit if counts else ():
                 if len(self.read) < 32:
                     self.read[key] = None
         return hit

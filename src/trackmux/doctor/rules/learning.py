@@ -102,12 +102,9 @@ class RewardFollower(SeriesRule):
         keyset = self.signals.resolve(data)
         memo = keyset.memo.get(id(self))
         if memo is None:  # (the rule's keys, the first reward key) of a key set
-            own = self.keys_for(self.match, data)
-            read = dict(self.read)
-            rewards = self.keys_for(self.reward, data)[:1]
-            if not self.reward_runs_it:
-                self.read = read  # the reward alone does not make the rule run (coverage)
-            memo = keyset.memo[id(self)] = (own, rewards)
+            memo = keyset.memo[id(self)] = (
+                self.keys_for(self.match, data),
+                self.keys_for(self.reward, data, counts=self.reward_runs_it)[:1])
         for key in memo[1]:
             value = finite(data[key])
             if value is not None:
@@ -118,7 +115,6 @@ class RewardFollower(SeriesRule):
     def update(self, event: Event) -> Sequence[Finding]:
         self._step = event.step
         return super().update(event)
-
 
 
 def reward_bought(rewards: Series, start: int, window: int, sigmas: float,

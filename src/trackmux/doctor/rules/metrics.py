@@ -996,11 +996,9 @@ class LengthBlowup(SeriesRule):
         memo = keyset.memo.get(id(self))
         if memo is None:  # (every key, the truncation keys, the reward keys) of a key set
             clip = self.keys_for(self.clip, data)
-            own = [*self.keys_for(self.match, data), *clip]
-            read = dict(self.read)
-            rewards = self.keys_for(self.reward, data)
-            self.read = read  # the reward alone does not make the rule run (coverage)
-            memo = keyset.memo[id(self)] = (own, frozenset(clip), rewards)
+            memo = keyset.memo[id(self)] = (
+                [*self.keys_for(self.match, data), *clip], frozenset(clip),
+                self.keys_for(self.reward, data, counts=False))
         chosen: list[str] = memo[0]
         self._clip_now, rewards = memo[1], memo[2]
         for key in rewards:  # said beside a truncation or a length at its cap
