@@ -4,6 +4,7 @@ or the nice increment ``TRACKMUX_DELIVERY_NICE`` asks for (benchmark B7 measures
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +43,11 @@ def test_delivery_runs_in_the_idle_class_by_default(tmp_path: Path,
     finally:
         run.finish(timeout=5)
     assert (tmp_path / "out.jsonl").read_text().count("\n") == 1
+    # started through `nice`: its interpreter start and imports already ran below the
+    # trainer, not at the trainer's priority until it could lower itself (issue 43 item 17)
+    started = min(19, os.getpriority(os.PRIO_PROCESS, 0) + 19)
+    assert (f"started at nice {started}, runs at idle class"
+            in (run.dir / "delivery.log").read_text())
 
 
 @pytest.mark.parametrize(("value", "increment"), [("5", 5), ("0", 0), ("lots", 19)])
@@ -68,3 +74,22 @@ def test_a_nice_increment_instead(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     log = (run.dir / "delivery.log").read_text()
     assert ("TRACKMUX_DELIVERY_NICE='lots' is neither 'idle' nor an int 0-19" in log) == (
         value == "lots")
+    # lowered once, by `nice` before its first instruction; not a second time by itself
+    assert f"started at nice {want}, runs at nice {want}" in log
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Popen's process_group is 3.11+")
+def test_delivery_stays_in_the_trainers_session(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own process group (a terminal's Ctrl-C does not reach it) but not its own
+    session: Linux's autogroup scheduler shares the CPU equally between sessions, so in a
+    session of its own the idle class did not keep it below the trainer (issue 43 item 17)."""
+    monkeypatch.delenv("TRACKMUX_DELIVERY_NICE", raising=False)
+    run = _run(tmp_path)
+    pid = run.delivery_pid
+    assert pid is not None
+    try:
+        assert os.getsid(pid) == os.getsid(0)
+        assert os.getpgid(pid) == pid != os.getpgid(0)
+    finally:
+        run.finish(timeout=30)

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from trackmux.core.backends.contract import Backend, RunInfo
-from trackmux.core.delivery import appends
+from trackmux.core.delivery import appends, priority
 from trackmux.core.delivery.reporting import Reporter
 from trackmux.core.delivery.watch import WatcherSpec
 from trackmux.core.delivery.worker import DeliveryWorker, acquire_delivery_lock
@@ -249,16 +249,19 @@ class ProcessDelivery:
         if env.get("PYTHONPATH"):
             paths.append(env["PYTHONPATH"])
         env["PYTHONPATH"] = os.pathsep.join(paths)
+        # below the trainer from its first instruction, its imports included (priority.py)
+        lowered = priority.launch_prefix(priority.wanted())
+        env[priority.LAUNCHED_ENV] = lowered[-1] if lowered else "0"
         logfile = open(self.run_dir / DELIVERY_LOG, "ab")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "trackmux.core.delivery.process",
+                [*lowered, sys.executable, "-m", "trackmux.core.delivery.process",
                  str(control_read), str(status_write)],
                 stdin=subprocess.DEVNULL, stdout=logfile, stderr=logfile,
                 pass_fds=(control_read, status_write), env=env,
-                # its own session: Ctrl-C and the job's process-group signals reach the
-                # trainer, not the drain of what the trainer already logged
-                start_new_session=True)
+                # its own process group: Ctrl-C and the job's process-group signals reach
+                # the trainer, not the drain of what the trainer already logged
+                **priority.own_process_group())
         finally:
             logfile.close()
             os.close(control_read)

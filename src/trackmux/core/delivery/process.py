@@ -35,6 +35,7 @@ import orjson
 
 from trackmux.core.backends.contract import RunInfo
 from trackmux.core.backends.registry import get_registry
+from trackmux.core.delivery import priority
 from trackmux.core.delivery.appends import TrainerAppender
 from trackmux.core.delivery.reporting import Reporter
 from trackmux.core.delivery.watch import WatcherSpec, WatchRunner, runner_problem_reporter
@@ -52,8 +53,6 @@ STUCK_GRACE = 2.0
 #: at the deadline, how long the workers get to let go before the process exits anyway
 STOP_WAIT = 0.5
 PARENT_CHECK = 1.0
-IDLE = "idle"  # TRACKMUX_DELIVERY_NICE's default: the idle scheduling class
-IDLE_FALLBACK_NICE = 19
 
 
 class DeliveryProcess:
@@ -277,39 +276,6 @@ class _ForwardWarnings(logging.Handler):
                 self.handleError(record)
 
 
-def _lower_priority() -> None:
-    """Run below the trainer. On Linux the default is the idle scheduling class
-    (``SCHED_IDLE``): the kernel treats a core that runs only delivery as free, places the
-    trainer's threads there, and never lets a waking delivery thread preempt them, so a
-    CPU-bound loop keeps its core and delivery takes the CPU left over (benchmark B7: the
-    loop's overhead went from +19% at nice 10 to +4%). Backend helpers we start (wandb's
-    service) inherit it. ``TRACKMUX_DELIVERY_NICE``: ``idle`` (the default; nice 19 where
-    there is no idle class), or a nice increment 0-19 (0: the trainer's priority) for a
-    machine kept busy for hours, where idle-class delivery would wait for the end."""
-    raw = (os.environ.get("TRACKMUX_DELIVERY_NICE") or IDLE).strip().lower()
-    if raw == IDLE:
-        if hasattr(os, "SCHED_IDLE"):
-            try:
-                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-                return
-            except OSError as exc:
-                log.warning("trackmux delivery: cannot use the idle scheduling class (%s); "
-                            "using nice %d", exc, IDLE_FALLBACK_NICE)
-        increment = IDLE_FALLBACK_NICE
-    else:
-        try:
-            increment = max(0, min(19, int(raw)))
-        except ValueError:
-            log.warning("trackmux delivery: TRACKMUX_DELIVERY_NICE=%r is neither %r nor an "
-                        "int 0-19; using nice %d", raw, IDLE, IDLE_FALLBACK_NICE)
-            increment = IDLE_FALLBACK_NICE
-    if increment and hasattr(os, "nice"):
-        try:
-            os.nice(increment)
-        except OSError as exc:
-            log.warning("trackmux delivery: cannot lower priority: %s", exc)
-
-
 SCRATCH = "tmp"  # the delivery process's temporary folder, inside the run folder
 
 
@@ -329,10 +295,15 @@ def _scratch_in_run(run_dir: Path) -> Path:
 def main(argv: list[str]) -> int:
     control_fd, status_fd = int(argv[1]), int(argv[2])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's; we drain
-    _lower_priority()
+    launched = priority.describe()
+    problem = priority.lower(priority.wanted(),
+                             int(os.environ.get(priority.LAUNCHED_ENV) or 0))
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(process)d %(threadName)s %(levelname)s "
                                "%(name)s: %(message)s")
+    if problem:
+        log.warning("trackmux delivery: %s", problem)
+    log.info("trackmux delivery: started at %s, runs at %s", launched, priority.describe())
     control = os.fdopen(control_fd, "rb")
     status = os.fdopen(status_fd, "wb")
     config = orjson.loads(control.readline())
