@@ -124,13 +124,17 @@ def test_save_code_stores_the_script_and_the_diff(repo: Path, tmp_path: Path) ->
 
 
 def test_in_process_run_without_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under pytest the entry is pytest itself; outside any tree git says so, the run goes on."""
+    """An entry script that is not there: the working directory is looked at, and outside
+    any tree git says so, the run goes on."""
     import trackmux
 
     monkeypatch.chdir(tmp_path)
     # tox keeps tmp_path inside the checkout (itself a git tree): git must not look above it
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     monkeypatch.setattr(sys, "argv", [str(tmp_path / "nothere.py")])
+    # `python -m pytest` makes pytest's own __main__.py the entry, whose folder is the
+    # interpreter's (in a checkout's .venv: a git tree); this test is about argv's script
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", None)
     run = trackmux.init(project="p", backends="none", dir=tmp_path / "spool")
     assert wait_recorded(run, 600)  # the probe's answer (finish() waits 5 s at most)
     run.finish()
