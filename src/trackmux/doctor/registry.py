@@ -26,6 +26,7 @@ class RuleSpec:
 
 def _builtin() -> list[RuleSpec]:
     from trackmux.doctor.rules.entropy import EntropyExplosion
+    from trackmux.doctor.rules.idle import BUILTIN as IDLE
     from trackmux.doctor.rules.length_collapse import BUILTIN as LENGTH_COLLAPSE
     from trackmux.doctor.rules.loss import LossBlowup
     from trackmux.doctor.rules.metrics import BUILTIN
@@ -38,7 +39,7 @@ def _builtin() -> list[RuleSpec]:
 
     specs = []
     builtin: tuple[type[Detector], ...] = (*BUILTIN, *LENGTH_COLLAPSE, EntropyExplosion,
-                                            LossBlowup, *SIGNALS,
+                                            LossBlowup, *SIGNALS, *IDLE,
                                             *OVEROPTIMIZATION,
                                             DegenerateText, *REWARDS, Stall, *TRAJECTORIES)
     for cls in builtin:
