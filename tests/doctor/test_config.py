@@ -19,7 +19,8 @@ def test_forms() -> None:
                           "length_blowup", "length_collapse", "loss_blowup",
                           "degenerate_text", "stall",
                           "val_regression", "flat_groups", "component_divergence",
-                          "mismatch", "frozen_start", "clip_fraction", "zero_std_groups",
+                          "mismatch", "frozen_start", "idle_steps", "clip_fraction",
+                          "zero_std_groups",
                           "staleness", "reward_hacking", "overoptimization",
                           "tool_failures", "turn_count_shift", "turn_limit_truncation",
                           "tool_dominance"}

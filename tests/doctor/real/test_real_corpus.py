@@ -76,22 +76,6 @@ KNOWN_GAPS: dict[str, str] = {
         "(351-400) to 0.49 (401-450), 24%, inside the noise the reward rules allow for such "
         "a curve; the author's other signal, the MATH-500 accuracy, is not in the committed "
         "log. Lowering a threshold to catch it would be fitting the one case"),
-    "cs336-sandyhu-grpo-lr3e-6-underfits": (
-        "class: a run that never learns but whose reward is not exactly still. "
-        "reward_frozen's never-started test holds only while the reward has not moved from "
-        "its first value, and its window test asks a reward at level 0 not to move at all "
-        "(spread is a share of the level); here train_reward is 0.0 on 65 of 100 steps and "
-        "one to four correct rollouts of 256 (0.0039-0.0156) on the others, from step 22, "
-        "so the window's median is 0 and its range 0.0039 is 'moving'. Nothing fires near "
-        "onset 1 (tolerance 20): the only warning-or-worse finding is nonfinite@23 "
-        "(critical), the loop's own NaN token_entropy for a step without an update after "
-        "the number it logged on 22 (an artefact, not the fault, and 2 steps past the "
-        "tolerance). The rule that would have to change is reward_frozen (or a new "
-        "'never learns' rule): a reward that stays within a few lattice steps of 0 for "
-        "flat_start points, judged against the reward's own scale (its 0/1 range) rather "
-        "than its level; zero_std_groups would also tell it, but this loop logs no per-group "
-        "statistic the doctor reads (std_reward and the grouped-advantage statistics are "
-        "left out of the transcription, as in its siblings)"),
 }
 
 

@@ -11,8 +11,9 @@ learning rate of 3e-6, "too slow to learn in 100 steps": 65 of its 100 steps upd
 nothing, 44 of them after its first update).
 
 The rule judges the share of idle steps since the run's first update against one half,
-the most a run that is said to update "on most steps" can show: a one-sided binomial
-test over its last ``window`` points, at ``alpha``. Only the gradient is read: a loss of
+the most a run that is said to update "on most steps" can show: a one-sided test of the
+count over its last ``window`` points, at ``alpha``, with the variance the idle steps'
+own serial correlation before it gives it. Only the gradient is read: a loss of
 exactly 0 is what TRL logs on many healthy steps, and a reward spread of 0 is a batch of
 one flat group (half the steps of the Unsloth notebooks), neither means no update.
 """
@@ -23,43 +24,75 @@ import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher, Param
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import fmt
-from trackmux.doctor.stats import finite
+from trackmux.doctor.stats import MAX_PHI, finite
 
 
-def chance_of_at_least(idle: int, points: int) -> float:
-    """P(X >= idle) for X ~ Binomial(points, 1/2): how likely ``idle`` of ``points`` steps
-    are idle for a run that updates on half its steps."""
-    return sum(math.comb(points, i) for i in range(idle, points + 1)) / 2.0 ** points
+def idle_chance(idle: int, points: int, rho: float) -> float:
+    """How likely a run that updates on half its steps shows ``idle`` idle steps of
+    ``points``, or more: the count's normal approximation (continuity corrected), its
+    variance widened as an AR(1)'s by the idle steps' lag-1 correlation ``rho``
+    ((1 + rho) / (1 - rho), rho >= 0): idle steps that come in bursts are fewer
+    independent pieces of evidence than as many scattered ones."""
+    if points <= 0:
+        return 1.0
+    rho = min(max(rho, 0.0), MAX_PHI)
+    sd = math.sqrt(points / 4.0 * (1.0 + rho) / (1.0 - rho))
+    z = (idle - 0.5 - points / 2.0) / sd
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
 @dataclass
 class _Course:
     """One gradient key's course: its flat start, its first update and the window since."""
 
-    first_step: int | None = None  # the key's first point
     first_idle: int | None = None  # the first idle step of the run
     updated_at: int | None = None  # the first step with a non-zero gradient
     updated_value: float = 0.0  # its gradient norm
     points: int = 0  # points since the key's first idle step (the episode's reach)
     idle: int = 0  # idle points among them
     window: deque[tuple[int, bool, float | None]] = field(default_factory=deque)
+    #: between the first update and the window: how often a step idled after an idle
+    #: step and after an update, [after idle: [idle, all], after update: [idle, all]]
+    follows: list[list[int]] = field(default_factory=lambda: [[0, 0], [0, 0]])
     done: bool = False
+
+    def persistence(self) -> float:
+        """The lag-1 correlation of the idle steps as a two-state Markov chain's, P(idle
+        after idle) - P(idle after an update), read before the window (as every noise
+        is: a run that stops updating altogether would read its own stop as persistence)
+        once the window has moved past the first update, from the window's own steps
+        until then; 0 while either is unknown."""
+        follows = self.follows
+        if self.window and self.window[0][0] == self.updated_at:
+            follows = [[0, 0], [0, 0]]
+            flags = [i for _, i, _ in self.window]
+            for before, after in pairwise(flags):
+                follow = follows[0 if before else 1]
+                follow[0] += after
+                follow[1] += 1
+        (idle_idle, after_idle), (update_idle, after_update) = follows
+        if not after_idle or not after_update:
+            return 0.0
+        return idle_idle / after_idle - update_idle / after_update
 
 
 class IdleSteps(Detector):
     """Most steps since the run's first update leave the model unchanged: the gradient
     norm is exactly 0 on so many of the last ``window`` points after it (at least
     ``min_points``) that a run updating on half its steps would show as many with a chance
-    of ``alpha`` or less. A flat start alone is not judged (``frozen_start``'s); once the
-    run idles on most steps after it, the start is part of the episode. The message says
-    which way the groups are flat: the mean reward of the idle steps below that of the
-    updating ones (every rollout failed) or above it (prompts the policy solved)."""
+    of ``alpha`` or less (``idle_chance``: the idle steps' own lag-1 correlation before
+    the window widens the count's spread). A flat start alone is not judged
+    (``frozen_start``'s); once the run idles on most steps after it, the start is part of
+    the episode. The message says which way the groups are flat: the mean reward of the
+    idle steps below that of the updating ones (every rollout failed) or above it
+    (prompts the policy solved)."""
 
     rule = "idle_steps"
     kinds = frozenset({"metrics"})
@@ -98,7 +131,7 @@ class IdleSteps(Detector):
             if course is None:
                 if len(self.courses) >= 64:
                     continue
-                course = self.courses[key] = _Course(first_step=event.step)
+                course = self.courses[key] = _Course()
             found = self._add(key, course, event, value, reward)
             if found is not None:
                 out.append(found)
@@ -128,11 +161,15 @@ class IdleSteps(Detector):
             course.updated_at, course.updated_value = step, value
         course.window.append((step, idle, reward))
         if len(course.window) > self.params["window"]:
-            course.window.popleft()
+            left = course.window.popleft()[1]
+            follow = course.follows[0 if left else 1]
+            follow[0] += course.window[0][1]
+            follow[1] += 1
         points = len(course.window)
+        if points < self.params["min_points"]:
+            return None
         idle_points = sum(1 for _, i, _ in course.window if i)
-        if points < self.params["min_points"] or \
-                chance_of_at_least(idle_points, points) > self.params["alpha"]:
+        if idle_chance(idle_points, points, course.persistence()) > self.params["alpha"]:
             return None
         course.done = True
         return self._finding(key, course, idle_points, event)
@@ -154,7 +191,8 @@ class IdleSteps(Detector):
         said = f"{key} exactly 0 (no update) on {where}"
         if whole:
             said += f", {course.idle} of {course.points} since step {course.first_idle}"
-        said += f": most steps update nothing, every group's rollouts scoring alike{_why(window)}"
+        said += (f": most steps update nothing (in GRPO: every group's rollouts scored alike, "
+                 f"so every advantage was 0){_why(window)}")
         return self.finding(onset, [key], said, time=event.time,
                             evidence=[(key, onset, 0.0),
                                       (key, course.updated_at, course.updated_value)])
@@ -171,11 +209,12 @@ def _why(window: deque[tuple[int, bool, float | None]]) -> str:
                 "low to move it, or prompts it has all solved")
     idle_mean = sum(at_idle) / len(at_idle)
     update_mean = sum(at_update) / len(at_update)
-    rewards = f" (mean reward {fmt(idle_mean)} on the idle steps, {fmt(update_mean)} on the others)"
+    rewards = (f"; the mean reward {fmt(idle_mean)} on the idle steps, {fmt(update_mean)} on "
+               f"the others")
     if idle_mean > update_mean:
-        return (f"{rewards}, high: the policy solved these prompts; harder ones would teach "
-                f"it more")
-    return (f"{rewards}, low: the policy fails every rollout of most batches. Try a higher "
+        return (f"{rewards}: the policy solved these prompts; harder ones would teach it "
+                f"more")
+    return (f"{rewards}: the policy fails every rollout of most batches. Try a higher "
             f"learning rate, easier prompts or more rollouts per prompt")
 
 
