@@ -94,3 +94,30 @@ def test_bursts_of_idle_steps_are_weaker_evidence_than_as_many_scattered() -> No
     scattered, bursty = idle_chance(31, 40, 0.0), idle_chance(31, 40, 0.8)
     assert scattered < 0.001 < bursty
     assert idle_chance(20, 40, 0.0) > 0.4  # half of them: nothing to say
+
+
+def test_the_real_corpus_flat_batches_read_as_idle_steps_raise_nothing() -> None:
+    """The harshest reading of the healthy real runs: every step whose reward spread is
+    exactly 0 (a batch of one flat group: 43-47% of the steps of three Unsloth notebooks)
+    taken as a step without an update, as it would be at a KL coefficient of 0. Still no
+    finding: under half the steps, scattered."""
+    import json
+    from pathlib import Path
+
+    from trackmux.doctor.config import resolve
+    from trackmux.doctor.rules.idle import IdleSteps
+
+    judged = 0
+    for path in sorted((Path(__file__).parent / "real" / "cases").glob("*.json")):
+        case = json.loads(path.read_text(encoding="utf-8"))
+        spreads = [points for key, points in case["series"].items()
+                   if key.endswith("reward_std")]
+        if case["label"] != "healthy" or not spreads or len(spreads[0]) < 40:
+            continue
+        rule = IdleSteps(resolve(True)["idle_steps"])
+        found = [f for step, spread in spreads[0]
+                 for f in rule.update(MetricsEvent(
+                     {"grad_norm": 0.0 if spread == 0 else 0.5}, step, float(step)))]
+        assert found == [], (case["id"], [f.message for f in found])
+        judged += 1
+    assert judged >= 5  # the Unsloth notebooks

@@ -58,26 +58,26 @@ class _Course:
     points: int = 0  # points since the key's first idle step (the episode's reach)
     idle: int = 0  # idle points among them
     window: deque[tuple[int, bool, float | None]] = field(default_factory=deque)
-    #: between the first update and the window: how often a step idled after an idle
-    #: step and after an update, [after idle: [idle, all], after update: [idle, all]]
+    window_idle: int = 0  # idle points in the window
+    #: from the first update to the window: how often a step idled after an idle step
+    #: and after an update, [after idle: [idle, all], after update: [idle, all]]
     follows: list[list[int]] = field(default_factory=lambda: [[0, 0], [0, 0]])
     done: bool = False
 
     def persistence(self) -> float:
         """The lag-1 correlation of the idle steps as a two-state Markov chain's, P(idle
-        after idle) - P(idle after an update), read before the window (as every noise
-        is: a run that stops updating altogether would read its own stop as persistence)
-        once the window has moved past the first update, from the window's own steps
-        until then; 0 while either is unknown."""
-        follows = self.follows
-        if self.window and self.window[0][0] == self.updated_at:
-            follows = [[0, 0], [0, 0]]
+        after idle) - P(idle after an update): read before the window once as many points
+        are there as in it (as every noise is: a run that stops updating altogether would
+        read its own stop as persistence), from every point since the first update until
+        then; 0 while either is unknown."""
+        (idle_idle, after_idle), (update_idle, after_update) = self.follows
+        if after_idle + after_update < len(self.window):
             flags = [i for _, i, _ in self.window]
             for before, after in pairwise(flags):
-                follow = follows[0 if before else 1]
-                follow[0] += after
-                follow[1] += 1
-        (idle_idle, after_idle), (update_idle, after_update) = follows
+                if before:
+                    idle_idle, after_idle = idle_idle + after, after_idle + 1
+                else:
+                    update_idle, after_update = update_idle + after, after_update + 1
         if not after_idle or not after_update:
             return 0.0
         return idle_idle / after_idle - update_idle / after_update
@@ -160,15 +160,16 @@ class IdleSteps(Detector):
                 return None  # a flat start: frozen_start's to judge
             course.updated_at, course.updated_value = step, value
         course.window.append((step, idle, reward))
+        course.window_idle += idle
         if len(course.window) > self.params["window"]:
             left = course.window.popleft()[1]
+            course.window_idle -= left
             follow = course.follows[0 if left else 1]
             follow[0] += course.window[0][1]
             follow[1] += 1
-        points = len(course.window)
+        points, idle_points = len(course.window), course.window_idle
         if points < self.params["min_points"]:
             return None
-        idle_points = sum(1 for _, i, _ in course.window if i)
         if idle_chance(idle_points, points, course.persistence()) > self.params["alpha"]:
             return None
         course.done = True
