@@ -168,8 +168,8 @@ class IdleSteps(Detector):
             follow[0] += course.window[0][1]
             follow[1] += 1
         points, idle_points = len(course.window), course.window_idle
-        if points < self.params["min_points"]:
-            return None
+        if points < self.params["min_points"] or 2 * idle_points <= points:
+            return None  # too few points, or not most of them idle (the usual case)
         if idle_chance(idle_points, points, course.persistence()) > self.params["alpha"]:
             return None
         course.done = True
