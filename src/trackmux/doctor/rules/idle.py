@@ -33,6 +33,9 @@ from trackmux.doctor.findings import Finding
 from trackmux.doctor.rules.series import fmt
 from trackmux.doctor.stats import MAX_PHI, finite
 
+#: gradient keys followed per run (a run logs one or a few; the first ones are kept)
+MAX_KEYS = 64
+
 
 def idle_chance(idle: int, points: int, rho: float) -> float:
     """How likely a run that updates on half its steps shows ``idle`` idle steps of
@@ -129,7 +132,7 @@ class IdleSteps(Detector):
                 reward = self._reward(data)
             course = self.courses.get(key)
             if course is None:
-                if len(self.courses) >= 64:
+                if len(self.courses) >= MAX_KEYS:
                     continue
                 course = self.courses[key] = _Course()
             found = self._add(key, course, event, value, reward)
