@@ -4,6 +4,7 @@ or the nice increment ``TRACKMUX_DELIVERY_NICE`` asks for (benchmark B7 measures
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -93,3 +94,16 @@ def test_delivery_stays_in_the_trainers_session(tmp_path: Path,
         assert os.getpgid(pid) == pid != os.getpgid(0)
     finally:
         run.finish(timeout=30)
+
+
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(), reason="no autogroup scheduler")
+def test_a_session_leader_lowers_its_session_too() -> None:
+    """Where the process must lead a session of its own (Python 3.10: Popen has no
+    process_group), it lowers the session's autogroup, the weight the kernel shares the
+    CPU by between sessions."""
+    code = ("from trackmux.core.delivery import priority; "
+            "priority.lower(priority.wanted('idle'), 0); "
+            "print(open('/proc/self/autogroup').read())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, start_new_session=True, check=True).stdout
+    assert out.strip().endswith("nice 19"), out
