@@ -684,6 +684,43 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "0.48-0.53 (90-200), format 0.29 (20) -> 0.92 (30) -> 0.94-0.99; response length "
         "126 -> 160 (30) -> 233-261 (40-130) -> 161 (170) -> 182 (200); token_entropy 1.0 -> "
         "0.37 (30) -> 0.08-0.17 from 36"),
+    # ---- issue 42, session 7: more of xiaofei9289/CS336_Project's labelled runs -----------
+    "cs336-xiaofei-grpo-question-only-seed0-healthy": _xiaofei(
+        "48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0", "prompt_question_only_seed_0",
+        "the question_only prompt, seed 0",
+        "the author's writeup (assignment5/writeup.md, problem grpo_prompt_ablation): the final "
+        "validation answer rewards of the four question_only seeds are '45.2%, 40.1%, 44.5%, "
+        "45.5%' (this run is the 45.2%); '`question_only` also succeeds on all four runs'; 'The "
+        "other two prompts have to learn the format from near 0, and they rise clearly only "
+        "after step 40'; '`question_only` does not have this short-answer collapse, but the "
+        "answers are longer'",
+        "the committed metrics.jsonl read whole (49,243 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as cs336-xiaofei-grpo-standard-seed0-healthy; no flat start (one correct "
+        "rollout in most early batches: train_reward 0-0.04 on 0-53, grad_norm 0.07-1.0); "
+        "grad_norm 3.97, 6.38, 4.06 on steps 54-56 (loss -0.19 to -0.30) as train_reward rises "
+        "from 0.04 to 0.07, then 0.4-0.8; train_reward 0.09 (60) -> 0.33 (72) -> 0.4-0.7 from "
+        "100; validation answer 0.002 (0) -> 0.04 (50) -> 0.24 (70) -> 0.35 (100) -> 0.45 "
+        "(200), format 0.25 -> 0.98; response length 244-266 to 70, 205-245 to 170, 294 (180), "
+        "226 (200); token_entropy 2.07-2.33 (0-5) -> 1.0 (60) -> 0.29 (100) -> 0.12-0.17"),
+    "cs336-xiaofei-grpo-dr-grpo-seed0-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "dr_grpo_seed_0",
+        "Dr. GRPO (no std normalization, constant loss normalization), seed 0",
+        "the author's writeup (assignment5/writeup.md, problem "
+        "grpo_experiments_variants_on_policy): the final validation answer rewards of the four "
+        "Dr. GRPO seeds are '48.4%, 49.3%, 49.6%, 49.4%' (this run is the 48.4%); 'its sample "
+        "standard deviation is only 0.5 percentage points, the smallest spread'; 'All 16 "
+        "constant-normalization runs fall in 44.8%-51.5%'; 'when a whole step has no such "
+        "sequence, the log writes 0 and marks `token_entropy_skipped`'",
+        "the committed metrics.jsonl read whole (49,042 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as cs336-xiaofei-grpo-standard-seed0-healthy; token_entropy, loss and "
+        "grad_norm logged 0.0 on the 23 skipped steps among 0-27 (every group flat), the "
+        "entropy 0.63-0.99 on the five steps between them that update; grad_norm 0.008-0.11 "
+        "(no std division: a tenth of the standard run's); train_reward 0.004 (17) -> 0.07 (40) "
+        "-> 0.29 (50) -> 0.4-0.7 from 53; validation answer 0.001 (0-20) -> 0.09 (40) -> 0.32 "
+        "(50) -> 0.46 (100) -> 0.48 (200), format 0.54 -> 0.94; response length 110 -> 79 (40) "
+        "-> 131-175; token_entropy 0.8-1.4 (30-40) -> 0.10-0.17 from 100"),
     "cs336-sandyhu-grpo-standard-seed0-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
