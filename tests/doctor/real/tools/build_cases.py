@@ -721,6 +721,59 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "-> 0.29 (50) -> 0.4-0.7 from 53; validation answer 0.001 (0-20) -> 0.09 (40) -> 0.32 "
         "(50) -> 0.46 (100) -> 0.48 (200), format 0.54 -> 0.94; response length 110 -> 79 (40) "
         "-> 131-175; token_entropy 0.8-1.4 (30-40) -> 0.10-0.17 from 100"),
+    "cs336-xiaofei-grpo-offpolicy-gspo-seed0-healthy": _xiaofei(
+        "48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0", "offpolicy_gspo_seed_0",
+        "off-policy GSPO (32 updates a rollout batch, sequence ratio clipped at 3e-4), seed 0",
+        "the author's writeup (assignment5/writeup.md, problem grpo_experiments_off_policy): "
+        "the final validation answer rewards of the four GSPO seeds are '51.9%, 47.9%, 52.9%, "
+        "48.6%' (this run is the 51.9%); 'None of the four off-policy methods repeats the "
+        "standard-GRPO seed that falls to 12.3%'; 'GSPO uses `cliprange` 3x10^-4. Over the same "
+        "period about 55% of tokens fall outside, and the four seeds are in 52%-56%'",
+        "the committed metrics.jsonl read whole (56,490 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the "
+        "columns of cs336-xiaofei-grpo-standard-seed0-healthy and clip_fraction; every value "
+        "but the rewards 0.0 on the 21 skipped steps among 0-21 (every group flat); "
+        "clip_fraction 0.03 (23) -> 0.30 (26) -> 0.42-0.78 from 27 (by design, the author's "
+        "'about 55%'); grad_norm 0.16-0.41 (17-25) -> 1.2 (27) -> 0.67-2.09; train_reward 0.004 "
+        "(17) -> 0.14 (27) -> 0.3-0.5 (31-59) -> 0.4-0.79; validation answer 0.002 (0-20) -> "
+        "0.23 (30) -> 0.35 (50) -> 0.42 (100) -> 0.52 (200), format 0.53 -> 0.96; response "
+        "length 110 -> 151 (30) -> 155-223; token_entropy 0.02-0.05 (17-24), 0.2-0.35 (26-45), "
+        "0.08-0.2 after"),
+    "cs336-xiaofei-grpo-rft-seed0-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "rft_seed_0",
+        "RFT (the 0/1 reward as the advantage, constant loss normalization), seed 0",
+        "the author's writeup (assignment5/writeup.md, problem "
+        "grpo_experiments_variants_on_policy): the final validation answer rewards of the four "
+        "RFT seeds are '47.5%, 44.8%, 48.6%, 46.5%' (this run is the 47.5%); 'RFT has the lowest "
+        "mean, but all four runs are in 44.8%-48.6%, still above the standard-GRPO mean'; 'RFT "
+        "is the longest and the most spread out, from 145 to 238'",
+        "the committed metrics.jsonl read whole (47,895 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as cs336-xiaofei-grpo-standard-seed0-healthy; token_entropy, loss and "
+        "grad_norm logged 0.0 on the 38 steps among 0-39 without a correct rollout, the "
+        "entropy 1.0 and 1.59 on the two between them (22, 36); loss positive (0.0002-0.025) "
+        "and grad_norm 0.007-0.24 on every updating step; train_reward 0.008 (40) -> 0.12 (50) "
+        "-> 0.51 (60) -> 0.31-0.70; validation answer 0.002 (40) -> 0.17 (50) -> 0.32 (60) -> "
+        "0.44 (100) -> 0.47 (200), format 0.54 -> 0.96; response length 110 -> 97 (40) -> "
+        "121-139 (60-120) -> 169 (140) -> 202-209 (160-200); token_entropy 0.6-1.5 (40-43) -> "
+        "0.19 (60) -> 0.09-0.13 from 100"),
+    "cs336-xiaofei-grpo-maxrl-seed0-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "maxrl_seed_0",
+        "MaxRL (the advantage divided by the group's mean reward), seed 0",
+        "the author's writeup (assignment5/writeup.md, problem "
+        "grpo_experiments_variants_on_policy): the final validation answer rewards of the four "
+        "MaxRL seeds are '50.6%, 49.2%, 44.8%, 45.9%' (this run is the 50.6%); 'MaxRL varies "
+        "more than the other three variants'; 'All 16 constant-normalization runs fall in "
+        "44.8%-51.5%'",
+        "the committed metrics.jsonl read whole (48,228 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as cs336-xiaofei-grpo-standard-seed0-healthy; token_entropy, loss and "
+        "grad_norm logged 0.0 on the 32 skipped steps among 0-34 (every group flat), the "
+        "entropy 0.64-1.08 on the three between them (22, 29, 32); grad_norm 0.07-0.38; "
+        "train_reward 0.004 (22) -> 0.09 (40) -> 0.32 (50) -> 0.35-0.71; validation answer "
+        "0.001 (0-20) -> 0.07 (40) -> 0.29 (50) -> 0.47 (100) -> 0.51 (200), format 0.53 -> "
+        "0.93-0.97; response length 108-123 (0-40) -> 150-189; token_entropy 0.6-1.2 (35-43) "
+        "-> 0.38 (50) -> 0.11-0.25"),
     "cs336-sandyhu-grpo-standard-seed0-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
