@@ -774,6 +774,57 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "0.001 (0-20) -> 0.07 (40) -> 0.29 (50) -> 0.47 (100) -> 0.51 (200), format 0.53 -> "
         "0.93-0.97; response length 108-123 (0-40) -> 150-189; token_entropy 0.6-1.2 (35-43) "
         "-> 0.38 (50) -> 0.11-0.25"),
+    "cs336-xiaofei-grpo-three-shot-seed0-healthy": _xiaofei(
+        "48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0", "prompt_r1_zero_three_shot_seed_0",
+        "the r1_zero_three_shot prompt, seed 0",
+        "the author's writeup (assignment5/writeup.md, problem grpo_prompt_ablation): the final "
+        "validation answer rewards of the four r1_zero_three_shot seeds are '51.0%, 54.0%, "
+        "50.9%, 51.2%' (this run is the 51.0%); 'All four seeds are in 50.9%-54.0%, with no "
+        "failed run'; 'At step 0, `r1_zero_three_shot` already has a validation answer reward "
+        "of about 20% ... and then continues up to 51%'",
+        "the committed metrics.jsonl read whole (49,472 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as cs336-xiaofei-grpo-standard-seed0-healthy; no flat start (the prompt "
+        "answers 23% at step 0): train_reward 0.23 (0) -> 0.34-0.57 (25-49) -> 0.38-0.75; "
+        "validation answer 0.23 (0) -> 0.40 (30) -> 0.49 (90) -> 0.51 (200), format 0.89-0.96 "
+        "throughout; response length 111 -> 163 rising steadily; token_entropy 0.68 (0) -> "
+        "0.18-0.31 (25-49) -> 0.09-0.18 from 100; grad_norm 0.43-0.89 to 167, 1.0-1.38 on "
+        "eleven of steps 168-199 (the reward unchanged)"),
+    "cs336-xiaofei-grpo-lr5e-6-seed0-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "lr_5e-6_seed_0",
+        "learning rate 5e-6, seed 0",
+        "the author's writeup (assignment5/writeup.md, problem grpo_learning_rate): at learning "
+        "rate 5e-6 the final validation answer rewards are '39.4%, 39.5%, 36.5%, 38.8%' (this "
+        "run is the 39.4%); 'all four runs at 5x10^-6 succeed'; 'If the goal is stability, "
+        "5x10^-6 is the better choice'",
+        "the committed metrics.jsonl read whole (48,058 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as cs336-xiaofei-grpo-standard-seed0-healthy; a long flat start: train_reward "
+        "0 on most steps to 42 and 0.004-0.008 to 56 (grad_norm 0 on the flat steps, 0.09-0.33 "
+        "on the others), token_entropy 0.77-1.12 measured on every step; then train_reward "
+        "0.04 (64) -> 0.14 (72) -> 0.26-0.5 (100-124) -> 0.32-0.66; validation answer 0.001 "
+        "(0-40) -> 0.018 (60) -> 0.21 (80) -> 0.29 (100) -> 0.39 (180-200), format 0.54 -> "
+        "0.93; response length 97-114 to 70 -> 120-146; token_entropy 0.79-1.04 (50-74) -> "
+        "0.42-0.77 (75-99) -> 0.17-0.31 from 125; grad_norm 0.5-1.2 from 64"),
+    "cs336-xiaofei-grpo-offpolicy-naive-seed0-healthy": _xiaofei(
+        "48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0", "offpolicy_naive_seed_0",
+        "off-policy naive (32 updates a rollout batch, no importance weighting), seed 0",
+        "the author's writeup (assignment5/writeup.md, problem grpo_experiments_off_policy): "
+        "the final validation answer rewards of the four naive seeds are '53.9%, 53.7%, 49.0%, "
+        "38.9%' (this run is the 53.9%); 'Splitting one large update into 32 small updates, "
+        "with no importance weighting, already raises the mean from 38.1% to 48.9%'; 'one of "
+        "the four runs falls clearly behind' (the 38.9% seed, not this one)",
+        "the committed metrics.jsonl read whole (49,117 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as cs336-xiaofei-grpo-standard-seed0-healthy; token_entropy, loss and "
+        "grad_norm logged 0.0 on the 21 skipped steps among 0-21 (every group flat); "
+        "token_entropy 0.02-0.07 (17-24), 0.1-0.24 (25-39), 0.04-0.15 after (a mean of 32 "
+        "updates that counts skipped ones as 0); grad_norm 0.12-0.27 (17-24) -> 1.3-4.4; "
+        "train_reward 0.0-0.016 to 24 -> 0.29 (28) -> 0.4-0.75 from 40, with single-step "
+        "drops to 0.14 (82), 0.11 (163) and 0.078 (197), the first two with the format reward "
+        "at 0.21 and 0.15, the last with it at 0.98; validation answer 0.002 (0-20) -> 0.26 "
+        "(30) -> 0.40 (40) -> 0.46-0.54, format 0.54 -> 0.89-0.98; response length 108-114 "
+        "(0-20) -> 311 (30) -> 152 (40) -> 180-264"),
     "cs336-sandyhu-grpo-standard-seed0-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
