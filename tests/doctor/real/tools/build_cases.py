@@ -699,10 +699,10 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "columns as cs336-xiaofei-grpo-standard-seed0-healthy; no flat start (one correct "
         "rollout in most early batches: train_reward 0-0.04 on 0-53, grad_norm 0.07-1.0); "
         "grad_norm 3.97, 6.38, 4.06 on steps 54-56 (loss -0.19 to -0.30) as train_reward rises "
-        "from 0.04 to 0.07, then 0.4-0.8; train_reward 0.09 (60) -> 0.33 (72) -> 0.4-0.7 from "
+        "from 0.04 to 0.07, then 0.38-1.28; train_reward 0.09 (60) -> 0.33 (72) -> 0.3-0.7 from "
         "100; validation answer 0.002 (0) -> 0.04 (50) -> 0.24 (70) -> 0.35 (100) -> 0.45 "
-        "(200), format 0.25 -> 0.98; response length 244-266 to 70, 205-245 to 170, 294 (180), "
-        "226 (200); token_entropy 2.07-2.33 (0-5) -> 1.0 (60) -> 0.29 (100) -> 0.12-0.17"),
+        "(200), format 0.25 -> 0.98; response length 234-266 to 70, 205-245 to 170, 294 (180), "
+        "273 (190), 226 (200); token_entropy 2.07-2.33 (0-5) -> 1.0 (60) -> 0.29 (100) -> 0.12-0.17"),
     "cs336-xiaofei-grpo-dr-grpo-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "dr_grpo_seed_0",
         "Dr. GRPO (no std normalization, constant loss normalization), seed 0",
@@ -718,9 +718,9 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "grad_norm logged 0.0 on the 23 skipped steps among 0-27 (every group flat), the "
         "entropy 0.63-0.99 on the five steps between them that update; grad_norm 0.008-0.11 "
         "(no std division: a tenth of the standard run's); train_reward 0.004 (17) -> 0.07 (40) "
-        "-> 0.29 (50) -> 0.4-0.7 from 53; validation answer 0.001 (0-20) -> 0.09 (40) -> 0.32 "
+        "-> 0.29 (50) -> 0.33-0.73 from 53; validation answer 0.001 (0-20) -> 0.09 (40) -> 0.32 "
         "(50) -> 0.46 (100) -> 0.48 (200), format 0.54 -> 0.94; response length 110 -> 79 (40) "
-        "-> 131-175; token_entropy 0.8-1.4 (30-40) -> 0.10-0.17 from 100"),
+        "-> 131-175; token_entropy 0.8-1.4 (30-40) -> 0.10-0.19 from 100"),
     "cs336-xiaofei-grpo-offpolicy-gspo-seed0-healthy": _xiaofei(
         "48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0", "offpolicy_gspo_seed_0",
         "off-policy GSPO (32 updates a rollout batch, sequence ratio clipped at 3e-4), seed 0",
@@ -733,12 +733,12 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "of steps 0-200 each written as one CSV row of the line's numbers unedited, the "
         "columns of cs336-xiaofei-grpo-standard-seed0-healthy and clip_fraction; every value "
         "but the rewards 0.0 on the 21 skipped steps among 0-21 (every group flat); "
-        "clip_fraction 0.03 (23) -> 0.30 (26) -> 0.42-0.78 from 27 (by design, the author's "
+        "clip_fraction 0.03 (23) -> 0.30 (26) -> 0.33-0.78 from 27 (by design, the author's "
         "'about 55%'); grad_norm 0.16-0.41 (17-25) -> 1.2 (27) -> 0.67-2.09; train_reward 0.004 "
-        "(17) -> 0.14 (27) -> 0.3-0.5 (31-59) -> 0.4-0.79; validation answer 0.002 (0-20) -> "
+        "(17) -> 0.14 (27) -> 0.22-0.48 (31-59) -> 0.30-0.79; validation answer 0.002 (0-20) -> "
         "0.23 (30) -> 0.35 (50) -> 0.42 (100) -> 0.52 (200), format 0.53 -> 0.96; response "
-        "length 110 -> 151 (30) -> 155-223; token_entropy 0.02-0.05 (17-24), 0.2-0.35 (26-45), "
-        "0.08-0.2 after"),
+        "length 110 -> 151 (30) -> 155-223; token_entropy 0.02-0.05 (17-24), 0.19-0.35 (26-45), "
+        "0.08-0.27 after"),
     "cs336-xiaofei-grpo-rft-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "rft_seed_0",
         "RFT (the 0/1 reward as the advantage, constant loss normalization), seed 0",
@@ -755,7 +755,7 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "and grad_norm 0.007-0.24 on every updating step; train_reward 0.008 (40) -> 0.12 (50) "
         "-> 0.51 (60) -> 0.31-0.70; validation answer 0.002 (40) -> 0.17 (50) -> 0.32 (60) -> "
         "0.44 (100) -> 0.47 (200), format 0.54 -> 0.96; response length 110 -> 97 (40) -> "
-        "121-139 (60-120) -> 169 (140) -> 202-209 (160-200); token_entropy 0.6-1.5 (40-43) -> "
+        "121-139 (60-120) -> 169 (140) -> 202-209 (160-200); token_entropy 0.38-1.47 (40-43) -> "
         "0.19 (60) -> 0.09-0.13 from 100"),
     "cs336-xiaofei-grpo-maxrl-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "maxrl_seed_0",
@@ -770,7 +770,7 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "columns as cs336-xiaofei-grpo-standard-seed0-healthy; token_entropy, loss and "
         "grad_norm logged 0.0 on the 32 skipped steps among 0-34 (every group flat), the "
         "entropy 0.64-1.08 on the three between them (22, 29, 32); grad_norm 0.07-0.38; "
-        "train_reward 0.004 (22) -> 0.09 (40) -> 0.32 (50) -> 0.35-0.71; validation answer "
+        "train_reward 0.004 (22) -> 0.09 (40) -> 0.32 (50) -> 0.29-0.71; validation answer "
         "0.001 (0-20) -> 0.07 (40) -> 0.29 (50) -> 0.47 (100) -> 0.51 (200), format 0.53 -> "
         "0.93-0.97; response length 108-123 (0-40) -> 150-189; token_entropy 0.6-1.2 (35-43) "
         "-> 0.38 (50) -> 0.11-0.25"),
@@ -789,7 +789,7 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "validation answer 0.23 (0) -> 0.40 (30) -> 0.49 (90) -> 0.51 (200), format 0.89-0.96 "
         "throughout; response length 111 -> 163 rising steadily; token_entropy 0.68 (0) -> "
         "0.18-0.31 (25-49) -> 0.09-0.18 from 100; grad_norm 0.43-0.89 to 167, 1.0-1.38 on "
-        "eleven of steps 168-199 (the reward unchanged)"),
+        "thirteen of steps 168-199 (the reward unchanged)"),
     "cs336-xiaofei-grpo-lr5e-6-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "lr_5e-6_seed_0",
         "learning rate 5e-6, seed 0",
