@@ -825,6 +825,40 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "at 0.21 and 0.15, the last with it at 0.98; validation answer 0.002 (0-20) -> 0.26 "
         "(30) -> 0.40 (40) -> 0.46-0.54, format 0.54 -> 0.89-0.98; response length 108-114 "
         "(0-20) -> 311 (30) -> 152 (40) -> 180-264"),
+    "cs336-xiaofei-grpo-constant-norm-seed0-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "grpo_constant_seed_0",
+        "GRPO_constant (constant loss normalization), seed 0",
+        "the author's writeup (assignment5/writeup.md, problem "
+        "grpo_experiments_variants_on_policy): the final validation answer rewards of the four "
+        "GRPO constant seeds are '49.9%, 51.5%, 49.4%, 47.7%' (this run is the 49.9%); 'The "
+        "highest mean is GRPO constant, at 49.6%'; 'All 16 constant-normalization runs fall in "
+        "44.8%-51.5%, and none repeats the standard-GRPO seed that falls to 12.3%'",
+        "the committed metrics.jsonl read whole (48,292 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as cs336-xiaofei-grpo-standard-seed0-healthy; token_entropy, loss and "
+        "grad_norm logged 0.0 on the 33 skipped steps among 0-37 (every group flat), the "
+        "entropy 0.6-1.08 on the five between them (22, 29, 30, 35, 36); grad_norm 0.02-0.24; "
+        "train_reward 0.004 (22) -> 0.035 (40) -> 0.26 (50) -> 0.62 (60) -> 0.38-0.71; "
+        "validation answer 0.001 (0-20) -> 0.02 (40) -> 0.23 (50) -> 0.45 (100) -> 0.50 (200), "
+        "format 0.53 -> 0.89-0.95; response length 106-122 (0-40) -> 184 (50) -> 146-153; "
+        "token_entropy 0.56-0.89 (38-49) -> 0.10-0.2 from 75"),
+    "cs336-xiaofei-grpo-no-std-seed0-healthy": _xiaofei(
+        "48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0", "try_your_own_seed_0",
+        "the author's own estimator (standard GRPO without the std division), seed 0",
+        "the author's writeup (assignment5/writeup.md, problem try_your_own): the final "
+        "validation answer rewards of the four seeds are '51.3%, 49.0%, 48.0%, 45.9%' (this "
+        "run is the 51.3%); 'All four runs fall in 45.9%-51.3%, and none repeats the "
+        "standard-GRPO seed that falls to 12.3%'; 'Response length is 141-163 tokens, and it "
+        "does not shrink to the 30 tokens of the failed standard-GRPO seed'",
+        "the committed metrics.jsonl read whole (48,189 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as cs336-xiaofei-grpo-standard-seed0-healthy; token_entropy, loss and "
+        "grad_norm logged 0.0 on the 32 skipped steps among 0-34 (every group flat), the "
+        "entropy 0.65-1.35 on the three between them (22, 29, 32); grad_norm 0.05-0.39; "
+        "train_reward 0.004 (22) -> 0.10 (40) -> 0.33 (50) -> 0.28-0.69 from 50; validation "
+        "answer 0.001 (0-20) -> 0.10 (40) -> 0.31 (50) -> 0.44 (100) -> 0.51 (200), format "
+        "0.53 -> 0.94; response length 110-140 (0-40) -> 192 (50) -> 153-161; token_entropy "
+        "0.59-1.08 (35-42) -> 0.10-0.24 from 75"),
     "cs336-sandyhu-grpo-standard-seed0-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
