@@ -837,10 +837,10 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
         "columns as cs336-xiaofei-grpo-standard-seed0-healthy; token_entropy, loss and "
         "grad_norm logged 0.0 on the 33 skipped steps among 0-37 (every group flat), the "
-        "entropy 0.6-1.08 on the five between them (22, 29, 30, 35, 36); grad_norm 0.02-0.24; "
+        "entropy 0.6-1.08 on the five between them (22, 29, 30, 35, 36); grad_norm 0.018-0.24; "
         "train_reward 0.004 (22) -> 0.035 (40) -> 0.26 (50) -> 0.62 (60) -> 0.38-0.71; "
         "validation answer 0.001 (0-20) -> 0.02 (40) -> 0.23 (50) -> 0.45 (100) -> 0.50 (200), "
-        "format 0.53 -> 0.89-0.95; response length 106-122 (0-40) -> 184 (50) -> 146-153; "
+        "format 0.53 -> 0.89-0.95; response length 106-122 (0-40) -> 184 (50) -> 146-154; "
         "token_entropy 0.56-0.89 (38-49) -> 0.10-0.2 from 75"),
     "cs336-xiaofei-grpo-no-std-seed0-healthy": _xiaofei(
         "48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0", "try_your_own_seed_0",
@@ -858,7 +858,7 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "train_reward 0.004 (22) -> 0.10 (40) -> 0.33 (50) -> 0.28-0.69 from 50; validation "
         "answer 0.001 (0-20) -> 0.10 (40) -> 0.31 (50) -> 0.44 (100) -> 0.51 (200), format "
         "0.53 -> 0.94; response length 110-140 (0-40) -> 192 (50) -> 153-161; token_entropy "
-        "0.59-1.08 (35-42) -> 0.10-0.24 from 75"),
+        "0.59-1.08 (35-42) -> 0.10-0.25 from 75"),
     "cs336-sandyhu-grpo-standard-seed0-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
