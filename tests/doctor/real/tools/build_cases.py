@@ -859,6 +859,41 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "answer 0.001 (0-20) -> 0.10 (40) -> 0.31 (50) -> 0.44 (100) -> 0.51 (200), format "
         "0.53 -> 0.94; response length 110-140 (0-40) -> 192 (50) -> 153-161; token_entropy "
         "0.59-1.08 (35-42) -> 0.10-0.25 from 75"),
+    "cs336-xiaofei-grpo-offpolicy-clip-seed0-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "offpolicy_clip_seed_0",
+        "off-policy GRPO clip (32 updates a rollout batch, token ratio clipped at 0.2), seed 0",
+        "the author's writeup (assignment5/writeup.md, problem grpo_experiments_off_policy): "
+        "the final validation answer rewards of the four GRPO clip seeds are '53.8%, 54.7%, "
+        "54.6%, 50.1%' (this run is the 53.8%); 'GRPO clip uses `cliprange` 0.2. After step 100 "
+        "the clip fraction is about 0.9%'; 'None of the four off-policy methods repeats the "
+        "standard-GRPO seed that falls to 12.3%'",
+        "the committed metrics.jsonl read whole (56,340 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the "
+        "columns of cs336-xiaofei-grpo-standard-seed0-healthy and clip_fraction; every value "
+        "but the rewards 0.0 on the 23 skipped steps among 0-23 (every group flat); "
+        "clip_fraction 0.003-0.02 from 25; grad_norm 0.1-0.16 (22-24) -> 0.8 (25) -> "
+        "1.07-4.28; train_reward 0.004 (22) -> 0.30 (30) -> 0.35-0.80 from 50; validation "
+        "answer 0.001 (0-20) -> 0.26 (30) -> 0.42 (50) -> 0.51 (100) -> 0.54 (200), format "
+        "0.53 -> 0.96-0.97; response length 108-114 (0-20) -> 134-165; token_entropy 0.01-0.03 "
+        "(22-24), 0.1-0.4 (25-49), 0.02-0.1 from 100"),
+    "cs336-xiaofei-grpo-offpolicy-noclip-seed0-healthy": _xiaofei(
+        "67a18581e7660a1bc53ab2ef3d143cecec294b16", "offpolicy_noclip_seed_0",
+        "off-policy noclip (32 updates a rollout batch, unclipped token ratio), seed 0",
+        "the author's writeup (assignment5/writeup.md, problem grpo_experiments_off_policy): "
+        "the final validation answer rewards of the four noclip seeds are '50.2%, 54.2%, 55.0%, "
+        "52.6%' (this run is the 50.2%); 'After adding the unclipped ratio, all four runs are in "
+        "50.2%-55.0%, with mean 53.0%'; 'None of the four off-policy methods repeats the "
+        "standard-GRPO seed that falls to 12.3%'",
+        "the committed metrics.jsonl read whole (49,054 characters as stored), its 201 lines "
+        "of steps 0-200 each written as one CSV row of the line's numbers unedited, the same "
+        "columns as cs336-xiaofei-grpo-standard-seed0-healthy (this arm logs no clip "
+        "fraction); token_entropy, loss and grad_norm logged 0.0 on the 23 skipped steps among "
+        "0-23 (every group flat); grad_norm 0.1-0.16 (22-24) -> 2.5-5.9 (26-32) -> 1.45-9.42, "
+        "single-step peaks of 7.0 (121) and 9.4 (158) with the reward unchanged; train_reward "
+        "0.004 (22) -> 0.23 (26) -> 0.37-0.73 from 50; validation answer 0.001 (0-20) -> 0.33 "
+        "(30) -> 0.48 (50) -> 0.51 (150) -> 0.41 (170) -> 0.50 (200), format 0.53 -> "
+        "0.85-0.97; response length 109-110 (0-20) -> 134-189, 222 at 100; token_entropy "
+        "0.01-0.03 (22-24), 0.06-0.3 (25-49), 0.03-0.09 from 125"),
     "cs336-sandyhu-grpo-standard-seed0-healthy": dict(
         framework="custom", format="csv",
         source="https://github.com/sandyhu533/assignment5-alignment/blob/"
