@@ -874,7 +874,7 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "clip_fraction 0.003-0.02 from 25; grad_norm 0.1-0.16 (22-24) -> 0.8 (25) -> "
         "1.07-4.28; train_reward 0.004 (22) -> 0.30 (30) -> 0.35-0.80 from 50; validation "
         "answer 0.001 (0-20) -> 0.26 (30) -> 0.42 (50) -> 0.51 (100) -> 0.54 (200), format "
-        "0.53 -> 0.96-0.97; response length 108-114 (0-20) -> 134-165; token_entropy 0.01-0.03 "
+        "0.53 -> 0.87 (30) -> 0.92-0.97; response length 108-114 (0-20) -> 134-165; token_entropy 0.01-0.03 "
         "(22-24), 0.1-0.4 (25-49), 0.02-0.1 from 100"),
     "cs336-xiaofei-grpo-offpolicy-noclip-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "offpolicy_noclip_seed_0",
