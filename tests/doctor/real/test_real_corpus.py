@@ -76,6 +76,29 @@ KNOWN_GAPS: dict[str, str] = {
         "(351-400) to 0.49 (401-450), 24%, inside the noise the reward rules allow for such "
         "a curve; the author's other signal, the MATH-500 accuracy, is not in the committed "
         "log. Lowering a threshold to catch it would be fitting the one case"),
+    "cs336-xiaofei-grpo-lr5e-6-seed0-healthy": (
+        "class: a slow start read as a frozen reward, and the warning is never withdrawn. "
+        "reward_frozen holds a reward that has kept its first value (0) as a flat start "
+        "only until it first moves, the first correct rollout: train_reward is 0 on steps "
+        "0-16, one correct rollout of 256 on 17 (0.0039) and two on 22, then exactly 0 "
+        "again on 23-35, and the window test "
+        "('between 0 and 0 in every window of 10 steps') raises reward_frozen@23 (warning). "
+        "The run then learns (reward 0.04 at 64, 0.26-0.5 on 100-124, validation 0.39 at "
+        "200; the author: 'all four runs at 5x10^-6 succeed'). The same start is the "
+        "missed cs336-sandyhu-grpo-lr3e-6-underfits, which never leaves it, so at step 23 "
+        "the two cannot be told apart: what would have to change is the flat-start hold "
+        "(a reward within a few 1/256 lattice steps of 0 is still a flat start, judged "
+        "against the reward's 0/1 scale, not its level) together with a finding that is "
+        "resolved when the reward later rises, not a threshold"),
+    "cs336-xiaofei-grpo-rft-seed0-healthy": (
+        "class: a slow start read as a frozen reward (the gap of "
+        "cs336-xiaofei-grpo-lr5e-6-seed0-healthy): train_reward is 0 on steps 0-21, one "
+        "correct rollout of 256 on 22 ends the flat-start hold, it is exactly 0 again on "
+        "23-35 (one correct on 36), and reward_frozen@23 (warning) says the reward 'stopped "
+        "moving'; from 40 the run learns (0.12 at 50, 0.51 at 60, validation 0.47 at 200, "
+        "the author's 47.5%). The variants of the same loop whose zeros after the first "
+        "hit last fewer than 10 steps (Dr. GRPO, MaxRL, GRPO_constant, the no-std "
+        "estimator) are clean"),
 }
 
 

@@ -702,7 +702,8 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "from 0.04 to 0.07, then 0.38-1.28; train_reward 0.09 (60) -> 0.33 (72) -> 0.3-0.7 from "
         "100; validation answer 0.002 (0) -> 0.04 (50) -> 0.24 (70) -> 0.35 (100) -> 0.45 "
         "(200), format 0.25 -> 0.98; response length 234-266 to 70, 205-245 to 170, 294 (180), "
-        "273 (190), 226 (200); token_entropy 2.07-2.33 (0-5) -> 1.0 (60) -> 0.29 (100) -> 0.12-0.17"),
+        "273 (190), 226 (200); token_entropy 2.07-2.33 (0-5) -> 1.0 (60) -> 0.29 (100) -> "
+        "0.12-0.17"),
     "cs336-xiaofei-grpo-dr-grpo-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "dr_grpo_seed_0",
         "Dr. GRPO (no std normalization, constant loss normalization), seed 0",
@@ -874,8 +875,8 @@ MANIFEST: dict[str, dict[str, Any]] = {
         "clip_fraction 0.003-0.02 from 25; grad_norm 0.1-0.16 (22-24) -> 0.8 (25) -> "
         "1.07-4.28; train_reward 0.004 (22) -> 0.30 (30) -> 0.35-0.80 from 50; validation "
         "answer 0.001 (0-20) -> 0.26 (30) -> 0.42 (50) -> 0.51 (100) -> 0.54 (200), format "
-        "0.53 -> 0.87 (30) -> 0.92-0.97; response length 108-114 (0-20) -> 134-165; token_entropy 0.01-0.03 "
-        "(22-24), 0.1-0.4 (25-49), 0.02-0.1 from 100"),
+        "0.53 -> 0.87 (30) -> 0.92-0.97; response length 108-114 (0-20) -> 134-165; "
+        "token_entropy 0.01-0.03 (22-24), 0.1-0.4 (25-49), 0.02-0.1 from 100"),
     "cs336-xiaofei-grpo-offpolicy-noclip-seed0-healthy": _xiaofei(
         "67a18581e7660a1bc53ab2ef3d143cecec294b16", "offpolicy_noclip_seed_0",
         "off-policy noclip (32 updates a rollout batch, unclipped token ratio), seed 0",
