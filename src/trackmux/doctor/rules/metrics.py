@@ -33,6 +33,7 @@ from trackmux.doctor.rules.learning import (
 )
 from trackmux.doctor.rules.series import ONSET as ONSET  # (entropy.py, signals.py read it here)
 from trackmux.doctor.rules.series import SeriesRule, at, first_past, fmt, since, span
+from trackmux.doctor.rules.slow_start import SlowStart
 from trackmux.doctor.stats import (
     ANCHORED,
     STRONG,
@@ -318,8 +319,10 @@ class RewardFrozen(SeriesRule):
     A reward that has not moved from its first value since the run's first point has
     not stopped: it never started (every rollout of a sparse task failing, "it may take a
     few steps before we sample rollouts with non-zero rewards", Stanford CS336's GRPO
-    assignment). Its finding is held until that start has lasted ``flat_start`` points,
-    or the run ends on it, and dropped if the reward moves first."""
+    assignment). Nor has one whose only departures from it are isolated blips of a few
+    rollouts' success (slow_start.py: a start that has not taken hold yet). Its finding
+    is held until that start has lasted ``flat_start`` points, or the run ends on it, and
+    dropped if the reward moves first."""
 
     rule = "reward_frozen"
     noise_points = 160
@@ -340,8 +343,13 @@ class RewardFrozen(SeriesRule):
                        "(stats.Noise) is standing still"),
         "persist": Param(3, "count", "windows in a row"),
         "flat_start": Param(50, "count", "points a reward may stay at its first value from "
-                            "the run's first point before it is raised while the run goes "
+                            "the run's first point (isolated blips of a few rollouts' "
+                            "success included) before it is raised while the run goes "
                             "on (at the run's end it is raised all the same)"),
+        "blip_chance": Param(0.001, "fraction", "a departure from a reward's start less "
+                             "likely than this for a start's chance successes (a Poisson "
+                             "count from its share of points at the first value) is a "
+                             "move"),
         "severity": Param("warning", "severity"),
     }
 
@@ -349,18 +357,18 @@ class RewardFrozen(SeriesRule):
         super().__init__(params)
         #: per key: (last step, range) of the windows judged, the last 100
         self.ranges: dict[str, deque[tuple[int, float]]] = {}
-        #: per key: (its first value, points at that value since the run's first; -1 once
-        #: it moved) and the finding held while the reward has not moved since its start
-        self.start: dict[str, tuple[float, int]] = {}
+        #: per key: its start (slow_start.py) and the finding held while it holds
+        self.start: dict[str, SlowStart] = {}
         self.held: dict[str, Finding] = {}
 
     def _unmoved(self, key: str, value: float) -> bool:
-        """Whether ``key`` has stayed at its first value since the run's first point."""
-        first, count = self.start.get(key, (value, 0))
-        if count >= 0:
-            count = count + 1 if value == first else -1
-            self.start[key] = (first, count)
-        return count > 0
+        """Whether ``key`` is still at its start: its first value since the run's first
+        point, but for isolated blips of a few rollouts' success."""
+        start = self.start.get(key)
+        if start is None:
+            self.start[key] = SlowStart(value, self.params["blip_chance"])
+            return True
+        return start.add(value)
 
     def _release(self, key: str, found: Finding | None, unmoved: bool) -> Finding | None:
         """``found`` (or the finding held for ``key``) once a reward that never moved has
@@ -371,7 +379,7 @@ class RewardFrozen(SeriesRule):
             return found
         if found is not None:
             self.held[key] = found
-        if self.start[key][1] >= self.params["flat_start"] and key in self.held:
+        if self.start[key].points >= self.params["flat_start"] and key in self.held:
             return self.held.pop(key)
         return None
 
