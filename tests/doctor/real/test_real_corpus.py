@@ -76,31 +76,6 @@ KNOWN_GAPS: dict[str, str] = {
         "(351-400) to 0.49 (401-450), 24%, inside the noise the reward rules allow for such "
         "a curve; the author's other signal, the MATH-500 accuracy, is not in the committed "
         "log. Lowering a threshold to catch it would be fitting the one case"),
-    "cs336-xiaofei-grpo-lr5e-6-seed0-healthy": (
-        "class: a slow start read as a run that does not learn, by two rules, and neither "
-        "finding is withdrawn when it learns. reward_frozen holds a reward that has kept "
-        "its first value (0) as a flat start only until it first moves: train_reward is 0 "
-        "on steps 0-16, one correct rollout of 256 on 17 (0.0039) and two on 22, exactly 0 "
-        "again on 23-35, and the window test ('between 0 and 0 in every window of 10 "
-        "steps') raises reward_frozen@23 (warning); idle_steps raises @0 (warning, at step "
-        "38: grad_norm exactly 0 on 19 of the 22 points since the first update at 17). The "
-        "run then learns (reward 0.04 at 64, 0.26-0.5 on 100-124, validation 0.39 at 200; "
-        "the author: 'all four runs at 5x10^-6 succeed'). At step 38 it looks like "
-        "cs336-sandyhu-grpo-lr3e-6-underfits (found by the same idle_steps), which never "
-        "leaves its start: no threshold tells the two apart that early. What would have to "
-        "change: a finding about a start that has not taken hold is told as such and "
-        "resolved (or dropped to info) when the reward later rises, and the flat-start hold "
-        "counts a reward within a few 1/256 lattice steps of 0 as not yet started"),
-    "cs336-xiaofei-grpo-rft-seed0-healthy": (
-        "class: a slow start read as a frozen reward (the reward_frozen half of the gap of "
-        "cs336-xiaofei-grpo-lr5e-6-seed0-healthy): train_reward is 0 on steps 0-21, one "
-        "correct rollout of 256 on 22 ends the flat-start hold, it is exactly 0 again on "
-        "23-35 (one correct on 36), and reward_frozen@23 (warning) says the reward 'stopped "
-        "moving'; from 40 the run learns (0.12 at 50, 0.51 at 60, validation 0.47 at 200, "
-        "the author's 47.5%). The variants of the same loop whose zeros after the first "
-        "hit last fewer than 10 steps (Dr. GRPO, MaxRL, GRPO_constant, the no-std "
-        "estimator) are clean; idle_steps stays quiet here (grad_norm 0 on 16 of the 18 "
-        "points between the first update at 22 and step 39, then updates on every step)"),
 }
 
 
