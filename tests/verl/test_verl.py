@@ -577,7 +577,10 @@ def test_sft_killed_and_resumed_is_one_run_with_one_value_per_step(
 
     command = resume_command(tiny_assets, tmp_path)
     env = sft_env(tracker_env)
-    first = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+    # the first attempt slows down from step 3, so the kill below lands mid-run however late
+    # this poll gets a CPU (CI: a fast first attempt ran all 7 steps before it, 2026-12-07)
+    first_env = {**env, "TRACKMUX_TEST_PAUSE_AFTER_STEP": "3"}
+    first = subprocess.Popen(command, env=first_env, cwd=tmp_path, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + SFT_BUDGET_S
     try:

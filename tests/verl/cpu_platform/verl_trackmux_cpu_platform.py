@@ -145,3 +145,30 @@ def _init_without_duplicates(*args: Any, **kwargs: Any) -> Any:
 
 
 torch.distributed.init_process_group = _init_without_duplicates
+
+
+def _pause_after_step() -> None:
+    """``TRACKMUX_TEST_PAUSE_AFTER_STEP=N``: every ``log()`` of step N or later returns
+    ``TRACKMUX_TEST_PAUSE_S`` (default 3) seconds late. A test that kills the trainer once
+    step N is in the spool then kills it mid-run, not after a fast trainer already ran to
+    its last step while the test's poll waited for a CPU (the spool still commits: its
+    writer is another thread)."""
+    after = os.environ.get("TRACKMUX_TEST_PAUSE_AFTER_STEP")
+    if not after:
+        return
+    import time
+
+    from trackmux.core.lifecycle.run import Run
+
+    pause = float(os.environ.get("TRACKMUX_TEST_PAUSE_S", "3"))
+    log = Run.log
+
+    def log_then_pause(self: Run, data: Any, step: int | None = None) -> None:
+        log(self, data, step=step)
+        if step is not None and step >= int(after):
+            time.sleep(pause)
+
+    Run.log = log_then_pause  # type: ignore[method-assign]
+
+
+_pause_after_step()
