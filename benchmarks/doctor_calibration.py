@@ -64,8 +64,8 @@ def judge(run: Run, rules: Any = True) -> dict[str, Any]:
               "message": f.message[:400]} for f, raised in raw]
     return {"seed": run.seed, "label": run.label(), "dialect": run.dialect,
             "noise": family(run), "scenario": run.scenario, "steps": run.steps,
-            "logged": run.logged, "fault": run.fault, "onset": run.onset,
-            "found": found}
+            "logged": run.logged, "every": run.every, "fault": run.fault,
+            "onset": run.onset, "found": found}
 
 
 def _record(detector: Any, raw: list[tuple[Any, int]], now: list[int]) -> None:
@@ -155,6 +155,7 @@ def fault_report(results: list[dict[str, Any]]) -> dict[str, Any]:
     all_raised: list[int] = []
     all_points: list[float] = []
     all_found = 0
+    by_every: dict[str, list[int | None]] = defaultdict(list)
     for name, runs in sorted(by_fault.items()):
         wanted = FAULTS[name].rules
         raised: list[int] = []
@@ -175,6 +176,8 @@ def fault_report(results: list[dict[str, Any]]) -> dict[str, Any]:
                 dated.append(first["dated"] - r["onset"])
                 every = max(1, r["steps"] // max(1, r["logged"]))
                 points.append((first["raised"] - r["onset"]) / every)
+            by_every[_every_bucket(r)].append(
+                first["raised"] - r["onset"] if right else None)
         all_raised += raised
         all_points += points
         all_found += len(raised)
@@ -189,6 +192,40 @@ def fault_report(results: list[dict[str, Any]]) -> dict[str, Any]:
                   "points_median": statistics.median(all_points) if all_points else None,
                   "points_p90": (sorted(all_points)[int(0.9 * len(all_points))]
                                  if all_points else None)}
+    out["all"]["by_every"] = _delay_by_every(by_every, results)
+    return out
+
+
+#: the faulty runs' logging intervals, in the groups the delay is told by
+EVERY_BUCKETS = ((1, 2), (3, 9), (10, 50))
+
+
+def _every_bucket(r: dict[str, Any]) -> str:
+    every = r["every"]
+    return next(f"{lo}-{hi}" for lo, hi in EVERY_BUCKETS if every <= hi)
+
+
+def _delay_by_every(by_every: dict[str, list[int | None]],
+                    results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The delay per logging interval, beside the floors the logging alone sets: a
+    fault's onset is a logged step that does not show it yet, so a verdict on one point
+    comes ``every`` steps after it at the earliest, one confirmed on a second point
+    2 * ``every`` steps after it (what a median over all faulty runs is bounded by)."""
+    out: dict[str, Any] = {}
+    for lo, hi in EVERY_BUCKETS:
+        name = f"{lo}-{hi}"
+        delays = by_every.get(name, [])
+        everies = [r["every"] for r in results if _every_bucket(r) == name]
+        found = [d for d in delays if d is not None]
+        out[name] = {"runs": len(delays), "found": len(found) / max(1, len(delays)),
+                     "raised_median": _pct(found, 0.5),
+                     "one_point_floor": _pct(everies, 0.5),
+                     "two_point_floor": _pct([2 * e for e in everies], 0.5)}
+    everies = [r["every"] for r in results]
+    out["all"] = {"one_point_floor": _pct(everies, 0.5),
+                  "two_point_floor": _pct([2 * e for e in everies], 0.5),
+                  "two_point_within_10": (sum(2 * e <= 10 for e in everies)
+                                          / max(1, len(everies)))}
     return out
 
 
@@ -221,6 +258,19 @@ def print_report(healthy: dict[str, Any], faults: dict[str, Any]) -> None:
               f"{_show(row['dated_median']):>6}/{_show(row['dated_p90']):<7} "
               f"{_show(row['points_median'], 1):>7} {row['alarm_before_onset']:>6.0%}  "
               + ", ".join(f"{k} {v}" for k, v in row["by"].items()))
+    floors = faults["all"]["by_every"]
+    print("  delay by logging interval (the floor: the first / second logged point after "
+          "the onset, median):")
+    for name, row in floors.items():
+        if name == "all":
+            continue
+        print(f"    every {name:<6} {row['runs']:>4} runs, found {row['found']:.0%}, delay "
+              f"median {_show(row['raised_median'])} (floor {_show(row['one_point_floor'])}"
+              f" / {_show(row['two_point_floor'])})")
+    whole = floors["all"]
+    print(f"    all runs: floor {_show(whole['one_point_floor'])} / "
+          f"{_show(whole['two_point_floor'])} steps; a second point within 10 steps of the "
+          f"onset in {whole['two_point_within_10']:.0%} of the runs")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
