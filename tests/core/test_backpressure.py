@@ -74,7 +74,7 @@ def test_queue_stays_bounded_in_thread_mode_beside_the_doctor_and_busy_threads(
         notes = [e.step for e in reader.events_of_kind("text") if e.key == "doctor/coverage"]
     finally:
         reader.close()
-    assert notes == [4]
+    assert notes == [4], (notes, summary.problems)
     assert summary.events == 20_000 + 1 and summary.dropped == 0
 
 

@@ -171,3 +171,40 @@ def test_findings_found_together_reach_the_spool_and_console_in_step_order(
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(" @ step ")[1][0] for line in lines if "doctor" in line] == ["2", "4"]
     assert lines[0].startswith("step:9") and lines[-1].startswith("step:10")
+
+
+def test_findings_whose_append_failed_are_appended_on_a_later_pass(tmp_path: Path) -> None:
+    """A spool the trainer's writer kept locked past SQLite's busy timeout, a full disk:
+    the append fails. The findings of that pass are kept and tried again on the next one
+    (they were dropped: the doctor had marked them said, so nothing found them again),
+    reported once, and finish()'s catch_up waits until they are in the spool."""
+    writer = SpoolWriter(tmp_path)
+    for step in range(8):
+        writer.append(MetricsEvent({"x": float(step)}, step, 0.0))
+    writer.flush(10)
+    info = RunInfo("p", "n", "r", tmp_path, 0.0)
+    failures, problems, told = [2], [], []
+
+    def flaky(found: list[watch.WatchEvent]) -> int:
+        if failures[0]:
+            failures[0] -= 1
+            raise OSError("database is locked")
+        return watch.append_events(tmp_path, list(found))
+
+    runner = watch.WatchRunner([watch.WatcherSpec(f"{__name__}:late_first")], info,
+                               alive=lambda: False, on_found=told.extend,
+                               on_problem=lambda name, message: problems.append(message),
+                               append=flaky)
+    runner.start()
+    runner.catch_up(writer.last_seq, time.monotonic() + 30)
+    runner.stop(wait=10)
+    writer.close(10)
+    reader = SpoolReader(tmp_path)
+    try:
+        stored = [(e.rule, e.step) for e in reader.events_of_kind("finding")]
+    finally:
+        reader.close()
+    assert failures == [0]  # both failures happened, then the append went through
+    assert stored == [("earlier", 2), ("later", 4)]
+    assert [(f.rule, f.step) for f in told] == [("earlier", 2), ("later", 4)]
+    assert len(problems) == 1 and "tried again" in problems[0], problems

@@ -1,9 +1,21 @@
-"""Whether a process runs: one answer for the attached sink and the test servers."""
+"""Processes: whether one runs (one answer for the attached sink and the test servers),
+and the command that starts one below the caller's priority."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
+
+
+def nice_command(increment: int) -> list[str]:
+    """``["/usr/bin/nice", "-n", "19"]``: a prefix that starts a command ``increment`` nice
+    values below the calling thread, from the command's first instruction (nothing for 0,
+    off POSIX, or without the command). Raising one's own nice value is always allowed."""
+    if increment <= 0 or os.name != "posix":
+        return []
+    path = shutil.which("nice")
+    return [path, "-n", str(increment)] if path else []
 
 
 def process_alive(pid: int) -> bool:

@@ -221,16 +221,15 @@ def _run_niced(args: list[str], given: Any, out: Any) -> None:
 def _nice_prefix() -> list[str]:
     """``["/usr/bin/nice", "-n", "10"]``: what takes the child from this thread's nice value
     to ``NICE`` (nothing when it is there already, or without the command)."""
-    import shutil
+    from trackmux.core.procs import nice_command
 
-    if os.name != "posix":
+    if os.name != "posix":  # no os.nice
         return []
     try:
         increment = NICE - os.nice(0)  # this thread's value on Linux, the process's elsewhere
     except OSError:
         return []
-    path = shutil.which("nice") if increment > 0 else None
-    return [path, "-n", str(increment)] if path else []
+    return nice_command(increment)
 
 
 def start(run: Any) -> None:

@@ -24,10 +24,11 @@ spool writer while that thread held the GIL, so that a ``log()`` waited (issue 4
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from dataclasses import dataclass
 from typing import Any
+
+from trackmux.core.procs import nice_command
 
 ENV = "TRACKMUX_DELIVERY_NICE"
 IDLE = "idle"
@@ -61,12 +62,9 @@ def wanted(raw: str | None = None) -> Priority:
 
 def launch_prefix(priority: Priority) -> list[str]:
     """``["/usr/bin/nice", "-n", "19"]``: the command that starts the process already below
-    the trainer (nothing for increment 0, off Linux, or without the command: the process
-    then lowers itself when it starts)."""
-    if not priority.increment or not sys.platform.startswith("linux"):
-        return []
-    command = shutil.which("nice")
-    return [command, "-n", str(priority.increment)] if command else []
+    the trainer (nothing for increment 0 or without the command: the process then lowers
+    itself when it starts)."""
+    return nice_command(priority.increment)
 
 
 def own_process_group() -> dict[str, Any]:

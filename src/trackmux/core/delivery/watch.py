@@ -25,7 +25,9 @@ and ``on_found`` (the trainer's ``run.findings()``, stop policies) gets only the
 A finding already in the spool (same rule, step, keys and revision) is not appended again,
 nor a note (same key, step and text): a restarted delivery process re-reads the run and
 finds the same things. A watcher that
-raises is reported once and switched off for the run; delivery never stops for it.
+raises is reported once and switched off for the run; delivery never stops for it. An
+append that fails (the spool's write lock held past SQLite's busy timeout, a full disk) is
+reported once; its findings are kept and appended on a later pass, never dropped.
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ class WatchRunner:
         self._stop = threading.Event()
         self._cond = threading.Condition()
         self._write_reported = False
+        #: findings and notes whose append failed, appended before any new one
+        self._unsaved: list[WatchEvent] = []
         self.thread = threading.Thread(target=self._main, name="trackmux-watch", daemon=True)
 
     def _unread_kinds(self) -> frozenset[str]:
@@ -188,8 +192,8 @@ class WatchRunner:
         self._wake.set()
         with self._cond:
             ending = not self._alive()  # then the finishing tick's findings go too
-            while ((self.cursor < target or (ending and not self._final_tick_done))
-                   and self.thread.is_alive()):
+            while ((self.cursor < target or (ending and not self._final_tick_done)
+                    or self._unsaved) and self.thread.is_alive()):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -250,6 +254,8 @@ class WatchRunner:
                 self._wake.wait(max(0.0, min(TICK, next_tick - time.monotonic())))
         finally:
             reader.close()
+            if self._unsaved:  # stopped while an append failed: one last try
+                self._emit([])
             with self._cond:
                 self._cond.notify_all()
 
@@ -266,7 +272,7 @@ class WatchRunner:
         return found
 
     def _emit(self, found: list[WatchEvent]) -> None:
-        fresh: list[WatchEvent] = []
+        fresh: list[WatchEvent] = list(self._unsaved)  # a failed append's, tried again
         for finding in found:
             key = identity(finding)
             if key not in self._known:
@@ -281,9 +287,16 @@ class WatchRunner:
         try:
             self.last_appended = self._append(list(fresh))
         except Exception as exc:
+            # a spool whose write lock a busy trainer held past SQLite's busy timeout, a
+            # full disk: the findings are kept and tried again on the next pass (each
+            # read, at least every TICK), never dropped for one failed write
+            self._unsaved = fresh
             if not self._write_reported:
                 self._write_reported = True
-                self._on_problem("watch", f"cannot append findings to the spool: {exc}")
+                self._on_problem("watch", f"cannot append findings to the spool: {exc}; "
+                                 "kept, and tried again on each read")
+            return
+        self._unsaved = []
         self._on_found([f for f in fresh if isinstance(f, FindingEvent)])
 
 
