@@ -339,6 +339,11 @@ def _shibuki_main(experiment: str, run: str, said: str, notes: str) -> dict[str,
                       "train_format_accuracy; step grpo_step); a hand-written loop with its "
                       "own key names; " + notes)
 
+#: the same repository's off-policy sweep diagnostics (the rerun's broad arms, 40 steps each)
+_SHIBUKI_SWEEP = ("https://github.com/ShibukiZero/assignment5-alignment/blob/"
+                  "36119d2a17a1776fabc03b492b8086c35bdb03ae/artifacts/experiments/ch7/"
+                  "grpo_off_policy_sweep/grpo_off_policy_diagnostics.csv")
+
 
 #: sherrywan717/ppo-vs-grpo-math-rlvr: TRL 0.24.0 PPO and GRPO runs of 32 updates, each
 #: committed as one per-update table under the project's own metric names
@@ -1352,6 +1357,53 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "is the logged 'episode' (96, 112 and 816, 832; it grows by 16 per line, so "
               "the cut third line of each chunk is 128 and 848); objective/kl grows from 6.8 "
               "to 11.5 over the epoch, as in TRL's PPO example"),
+    # ---- session-8 round: failures scored blind (labels written before the doctor ran) ------
+    "cs336-shibuki-grpo-offpolicy-e8-reuse-collapse": dict(
+        framework="custom", format="csv",
+        source=_SHIBUKI_SWEEP,
+        source_title="CS336 assignment 5 (ShibukiZero/assignment5-alignment): the committed "
+                     "diagnostics of the off-policy broad sweep, arm broad_e8_tb256",
+        thread_label="the author's writeup (writeup.md, problem grpo_off_policy_sweep): "
+                     "'repeated full-batch reuse is unstable'; 'e8_tb256 rises early, peaking "
+                     "at 48.44% on step 15, and then drops to 0%'; 'These failures coincide with "
+                     "degenerate formatting/reward behavior rather than a smooth plateau'",
+        label="failure", fault="reward_collapse", onset_step=18,
+        notes="the table's header and this arm's 40 rows exactly as committed (run, phase, "
+              "role strings and the counters optimizer_step, rollout_epoch not replayed); a "
+              "hand-written loop with its own key names; rollout_answer_accuracy 0.016 (1) -> "
+              "0.13-0.28 (2-10) -> 0.31-0.44 (11-17) -> 0.22 (18) -> 0.27, 0.21 (19-20) -> "
+              "0.08 (21) -> 0.0-0.03 from 22; rollout_format_accuracy 0.46-0.71 on 2-17 -> "
+              "0.32 (18) -> 0.09 (21) -> 0.0-0.04 from 22; approx_kl 0.02-0.08 on 2-18 -> 0.21 "
+              "(19) -> 0.65 (21) -> 2.0-8.5 on 22-28 (0.09 at 26); clip_fraction 0.08-0.15 on "
+              "2-18 -> 0.25 (19) -> 0.71-0.98 (22-28); response length 239-460 on 2-18 -> 234 "
+              "(19) -> 60 (21) -> 5-12 tokens from 24 (45 at 27); token_entropy 0.6-1.6 (1-19) "
+              "-> 0.03-0.15 from 24; "
+              "grad_norm and loss 0.0 (no update: every group flat) on 26 and from 29; onset "
+              "18, the first step of the fall (accuracy 0.40 -> 0.22, format 0.55 -> 0.32), "
+              "which the evaluations show between 15 (0.48) and 20 (0.065); 40 steps, not long"),
+    "cs336-shibuki-grpo-offpolicy-e16-reuse-collapse": dict(
+        framework="custom", format="csv",
+        source=_SHIBUKI_SWEEP,
+        source_title="CS336 assignment 5 (ShibukiZero/assignment5-alignment): the committed "
+                     "diagnostics of the off-policy broad sweep, arm broad_e16_tb256",
+        thread_label="the author's writeup (writeup.md, problem grpo_off_policy_sweep): "
+                     "'e2_tb32 and e16_tb256 both perform 16 optimizer updates per rollout "
+                     "batch, but only e16_tb256 collapses'; 'e16_tb256 is effectively collapsed "
+                     "after the initial evaluation'; 'associated with severe reward and format "
+                     "failures'",
+        label="failure", fault="reward_collapse", onset_step=3,
+        notes="the table's header and this arm's 40 rows exactly as committed (run, phase, "
+              "role strings and the counters not replayed); a hand-written loop with its own "
+              "key names; rollout_answer_accuracy 0.016 (1) -> 0.074, 0.078 (2-3) -> 0.039 "
+              "(4) -> 0.012 (5-6) -> 0.0 on 7, 9-15 and from 19 (0.012 at 8, 0.004-0.07 on "
+              "16-18); rollout_format_accuracy 0.18 (1) -> 0.42 (2) -> 0.29 (3) -> 0.12 (4) -> "
+              "0.035 (5) -> 0-0.016 after (0.10 at 17); token_entropy 0.90 (1) -> 1.21 (3) -> "
+              "2.57 (4) -> 4.4-5.9 "
+              "(5-10) -> 4.8-7.0 after; response length 305 (1) -> 470 (3) -> 676 (5) -> "
+              "746-932 from 7 (the cap is 1,024); grad_norm and loss 0.0 (no update) on 7, 9-15 "
+              "and from 19; clip_fraction 0.18-0.28 on 1-6 and 8, 0.27-0.49 on 16-18, under "
+              "0.03 elsewhere; onset 3, the first step of the fall (format 0.42 -> 0.29, entropy "
+              "0.93 -> 1.21), the evaluation at step 5 already at 0.8%; 40 steps, not long"),
     # ---- session-8 round: healthy runs scored blind (labels written before the doctor ran) ----
     "cs336-shibuki-grpo-masked-mean-healthy": _shibuki_main(
         "grpo_length_normalization", "masked_mean (the selected on-policy reference)",
