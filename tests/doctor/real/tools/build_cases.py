@@ -1504,6 +1504,30 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "and booleans not replayed; reward_mean 0.07-0.52; grad_norm 0.21-1.56; "
               "policy_entropy_mean 0.20-0.36; zero_advantage_fraction 0-0.75 of 4 groups; "
               "validation pass@1 3.1% -> 7.8%; 32 steps, not long"),
+    "trl-grpo-sherrywan-v2-curriculum-seed42-healthy": dict(
+        framework="trl", format="csv",
+        source="https://github.com/sherrywan717/ppo-vs-grpo-math-rlvr/blob/"
+               "61fe2220c6784879044f880a81ee9c8032efdc1a/reports/grpo_v2/grpo_v2_training/"
+               "grpo_v2_seed42_20260726T044303Z/update_metrics.csv",
+        source_title="sherrywan717/ppo-vs-grpo-math-rlvr: GRPO-v2 seed 42 (TRL 0.24.0 "
+                     "GRPOTrainer from an SFT warm start, 128 updates over a curriculum), its "
+                     "committed per-update metrics",
+        thread_label="the author's report (report.md of the run): 'completed the frozen "
+                     "scientific training and matched-dev contract', its launcher's hang "
+                     "'not as a training failure'; dev pass@1 17.97% -> 21.09% -> 25.78% -> "
+                     "21.88% at updates 32/64/96/128, checkpoint-96 selected",
+        label="healthy", fault=None, onset_step=None,
+        notes="the committed table read whole (57,772 characters as stored, CR LF line ends "
+              "written here as LF), its header and 128 rows exactly as committed; TRL's log "
+              "rows re-exported under the project's own names (reward_mean, loss, entropy, "
+              "grad_norm, clip_fraction, completion_length_mean, truncation_rate, "
+              "zero_advantage_fraction; step: update; counters, strings and booleans not "
+              "replayed; kl empty on every row, beta 0); reward_mean 0.06-0.70 with no trend "
+              "(0.06 at 6, 0.13 at 116); entropy 0.18-0.41; grad_norm 0.16-1.94 and 0.0 at 99 "
+              "(every group of that update flat: zero_advantage_fraction 1.0, loss 0.0); "
+              "completion_length_mean 64-186 on 1-100, 93-191 on 101-128, truncation_rate "
+              "0-0.25 to 100 and up to 0.44 (115) after, as the curriculum goes on; long: 128 "
+              "updates in 128 points"),
     "openr1-239-loss-rises-normal": dict(
         framework="trl", format="trl_dict", steps="lr",
         source="https://github.com/huggingface/open-r1/issues/239",
