@@ -1523,7 +1523,7 @@ MANIFEST: dict[str, dict[str, Any]] = {
               "grad_norm, clip_fraction, completion_length_mean, truncation_rate, "
               "zero_advantage_fraction; step: update; counters, strings and booleans not "
               "replayed; kl empty on every row, beta 0); reward_mean 0.06-0.70 with no trend "
-              "(0.06 at 6, 0.13 at 116); entropy 0.18-0.41; grad_norm 0.16-1.94 and 0.0 at 99 "
+              "(0.06 at 6, 0.13 at 116); entropy 0.18-0.41; grad_norm 0.15-1.94 and 0.0 at 99 "
               "(every group of that update flat: zero_advantage_fraction 1.0, loss 0.0); "
               "completion_length_mean 64-186 on 1-100, 93-191 on 101-128, truncation_rate "
               "0-0.25 to 100 and up to 0.44 (115) after, as the curriculum goes on; long: 128 "
