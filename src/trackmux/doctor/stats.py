@@ -365,6 +365,10 @@ def ar1_t(t: float, phi: float) -> float:
 #: the fewest points a sudden change is confirmed on (:func:`sudden`): two in a row past
 #: the line, so a lone spike (one bad batch, a logging glitch) is never a finding alone
 SUDDEN_POINTS = 2
+#: the most (:func:`sudden_run`): a run logged every step shows a fault's ramp a point at
+#: a time, and this many points past the line are what a recent median of 5 points and
+#: the latch's 3 checks would wait for anyway
+SUDDEN_MOST = 8
 #: ... and each of them this many times as far from the level as the curve went in the
 #: points before the change began: heavy tails (a hand-written loop's entropy of 8
 #: rollouts that jumps 7x for two steps) are read from the curve's own extremes, not from
@@ -376,6 +380,16 @@ SUDDEN_TAIL = 2.0
 SUDDEN_BEGUN = 0.25
 
 
+def sudden_tail(points: int) -> float:
+    """How many times as far as the curve's earlier extremes each of ``points`` points in a
+    row must be: ``SUDDEN_TAIL`` for two, ``SUDDEN_TAIL ** (2 / points)`` for more. Under a
+    tail of index a (Student-t: its degrees of freedom) k points each T times past the
+    largest of N earlier ones come about (N^-1 T^-a)^k of the time, so T^k held at
+    SUDDEN_TAIL^2 keeps T's share of the odds that of two points, and every point more
+    divides them by N again (150 points: 3 in a row at 1.59x about 2e-9)."""
+    return float(SUDDEN_TAIL ** (SUDDEN_POINTS / max(SUDDEN_POINTS, points)))
+
+
 def sudden(last: Sequence[float], history: Sequence[float], noise: Noise | None,
            level: float, line: float, direction: int, far: float,
            own_spread: bool = True) -> bool:
@@ -385,9 +399,9 @@ def sudden(last: Sequence[float], history: Sequence[float], noise: Noise | None,
     (:class:`Noise`: robust sigma and lag-1 correlation, read before them; or the
     history's own robust spread where smaller, unless ``own_spread`` is False: values
     folded about a target, such as a distance from 1, spread less than the curve's noise
-    they come from), and every one
-    ``SUDDEN_TAIL`` times as far from ``level`` as any point of ``history`` (the points
-    before them, less the trailing ones already part of the way to the line).
+    they come from), and every one ``sudden_tail(len(last))`` times as far from ``level``
+    as any point of ``history`` (the points before them, less the trailing ones already
+    part of the way to the line).
 
     The confirmation then scales with the size of the change, as a sequential test's
     would: a shift of many sigmas, beyond anything the curve did before, is told on
@@ -399,23 +413,78 @@ def sudden(last: Sequence[float], history: Sequence[float], noise: Noise | None,
     if noise is None or noise.sigma <= 0 or not last or \
             any(direction * (v - line) < 0 for v in last):
         return False
+    before = _before_change(history, level, line, direction)
+    if before is None:
+        return False
+    return _conclusive(last, before, noise, level, direction, far,
+                       _point_sigma(noise, before, own_spread))
+
+
+def sudden_run(values: Sequence[float], noise: Noise | None, level: float, line: float,
+               direction: int, far: float, own_spread: bool = True) -> int:
+    """The fewest of the last points, ``SUDDEN_POINTS`` up to ``SUDDEN_MOST``, that
+    :func:`sudden` finds conclusive (``values``: the curve up to now, last point last;
+    0: none). A fault that ramps in over a few steps on a run logged every step puts its
+    first points past the line only just past it; each point more past the line is more
+    evidence (its mean's deviation shrinks as ``mean_variance`` of that many points, its
+    tail odds as sudden_tail says), so such a change is told after a few points past the
+    line rather than once half a recent median of many points is."""
+    if noise is None or noise.sigma <= 0:
+        return 0
+    run = 0
+    for v in reversed(values):  # the trailing points past the line
+        if direction * (v - line) < 0 or run >= SUDDEN_MOST:
+            break
+        run += 1
+    if run < SUDDEN_POINTS or len(values) <= run:
+        return 0
+    if direction * (line - level) <= 0:  # (a line short of its level: two points only)
+        last = values[len(values) - SUDDEN_POINTS:]
+        history = values[:len(values) - SUDDEN_POINTS]
+        return SUDDEN_POINTS if sudden(last, history, noise, level, line, direction, far,
+                                       own_spread) else 0
+    # every point of the run is past the line, so past where the change began: the
+    # history before the change is the same for each number of points judged
+    before = _before_change(values[:len(values) - run], level, line, direction)
+    if before is None:
+        return 0
+    sigma = _point_sigma(noise, before, own_spread)
+    for k in range(SUDDEN_POINTS, run + 1):
+        if _conclusive(values[len(values) - k:], before, noise, level, direction, far,
+                       sigma):
+            return k
+    return 0
+
+
+def _before_change(history: Sequence[float], level: float, line: float,
+                   direction: int) -> list[float] | None:
+    """``history`` less its trailing points part of the way to the line (None: fewer than
+    12 points are left to read the curve's extremes from)."""
     begun = level + SUDDEN_BEGUN * (line - level)
     before = list(history)
     while before and direction * (before[-1] - begun) >= 0:
         before.pop()
-    if len(before) < 12:
-        return False
-    # a point's sigma: the AR(1) model's marginal one, or the points' own spread where
-    # that is smaller (a history with a step or a bend reads as a strong correlation, and
-    # the model's sigma, its lag-1 spread over 1 - phi, then outgrows what the points show)
+    return before if len(before) >= 12 else None
+
+
+def _point_sigma(noise: Noise, before: Sequence[float], own_spread: bool) -> float:
+    """A point's sigma: the AR(1) model's marginal one, or the points' own spread where
+    that is smaller (a history with a step or a bend reads as a strong correlation, and
+    the model's sigma, its lag-1 spread over 1 - phi, then outgrows what the points
+    show)."""
     spread = robust_sigma(before) if own_spread else 0.0
-    sigma = min(noise.sigma, spread) if spread > 0 else noise.sigma
+    return min(noise.sigma, spread) if spread > 0 else noise.sigma
+
+
+def _conclusive(last: Sequence[float], before: Sequence[float], noise: Noise, level: float,
+                direction: int, far: float, sigma: float) -> bool:
     mean = math.fsum(v / len(last) for v in last)
     sd = sigma * math.sqrt(mean_variance(len(last), noise.phi))
     if direction * (mean - level) < far * sd:
         return False
     worst = max(0.0, max(direction * (v - level) for v in before))
-    return all(direction * (v - level) >= SUDDEN_TAIL * worst for v in last)
+    tail = sudden_tail(len(last))
+    return all(direction * (v - level) >= tail * worst for v in last)
 
 
 #: how far a logged mean of 0/1 rewards may sit from its fraction k/n: a few float32 steps

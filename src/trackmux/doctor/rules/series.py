@@ -9,7 +9,15 @@ from typing import Any
 from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher
 from trackmux.doctor.findings import Finding
-from trackmux.doctor.stats import SUDDEN_POINTS, Latch, Noise, Series, finite, sudden
+from trackmux.doctor.stats import (
+    SUDDEN_MOST,
+    SUDDEN_POINTS,
+    Latch,
+    Noise,
+    Series,
+    finite,
+    sudden_run,
+)
 
 #: per-rule bound on the keys it keeps a series of (a run that logs a million distinct
 #: keys must not grow the doctor without bound; the first ones are kept)
@@ -98,20 +106,22 @@ class SeriesRule(Detector):
 
     def sudden(self, key: str, s: Series, level: float, line: float, direction: int,
                far: float) -> bool:
-        """The last ``SUDDEN_POINTS`` points of ``key`` all past the rule's ``line``,
-        together ``far`` sigmas of the curve's own noise beyond ``level`` and each far
-        beyond any point before the change: conclusive without the recent median or the
-        latch's ``persist`` (stats.sudden)."""
-        if len(s.values) < SUDDEN_POINTS:
-            return False
-        last = s.tail(SUDDEN_POINTS)
-        if any(direction * (v - line) < 0 for v in last):
+        """The last ``SUDDEN_POINTS`` to ``SUDDEN_MOST`` points of ``key`` all past the
+        rule's ``line``, together ``far`` sigmas of the curve's own noise beyond ``level``
+        and each far beyond any point before the change (the more points, the less far):
+        conclusive without the recent median or the latch's ``persist``
+        (stats.sudden_run)."""
+        values = s.values
+        if len(values) < SUDDEN_POINTS or any(
+                direction * (values[-i] - line) < 0 for i in range(1, SUDDEN_POINTS + 1)):
             return False  # (the usual case, checked before the noise is read)
-        noise = self.noise(key, SUDDEN_POINTS)
+        run = SUDDEN_POINTS
+        while run < min(SUDDEN_MOST, len(values)) and direction * (values[-run - 1] - line) >= 0:
+            run += 1
+        noise = self.noise(key, run)
         if noise is None:
             return False
-        history = list(noise.values)[:-SUDDEN_POINTS]
-        return sudden(last, history, noise, level, line, direction, far)
+        return sudden_run(list(noise.values), noise, level, line, direction, far) > 0
 
     def latch(self, key: str, what: str = "") -> Latch:
         latch = self.latches.get((key, what))

@@ -24,7 +24,7 @@ from trackmux.doctor.stats import (
     median,
     ratio,
     share_change_z,
-    sudden,
+    sudden_run,
     trend,
 )
 
@@ -56,9 +56,10 @@ class Mismatch(SeriesRule):
     from 1, a low effective sample size, a large mismatch KL or chi-squared, NeMo-RL's
     multiplicative probability error. Off-policy updates from such batches destabilise
     training (verl's rollout-correction docs; NeMo-RL's GRPO guide). One episode is one
-    finding: the keys that cross within ``group`` steps of the first are named together,
-    each with its evidence; a key that crosses later, within ``episode`` steps, is told
-    as the episode's continuation (``info``)."""
+    finding: the keys that cross within ``group`` steps of the first (and at most
+    ``group_points`` logged points after it was found: a run logged every step waited 10
+    points) are named together, each with its evidence; a key that crosses later, within
+    ``episode`` steps, is told as the episode's continuation (``info``)."""
 
     rule = "mismatch"
     noise_points = 160
@@ -88,6 +89,8 @@ class Mismatch(SeriesRule):
         "lookback": Param(300, "count", "checks back the anchored level is looked for"),
         "group": Param(10, "count", "steps after the first key's onset within which other "
                        "keys that cross are the same episode (told once, together)"),
+        "group_points": Param(2, "count", "... or this many logged points after the first "
+                              "key was found, whichever comes first"),
         "episode": Param(50, "count", "steps after an episode's finding within which "
                          "keys that cross are told as its continuation (info)"),
         "persist": Param(3, "count"),
@@ -99,6 +102,8 @@ class Mismatch(SeriesRule):
         self.levels: dict[str, SlidingBest] = {}
         self.held: list[Finding] = []  # the episode's findings, not yet told
         self.held_since = 0.0
+        self.held_points = 0  # steps logged since the episode's first finding ...
+        self.held_step = 0  # ... the last of them
         self.held_late = False  # they continue an episode already told
         self.told = -1  # the step at which the last episode's finding was told
         self.first = -1  # that episode's onset
@@ -134,16 +139,24 @@ class Mismatch(SeriesRule):
 
     def update(self, event: Event) -> Sequence[Finding]:
         """One episode, one finding: keys that cross within ``group`` steps of the first
-        key's onset are told together when the episode is ``group`` steps old (or the run
-        ended), naming every key; keys that cross later, within ``episode`` steps of the
-        episode's last finding, are added to it as an ``info`` finding."""
+        key's onset are told together when the episode is ``group`` steps old, or
+        ``group_points`` logged points after the first key was found (or the run ended),
+        naming every key; keys that cross later, within ``episode`` steps of the
+        episode's last finding, are added to it as an ``info`` finding. The points bound
+        the wait on a run logged every step, where 10 steps held a finding 10 points
+        (issue 42's delay): keys a mismatch moves together cross at the same points."""
         found = super().update(event)
+        if self.held and isinstance(event, MetricsEvent) and event.step > self.held_step:
+            self.held_points += 1
+            self.held_step = event.step
         if found and not self.held:
             self.held_since = event.time
+            self.held_points, self.held_step = 0, event.step
             self.held_late = self.told >= 0 and event.step - self.told <= \
                 self.params["episode"]
         self.held.extend(found)
-        if self.held and event.step >= self.held[0].step + self.params["group"]:
+        if self.held and (event.step >= self.held[0].step + self.params["group"]
+                          or self.held_points >= self.params["group_points"]):
             return self._tell(event.time, event.step)
         return ()
 
@@ -215,9 +228,8 @@ class Mismatch(SeriesRule):
         last = [self.distance(signal, v) for v in s.tail(SUDDEN_POINTS)]
         if not strong and line > 0 and min(last) >= line:  # the last points far past it
             near = self.noise(key, SUDDEN_POINTS)
-            if near is not None and sudden(
-                    last,
-                    [self.distance(signal, v) for v in list(near.values)[:-SUDDEN_POINTS]],
+            if near is not None and sudden_run(
+                    [self.distance(signal, v) for v in near.values],
                     near, level, line, 1, STRONG * self.params["sigmas"], own_spread=False):
                 bad = strong = True
         if not latch.check(bad, s.steps[-1], strong):
