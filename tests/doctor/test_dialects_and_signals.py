@@ -227,6 +227,24 @@ def test_one_mismatch_episode_is_one_finding_naming_every_key() -> None:
     assert "episode told at step 40 goes on" in hits[1].message
 
 
+def test_a_mismatch_episode_on_a_run_logged_every_step_is_told_two_points_on() -> None:
+    """The episode's hold (``group``, 10 steps) waits at most ``group_points`` (2) logged
+    points: a run logged every step was told 10 points after the first key crossed, a
+    run logged every 20 steps at its next point, as before."""
+    good = {"rollout_corr/rollout_is_eff_sample_size": 0.95, "rollout_corr/kl": 0.001}
+    bad = {"rollout_corr/rollout_is_eff_sample_size": 0.2, "rollout_corr/kl": 0.001}
+    for every, expected in ((1, 44), (20, 41 * 20)):
+        told: list[tuple[int, int]] = []
+        doctor = Doctor(resolve(True))
+        for i in range(80):
+            event = MetricsEvent(dict(good if i < 40 else bad), i * every, float(i))
+            told += [(event.step, f.step) for f in doctor.feed(event)
+                     if f.rule == "mismatch" and f.severity == "warning"]
+        # found at step 42 (the latch's 3 points), told 2 points on; logged every 20
+        # steps, found at its second point (stats.sudden) and told there
+        assert told == [(expected, 40 * every)], told
+
+
 def test_zero_std_groups_clip_spike_and_staleness() -> None:
     zero = [0.3] * 30 + [0.97] * 10
     found = run_doctor(MetricsEvent({"frac_reward_zero_std": v}, i, float(i))

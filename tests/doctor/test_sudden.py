@@ -15,7 +15,15 @@ from synthetic import serious
 from trackmux.core.events import Event, MetricsEvent, TableEvent
 from trackmux.doctor.config import resolve
 from trackmux.doctor.engine import Doctor
-from trackmux.doctor.stats import SUDDEN_POINTS, Noise, sudden
+from trackmux.doctor.stats import (
+    SUDDEN_MOST,
+    SUDDEN_POINTS,
+    SUDDEN_TAIL,
+    Noise,
+    sudden,
+    sudden_run,
+    sudden_tail,
+)
 
 
 def raised(events: Iterable[Event], rule: str) -> list[tuple[int, str]]:
@@ -133,3 +141,45 @@ def serious_free(events: list[TableEvent]) -> bool:
     doctor = Doctor(resolve(True))
     found = [f for e in events for f in doctor.feed(e)]
     return serious(found) == []
+
+
+def test_more_points_in_a_row_need_less_beyond_the_curves_extremes() -> None:
+    """Points 1.7x as far from the level as the curve ever went: two are not conclusive
+    (2x asked), three in a row are (2^(2/3) = 1.59x), and the odds of k such points
+    stay those of two at 2x (T^k held at SUDDEN_TAIL^2)."""
+    assert sudden_tail(2) == SUDDEN_TAIL
+    assert sudden_tail(3) < sudden_tail(2) and sudden_tail(SUDDEN_MOST) > 1.0
+    for k in range(2, SUDDEN_MOST + 1):
+        assert math.isclose(sudden_tail(k) ** k, SUDDEN_TAIL ** 2)
+    rng = random.Random(2)
+    history = [1.0 + 0.01 * rng.gauss(0, 1) for _ in range(60)]
+    history[30] = 2.0  # the curve went 1.0 above its level once
+    noise = noise_of(history)
+    assert not sudden([2.7, 2.7], history, noise, 1.0, 1.5, 1, 8.0)
+    assert sudden_run(history + [2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 0
+    assert sudden_run(history + [2.7, 2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 3
+    assert sudden_run(history + [1.2, 2.7, 2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 3
+    # one of the last three no further than the curve went before: not yet conclusive
+    assert sudden_run(history + [2.7, 1.9, 2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 0
+    # the other way round, and two points far beyond everything still told at two
+    assert sudden_run([2.0 - v for v in history] + [-0.7] * 3, noise, 1.0, 0.5, -1, 8.0) == 3
+    assert sudden_run(history + [3.5, 3.5], noise, 1.0, 1.5, 1, 8.0) == 2
+
+
+def kl_with_a_spike(jump_at: int | None, jump: float, n: int = 200) -> list[MetricsEvent]:
+    """A KL logged every step that once spiked 0.1 above its level of 0.02 (step 100)."""
+    rng = random.Random(4)
+    values = [0.02 * math.exp(0.08 * rng.gauss(0.0, 1.0)) for _ in range(n)]
+    values[100] = 0.12
+    if jump_at is not None:
+        values = [v + (jump if i >= jump_at else 0.0) for i, v in enumerate(values)]
+    return [MetricsEvent({"actor/kl_loss": v}, i, float(i)) for i, v in enumerate(values)]
+
+
+def test_a_kl_jump_within_twice_its_own_spike_is_told_at_its_third_point() -> None:
+    """A jump to 1.7x the run's earlier spike: two points are no proof against such a
+    history, and the median of the recent and gap points past min_kl made it wait 7
+    points (step 156); three in a row past the line, each 1.59x beyond the spike, are."""
+    found = [f for f in raised(kl_with_a_spike(150, 0.17), "kl_blowup") if f[1] != "info"]
+    assert found and found[0][0] == 152, found
+    assert raised(kl_with_a_spike(None, 0.0), "kl_blowup") == []

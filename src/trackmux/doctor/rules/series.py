@@ -10,7 +10,6 @@ from trackmux.core.events import Event, MetricsEvent
 from trackmux.doctor.detector import Detector, KeyMatcher
 from trackmux.doctor.findings import Finding
 from trackmux.doctor.stats import (
-    SUDDEN_MOST,
     SUDDEN_POINTS,
     Latch,
     Noise,
@@ -115,10 +114,10 @@ class SeriesRule(Detector):
         if len(values) < SUDDEN_POINTS or any(
                 direction * (values[-i] - line) < 0 for i in range(1, SUDDEN_POINTS + 1)):
             return False  # (the usual case, checked before the noise is read)
-        run = SUDDEN_POINTS
-        while run < min(SUDDEN_MOST, len(values)) and direction * (values[-run - 1] - line) >= 0:
-            run += 1
-        noise = self.noise(key, run)
+        # the noise read before the last two points, as the rule's own test reads it at
+        # this count (the estimate is shared: read before more of them, it moved the
+        # rule's recent-median test too, and two generated collapses were told later)
+        noise = self.noise(key, SUDDEN_POINTS)
         if noise is None:
             return False
         return sudden_run(list(noise.values), noise, level, line, direction, far) > 0
