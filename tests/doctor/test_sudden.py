@@ -156,14 +156,14 @@ def test_more_points_in_a_row_need_less_beyond_the_curves_extremes() -> None:
     history[30] = 2.0  # the curve went 1.0 above its level once
     noise = noise_of(history)
     assert not sudden([2.7, 2.7], history, noise, 1.0, 1.5, 1, 8.0)
-    assert sudden_run(history + [2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 0
-    assert sudden_run(history + [2.7, 2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 3
-    assert sudden_run(history + [1.2, 2.7, 2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 3
+    assert sudden_run([*history, 2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 0
+    assert sudden_run([*history, 2.7, 2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 3
+    assert sudden_run([*history, 1.2, 2.7, 2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 3
     # one of the last three no further than the curve went before: not yet conclusive
-    assert sudden_run(history + [2.7, 1.9, 2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 0
+    assert sudden_run([*history, 2.7, 1.9, 2.7, 2.7], noise, 1.0, 1.5, 1, 8.0) == 0
     # the other way round, and two points far beyond everything still told at two
     assert sudden_run([2.0 - v for v in history] + [-0.7] * 3, noise, 1.0, 0.5, -1, 8.0) == 3
-    assert sudden_run(history + [3.5, 3.5], noise, 1.0, 1.5, 1, 8.0) == 2
+    assert sudden_run([*history, 3.5, 3.5], noise, 1.0, 1.5, 1, 8.0) == 2
 
 
 def kl_with_a_spike(jump_at: int | None, jump: float, n: int = 200) -> list[MetricsEvent]:
