@@ -142,9 +142,10 @@ class Mismatch(SeriesRule):
         key's onset are told together when the episode is ``group`` steps old, or
         ``group_points`` logged points after the first key was found (or the run ended),
         naming every key; keys that cross later, within ``episode`` steps of the
-        episode's last finding, are added to it as an ``info`` finding. The points bound
-        the wait on a run logged every step, where 10 steps held a finding 10 points
-        (issue 42's delay): keys a mismatch moves together cross at the same points."""
+        episode's last finding, are added to it as an ``info`` finding (held ``group``
+        steps, so the keys that follow together are one continuation). The points bound
+        the wait for the warning on a run logged every step, where 10 steps held it 10
+        points (issue 42's delay)."""
         found = super().update(event)
         if self.held and isinstance(event, MetricsEvent) and event.step > self.held_step:
             self.held_points += 1
@@ -155,8 +156,8 @@ class Mismatch(SeriesRule):
             self.held_late = self.told >= 0 and event.step - self.told <= \
                 self.params["episode"]
         self.held.extend(found)
-        if self.held and (event.step >= self.held[0].step + self.params["group"]
-                          or self.held_points >= self.params["group_points"]):
+        if self.held and (event.step >= self.held[0].step + self.params["group"] or (
+                self.held_points >= self.params["group_points"] and not self.held_late)):
             return self._tell(event.time, event.step)
         return ()
 
