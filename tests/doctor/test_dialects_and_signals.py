@@ -245,6 +245,23 @@ def test_a_mismatch_episode_on_a_run_logged_every_step_is_told_two_points_on() -
         assert told == [(expected, 40 * every)], told
 
 
+def test_keys_that_cross_after_the_early_warning_are_one_continuation() -> None:
+    """Logged every step, the warning names the key found first (told 2 points on); the
+    keys that cross in the steps after it are one ``info`` continuation, held ``group``
+    steps as the warning was before, not one finding each."""
+    ess, kl, chi2 = ("rollout_corr/rollout_is_eff_sample_size", "rollout_corr/kl",
+                     "rollout_corr/chi2_token")
+    doctor = Doctor(resolve(True))
+    hits = []
+    for i in range(80):
+        data = {ess: 0.2 if i >= 40 else 0.95, kl: 0.2 if i >= 45 else 0.001,
+                chi2: 1.5 if i >= 46 else 0.01}
+        hits += [(i, f) for f in doctor.feed(MetricsEvent(data, i, float(i)))
+                 if f.rule == "mismatch"]
+    assert [(i, f.severity, f.keys) for i, f in hits] == [
+        (44, "warning", (ess,)), (55, "info", (kl, chi2))], [f.message for _, f in hits]
+
+
 def test_zero_std_groups_clip_spike_and_staleness() -> None:
     zero = [0.3] * 30 + [0.97] * 10
     found = run_doctor(MetricsEvent({"frac_reward_zero_std": v}, i, float(i))
