@@ -478,6 +478,8 @@ def _point_sigma(noise: Noise, before: Sequence[float], own_spread: bool) -> flo
 
 def _conclusive(last: Sequence[float], before: Sequence[float], noise: Noise, level: float,
                 direction: int, far: float, sigma: float) -> bool:
+    """``last`` (all past the line) far enough, in their mean and each of them, to tell
+    the change on them alone (:func:`sudden`'s two tests)."""
     mean = math.fsum(v / len(last) for v in last)
     sd = sigma * math.sqrt(mean_variance(len(last), noise.phi))
     if direction * (mean - level) < far * sd:

@@ -116,7 +116,7 @@ class SeriesRule(Detector):
             return False  # (the usual case, checked before the noise is read)
         # the noise read before the last two points, as the rule's own test reads it at
         # this count (the estimate is shared: read before more of them, it moved the
-        # rule's recent-median test too, and two generated collapses were told later)
+        # rule's recent-median test too, and three generated collapses were told later)
         noise = self.noise(key, SUDDEN_POINTS)
         if noise is None:
             return False
